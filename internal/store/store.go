@@ -1,0 +1,202 @@
+package store
+
+import (
+	"context"
+	"errors"
+
+	"github.com/petrel-relay/petrel/internal/nostr"
+)
+
+// Sentinel errors.
+var (
+	// ErrClosed is returned by every method after Close.
+	ErrClosed = errors.New("store: closed")
+	// ErrTooMany is returned by Items when more items match than allowed.
+	ErrTooMany = errors.New("store: too many items")
+	// ErrNotFound is returned by point lookups that find nothing.
+	ErrNotFound = errors.New("store: not found")
+)
+
+// Outcome is what saving one event did.
+type Outcome uint8
+
+const (
+	// Stored: the event is now stored. For a replaceable or addressable
+	// event, Removed lists the older version(s) it replaced; for a deletion
+	// (kind 5) or a request to vanish (kind 62), Removed lists what it
+	// deleted.
+	Stored Outcome = iota + 1
+	// Duplicate: an event with this id is already stored. Nothing changed.
+	Duplicate
+	// Superseded: a replaceable or addressable event older than the stored
+	// version for its address (or equal created_at with a higher id).
+	// Nothing changed.
+	Superseded
+	// Deleted: the event was deleted earlier (NIP-09 by id, an "a"
+	// deletion covering its address and created_at, or NIP-62 covering its
+	// author and created_at) and may not come back. Nothing changed.
+	Deleted
+	// Failed: an internal error; Err says what. Nothing changed.
+	Failed
+)
+
+// String names the outcome.
+func (o Outcome) String() string {
+	switch o {
+	case Stored:
+		return "stored"
+	case Duplicate:
+		return "duplicate"
+	case Superseded:
+		return "superseded"
+	case Deleted:
+		return "deleted"
+	case Failed:
+		return "failed"
+	}
+	return "outcome(?)"
+}
+
+// SaveResult is the result of saving one event.
+type SaveResult struct {
+	Outcome Outcome
+	// Removed lists the ids this save removed from the store (older
+	// replaceable versions, deletion targets). May be nil.
+	Removed []nostr.ID
+	// Err is set when Outcome is Failed.
+	Err error
+}
+
+// Record is one stored event as a query returns it: the fields the relay
+// needs to route and protect it, and the event's raw JSON.
+type Record struct {
+	ID        nostr.ID
+	PubKey    nostr.PubKey
+	CreatedAt int64
+	Kind      int
+	// Raw is the event JSON. It is valid until the next call to the
+	// iterator's Next or Close; copy it to keep it.
+	Raw []byte
+}
+
+// Iterator is a pull iterator over query results. It is used by one
+// goroutine at a time, but may move between goroutines between calls: the
+// relay runs a stored query in time slices, parking the iterator between
+// them. An open iterator pins a consistent snapshot of the store; it must
+// be closed, and should not be parked for long.
+type Iterator interface {
+	// Next advances to the next record and reports whether there is one.
+	// After it returns false, Err tells whether iteration failed.
+	Next() bool
+	// Record returns the current record. Its Raw is valid until the next
+	// call to Next or Close.
+	Record() *Record
+	// Err returns the error that ended iteration, if any.
+	Err() error
+	// Close releases the iterator. It is safe to call more than once.
+	Close() error
+}
+
+// Item is one (created_at, id) pair, the unit of negentropy reconciliation.
+type Item struct {
+	CreatedAt int64
+	ID        nostr.ID
+}
+
+// Stats is a snapshot of store-level figures for /stats and /metrics.
+type Stats struct {
+	SizeBytes int64  // bytes on disk (or in the database) used by the store
+	Backend   string // "pebble", "postgres", ...
+}
+
+// Store is an event store. All methods are safe for concurrent use.
+//
+// # Storage semantics
+//
+// Ephemeral events (kinds 20000-29999) are never stored: Save returns
+// Failed with an error for them; the relay must not pass them in.
+//
+// Replaceable (0, 3, 10000-19999) and addressable (30000-39999) events keep
+// one version per address ((pubkey, kind) or (pubkey, kind, d tag)): the one
+// with the highest created_at, ties going to the lowest id. Saving an older
+// version returns Superseded; saving a newer one removes the older.
+//
+// A deletion request (kind 5, NIP-09) is stored, and deletes, among its
+// targets, only events by its own author: "e" targets by id, "a" targets
+// every version of the address with created_at <= the request's created_at.
+// Deleted ids are remembered: saving one again returns Deleted. An event
+// covered by an "a" deletion (same author, same address, created_at <= the
+// deletion's) is Deleted too. A deletion request that targets another
+// deletion request has no effect on it: deletion requests are kept
+// indefinitely (NIP-09). Deletion targets that are not stored yet are
+// remembered all the same (if the author matches when they arrive, they
+// are refused as Deleted).
+//
+// A request to vanish (kind 62, NIP-62) is stored, and deletes every event
+// of its author with created_at <= its created_at (except itself); later
+// saves of that author's events with created_at <= its created_at return
+// Deleted. The store applies this to every kind 62 event it is given: the
+// relay decides which ones (its own URL or ALL_RELAYS) reach the store.
+//
+// Events whose NIP-40 expiration is at or before now are never returned by
+// Query, Count or Items, and are purged eventually.
+//
+// # Ordering
+//
+// Query returns events newest first: created_at descending, ties by id
+// ascending (bytewise). Items returns (created_at, id) ascending.
+type Store interface {
+	// Save stores the events as one batch, committed (and synced, if the
+	// store is configured to sync) before Save returns, and returns one
+	// result per event, in order. Events in one call are applied in order,
+	// so a later event in the batch sees the effect of earlier ones. The
+	// error is non-nil only when the whole batch failed (each result then
+	// has Outcome Failed). The events must have valid ids and signatures:
+	// the store does not check them.
+	Save(ctx context.Context, events []*nostr.Event) ([]SaveResult, error)
+
+	// Submit queues one event for the store's single writer, which commits
+	// queued events in batches. done is called exactly once, from the
+	// writer goroutine, after the batch holding ev has committed (or
+	// failed); it must not block and must not call back into the store.
+	// Submit blocks while the writer's queue is full, and returns ctx's
+	// error (without calling done) if ctx ends first, or ErrClosed.
+	Submit(ctx context.Context, ev *nostr.Event, done func(SaveResult)) error
+
+	// Query returns the events matching any of filters. Each filter
+	// contributes at most its Limit newest matches (all matches when it
+	// has no limit); the union is returned newest first without
+	// duplicates. A filter with Search returns its matches by relevance
+	// instead (and a store without search returns none for it). Filters
+	// that are Empty match nothing.
+	Query(ctx context.Context, filters []nostr.Filter) (Iterator, error)
+
+	// Count returns the number of distinct stored events matching any of
+	// filters. Limit is ignored (NIP-45 counts everything that matches).
+	Count(ctx context.Context, filters []nostr.Filter) (int64, error)
+
+	// Items returns the (created_at, id) of every stored event matching
+	// any of filters, ascending, ignoring Limit. If more than max items
+	// match (max > 0), it returns ErrTooMany.
+	Items(ctx context.Context, filters []nostr.Filter, max int) ([]Item, error)
+
+	// Has reports whether an event with this id is stored (it may be
+	// expired but not yet purged).
+	Has(ctx context.Context, id nostr.ID) (bool, error)
+
+	// Delete removes the events with these ids, whoever wrote them, and
+	// returns how many were removed. It does not record them as deleted:
+	// they may be saved again (the relay's ban list is the place for that).
+	Delete(ctx context.Context, ids []nostr.ID) (int, error)
+
+	// PurgeExpired removes events whose expiration is at or before now
+	// and returns how many were removed. Backends also do this on their
+	// own in the background.
+	PurgeExpired(ctx context.Context, now int64) (int, error)
+
+	// Stats returns current store figures.
+	Stats() Stats
+
+	// Close waits for queued writes to commit, then releases the store.
+	Close() error
+}

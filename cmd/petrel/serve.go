@@ -1,0 +1,135 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/petrel-relay/petrel/internal/config"
+	"github.com/petrel-relay/petrel/internal/nostr"
+	"github.com/petrel-relay/petrel/internal/relay"
+	"github.com/petrel-relay/petrel/internal/server"
+)
+
+// commonFlags are the flags every store-using subcommand takes.
+type commonFlags struct {
+	configPath string
+	dataDir    string
+	logLevel   string
+}
+
+func (f *commonFlags) register(cmd *cobra.Command) {
+	cmd.Flags().StringVarP(&f.configPath, "config", "c", os.Getenv("PETREL_CONFIG"), "TOML config file (env PETREL_CONFIG)")
+	cmd.Flags().StringVar(&f.dataDir, "data", "", "data directory of the embedded store (overrides store.path)")
+	cmd.Flags().StringVar(&f.logLevel, "log-level", "", "debug, info, warn or error (overrides log.level)")
+}
+
+// load reads the config file and environment, then applies flags.
+func (f *commonFlags) load() (config.Config, error) {
+	cfg, err := config.Load(f.configPath, os.Environ())
+	if err != nil {
+		return cfg, err
+	}
+	if f.dataDir != "" {
+		cfg.Store.Path = f.dataDir
+	}
+	if f.logLevel != "" {
+		cfg.Log.Level = f.logLevel
+	}
+	return cfg.Normalize(), nil
+}
+
+func newLogger(c config.Log) (*slog.Logger, error) {
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(c.Level)); err != nil {
+		return nil, fmt.Errorf("log level %q: %w", c.Level, err)
+	}
+	opts := &slog.HandlerOptions{Level: lvl}
+	switch c.Format {
+	case "json":
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
+	case "text", "":
+		return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil
+	}
+	return nil, fmt.Errorf("log format %q: want text or json", c.Format)
+}
+
+func serveCmd() *cobra.Command {
+	var cf commonFlags
+	var listen string
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the relay (zero config: 127.0.0.1:7447, store in ./petrel-data)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg, err := cf.load()
+			if err != nil {
+				return err
+			}
+			if listen != "" {
+				cfg.Server.Listen = listen
+			}
+			return serve(cfg)
+		},
+	}
+	cf.register(cmd)
+	cmd.Flags().StringVarP(&listen, "listen", "l", "", "address to listen on (overrides server.listen)")
+	return cmd
+}
+
+func serve(cfg config.Config) error {
+	start := time.Now()
+	log, err := newLogger(cfg.Log)
+	if err != nil {
+		return err
+	}
+	slog.SetDefault(log)
+	st, err := openStore(cfg, log)
+	if err != nil {
+		return err
+	}
+	verifier := nostr.DefaultVerifier()
+	rl, err := relay.New(cfg.Relay, relay.Options{Store: st, Verifier: verifier, Logger: log, Info: cfg.Info})
+	if err != nil {
+		st.Close()
+		return err
+	}
+	srv, err := server.New(cfg.Server, server.Options{Relay: rl, Logger: log, Version: buildVersion()})
+	if err != nil {
+		st.Close()
+		return err
+	}
+	if err := srv.Start(); err != nil {
+		st.Close()
+		return err
+	}
+	log.Info("petrel listening",
+		"url", srv.URL(), "version", buildVersion(), "store", cfg.Store.Backend,
+		"path", cfg.Store.Path, "verifier", verifier.Name(), "startup", time.Since(start).Round(time.Millisecond))
+
+	sig := make(chan os.Signal, 2)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	s := <-sig
+	log.Info("shutting down", "signal", s.String())
+	go func() {
+		<-sig
+		log.Warn("second signal: exiting now")
+		os.Exit(1)
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.Server.ShutdownTimeout+10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(ctx); err != nil {
+		log.Warn("shutdown", "err", err)
+	}
+	if err := st.Close(); err != nil {
+		return fmt.Errorf("close store: %w", err)
+	}
+	log.Info("stopped")
+	return nil
+}

@@ -1,0 +1,214 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/BurntSushi/toml"
+
+	"github.com/petrel-relay/petrel/internal/relay"
+	"github.com/petrel-relay/petrel/internal/server"
+)
+
+// Config is the whole configuration file.
+type Config struct {
+	Server server.Config `toml:"server"`
+	Relay  relay.Config  `toml:"relay"`
+	Info   relay.Info    `toml:"info"`
+	Store  Store         `toml:"store"`
+	Log    Log           `toml:"log"`
+}
+
+// Store configures the event store.
+type Store struct {
+	// Backend is "pebble" (embedded, the default) or "postgres".
+	Backend string `toml:"backend"`
+	// Path is the pebble data directory. Default "./petrel-data".
+	Path string `toml:"path"`
+	// NoSync commits without fsync: faster, but a power loss can lose
+	// events that were acknowledged. Default false.
+	NoSync bool `toml:"no_sync"`
+	// CacheBytes is the pebble block cache size. Default 256 MiB.
+	CacheBytes int64 `toml:"cache_bytes"`
+	// PostgresURL is the connection string for the postgres backend.
+	PostgresURL string `toml:"postgres_url"`
+}
+
+// Log configures logging.
+type Log struct {
+	// Level is debug, info, warn or error. Default info.
+	Level string `toml:"level"`
+	// Format is text or json. Default text.
+	Format string `toml:"format"`
+}
+
+// Normalize fills in defaults.
+func (c Config) Normalize() Config {
+	c.Server = c.Server.Normalize()
+	c.Relay = c.Relay.Normalize()
+	if c.Store.Backend == "" {
+		c.Store.Backend = "pebble"
+	}
+	if c.Store.Path == "" {
+		c.Store.Path = "./petrel-data"
+	}
+	if c.Store.CacheBytes == 0 {
+		c.Store.CacheBytes = 256 << 20
+	}
+	if c.Log.Level == "" {
+		c.Log.Level = "info"
+	}
+	if c.Log.Format == "" {
+		c.Log.Format = "text"
+	}
+	return c
+}
+
+// Load reads the TOML file at path (if path is not empty), then applies
+// environment overrides from environ (os.Environ() form). Unknown keys in
+// the file are an error, so a typo does not silently leave a default.
+func Load(path string, environ []string) (Config, error) {
+	var c Config
+	if path != "" {
+		md, err := toml.DecodeFile(path, &c)
+		if err != nil {
+			return c, fmt.Errorf("config %s: %w", path, err)
+		}
+		if und := md.Undecoded(); len(und) > 0 {
+			keys := make([]string, len(und))
+			for i, k := range und {
+				keys[i] = k.String()
+			}
+			return c, fmt.Errorf("config %s: unknown keys: %s", path, strings.Join(keys, ", "))
+		}
+	}
+	if err := ApplyEnv(&c, environ); err != nil {
+		return c, err
+	}
+	return c, nil
+}
+
+// EnvPrefix prefixes every environment override.
+const EnvPrefix = "PETREL_"
+
+// ApplyEnv sets fields from variables named PETREL_<SECTION>_<KEY>, with
+// section and key the TOML names in upper case (PETREL_SERVER_LISTEN,
+// PETREL_RELAY_MAX_LIMIT). Lists are comma-separated. Unknown PETREL_
+// variables that look like overrides are an error.
+func ApplyEnv(c *Config, environ []string) error {
+	fields := map[string]reflect.Value{}
+	collect(reflect.ValueOf(c).Elem(), "", fields)
+	var errs []error
+	for _, kv := range environ {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || !strings.HasPrefix(k, EnvPrefix) {
+			continue
+		}
+		name := strings.ToLower(strings.TrimPrefix(k, EnvPrefix))
+		f, ok := fields[name]
+		if !ok {
+			if isReservedEnv(name) {
+				continue
+			}
+			errs = append(errs, fmt.Errorf("environment %s: no such setting", k))
+			continue
+		}
+		if err := setValue(f, v); err != nil {
+			errs = append(errs, fmt.Errorf("environment %s: %w", k, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// isReservedEnv names PETREL_ variables that are not config overrides.
+func isReservedEnv(name string) bool {
+	switch name {
+	case "config", "verifier", "test_subprocess", "crash_child", "data":
+		return true
+	}
+	return strings.HasPrefix(name, "test_")
+}
+
+// collect maps "section_key" to settable fields, by TOML tag.
+func collect(v reflect.Value, prefix string, out map[string]reflect.Value) {
+	t := v.Type()
+	for i := 0; i < t.NumField(); i++ {
+		sf := t.Field(i)
+		tag := strings.Split(sf.Tag.Get("toml"), ",")[0]
+		if tag == "" || tag == "-" {
+			continue
+		}
+		name := tag
+		if prefix != "" {
+			name = prefix + "_" + tag
+		}
+		fv := v.Field(i)
+		if fv.Kind() == reflect.Struct && fv.Type() != reflect.TypeOf(time.Duration(0)) {
+			collect(fv, name, out)
+			continue
+		}
+		out[name] = fv
+	}
+}
+
+func setValue(f reflect.Value, s string) error {
+	switch f.Interface().(type) {
+	case time.Duration:
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			return err
+		}
+		f.SetInt(int64(d))
+		return nil
+	}
+	switch f.Kind() {
+	case reflect.String:
+		f.SetString(s)
+	case reflect.Bool:
+		b, err := strconv.ParseBool(s)
+		if err != nil {
+			return err
+		}
+		f.SetBool(b)
+	case reflect.Int, reflect.Int64, reflect.Int32:
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return err
+		}
+		f.SetInt(n)
+	case reflect.Slice:
+		if f.Type().Elem().Kind() == reflect.String {
+			var parts []string
+			for _, p := range strings.Split(s, ",") {
+				if p = strings.TrimSpace(p); p != "" {
+					parts = append(parts, p)
+				}
+			}
+			f.Set(reflect.ValueOf(parts))
+			return nil
+		}
+		if f.Type().Elem().Kind() == reflect.Int {
+			var parts []int
+			for _, p := range strings.Split(s, ",") {
+				if p = strings.TrimSpace(p); p == "" {
+					continue
+				}
+				n, err := strconv.Atoi(p)
+				if err != nil {
+					return err
+				}
+				parts = append(parts, n)
+			}
+			f.Set(reflect.ValueOf(parts))
+			return nil
+		}
+		return fmt.Errorf("unsupported list type %s", f.Type())
+	default:
+		return fmt.Errorf("unsupported type %s", f.Type())
+	}
+	return nil
+}

@@ -1,0 +1,225 @@
+package relay
+
+import (
+	"sync"
+	"time"
+
+	"github.com/petrel-relay/petrel/internal/nostr"
+	"github.com/petrel-relay/petrel/internal/store"
+)
+
+// dispatchItem is one event leaving the ingest path: its OK goes to okTo
+// (nil for events from elsewhere, e.g. another node or an import), and if
+// it was accepted it is fanned out to matching subscriptions.
+type dispatchItem struct {
+	ev       *nostr.Event
+	okTo     *Session
+	t0       time.Time
+	res      store.SaveResult
+	stored   bool // res is meaningful
+	accepted bool // ephemeral: accepted without the store
+}
+
+// dispatcher is the single goroutine that writes OKs and fans committed
+// events out. It drains its queue in batches and schedules each touched
+// session for flushing once per batch, so frames coalesce into one write.
+type dispatcher struct {
+	r       *Relay
+	queue   chan dispatchItem
+	done    chan struct{}
+	once    sync.Once
+	seq     uint64
+	touched []*Session
+	mark    map[*Session]struct{}
+	ptrs    []*sub
+}
+
+func newDispatcher(r *Relay) *dispatcher {
+	d := &dispatcher{
+		r:     r,
+		queue: make(chan dispatchItem, r.cfg.FanoutQueue),
+		done:  make(chan struct{}),
+		mark:  make(map[*Session]struct{}),
+	}
+	go d.run()
+	return d
+}
+
+// push hands an item to the dispatcher. It blocks while the queue is full:
+// that is backpressure on the store's writer, never a silent drop.
+func (d *dispatcher) push(it dispatchItem) { d.queue <- it }
+
+// Publish fans out an event that was committed elsewhere (another node,
+// an import), without an OK.
+func (r *Relay) Publish(ev *nostr.Event) {
+	r.dispatch.push(dispatchItem{ev: ev, accepted: true})
+}
+
+func (d *dispatcher) close() {
+	d.once.Do(func() { close(d.queue) })
+	<-d.done
+}
+
+func (d *dispatcher) run() {
+	defer close(d.done)
+	const maxBatch = 512
+	for {
+		it, ok := <-d.queue
+		if !ok {
+			return
+		}
+		d.handle(it)
+	batch:
+		for n := 1; n < maxBatch; n++ {
+			select {
+			case it, ok = <-d.queue:
+				if !ok {
+					d.flushTouched()
+					return
+				}
+				d.handle(it)
+			default:
+				break batch
+			}
+		}
+		d.flushTouched()
+	}
+}
+
+func (d *dispatcher) touch(s *Session) {
+	if _, ok := d.mark[s]; ok {
+		return
+	}
+	d.mark[s] = struct{}{}
+	d.touched = append(d.touched, s)
+}
+
+func (d *dispatcher) flushTouched() {
+	for i, s := range d.touched {
+		d.r.flusher.schedule(s)
+		delete(d.mark, s)
+		d.touched[i] = nil
+	}
+	d.touched = d.touched[:0]
+}
+
+func (d *dispatcher) handle(it dispatchItem) {
+	r := d.r
+	fanout := it.accepted
+	if it.okTo != nil {
+		s := it.okTo
+		var okv bool
+		var msg string
+		switch {
+		case it.accepted:
+			okv = true
+		case it.stored:
+			switch it.res.Outcome {
+			case store.Stored:
+				okv, fanout = true, true
+				r.stats.EventsAccepted.Add(1)
+			case store.Duplicate:
+				okv, msg = true, "duplicate: already have this event"
+				r.stats.EventsDuplicate.Add(1)
+			case store.Superseded:
+				msg = "duplicate: a newer version of this event is already stored"
+				r.countReject(nostr.PrefixDuplicate)
+			case store.Deleted:
+				msg = "blocked: this event has been deleted"
+				r.countReject(nostr.PrefixBlocked)
+			default:
+				r.stats.DBErrors.Add(1)
+				r.countReject(nostr.PrefixError)
+				msg = "error: could not store event"
+				if it.res.Err != nil {
+					r.log.Warn("store failed", "id", it.ev.ID.Hex(), "err", it.res.Err)
+				}
+			}
+		}
+		s.pendingEvents.Add(-1)
+		if !s.closed.Load() {
+			o := &s.out
+			bp := scratchPool.Get().(*[]byte)
+			b := nostr.AppendOK((*bp)[:0], it.ev.ID, okv, msg)
+			o.mu.Lock()
+			o.appendFrame(catControl, b)
+			o.mu.Unlock()
+			*bp = b
+			scratchPool.Put(bp)
+			r.stats.MessagesOut.Add(1)
+			d.touch(s)
+		}
+		r.OKLatency.Observe(r.now().Sub(it.t0).Seconds())
+	} else if it.stored && it.res.Outcome == store.Stored {
+		fanout = true
+		r.stats.EventsAccepted.Add(1)
+	}
+	if fanout {
+		d.fanout(it.ev)
+	}
+}
+
+// fanout delivers ev to every live subscription that matches it.
+func (d *dispatcher) fanout(ev *nostr.Event) {
+	r := d.r
+	d.seq++
+	seq := d.seq
+	d.ptrs = d.ptrs[:0]
+	r.idx.candidates(ev, func(sb *sub) {
+		if sb.stamp == seq {
+			return
+		}
+		sb.stamp = seq
+		if !nostr.MatchesAny(sb.filters, ev) {
+			return
+		}
+		if !sb.s.canSee(ev) {
+			return
+		}
+		s := sb.s
+		o := &s.out
+		o.mu.Lock()
+		switch sb.state {
+		case subClosed:
+		case subStored:
+			if !s.roomForLive(len(ev.Raw) + len(sb.prefix) + 11) {
+				sb.state = subClosed
+				d.ptrs = append(d.ptrs, sb)
+			} else {
+				sb.held = append(sb.held, held{id: ev.ID, raw: ev.Raw})
+				sb.heldBytes += len(ev.Raw)
+				s.heldTotal += len(ev.Raw)
+			}
+		case subLive:
+			if !s.roomForLive(len(ev.Raw) + len(sb.prefix) + 11) {
+				sb.state = subClosed
+				d.ptrs = append(d.ptrs, sb)
+			} else {
+				o.appendEventFrame(catLive, sb.prefix, ev.Raw)
+				r.stats.Deliveries.Add(1)
+				r.stats.MessagesOut.Add(1)
+				d.touch(s)
+			}
+		}
+		o.mu.Unlock()
+	})
+	// Overflowed subscriptions are closed outside the index lock.
+	for i, sb := range d.ptrs {
+		r.stats.BuffersDropped.Add(1)
+		r.stats.LimitTrips[limOutQueue].Add(1)
+		sb.s.dropSub(sb, "error: slow consumer: out-queue full, events were dropped; re-subscribe with since")
+		d.ptrs[i] = nil
+	}
+}
+
+// roomForLive reports whether n more bytes of live output fit in the
+// session's live budget. s.out.mu must be held.
+func (s *Session) roomForLive(n int) bool {
+	o := &s.out
+	liveBytes := o.bytes[catLive] + s.heldBytesLocked()
+	return o.frames[catLive] < s.r.cfg.OutQueueFrames && liveBytes+n <= s.r.cfg.OutQueueBytes
+}
+
+// heldBytesLocked sums live bytes held by subscriptions in their stored
+// phase. s.out.mu must be held. It is bounded by OutQueueBytes.
+func (s *Session) heldBytesLocked() int { return s.heldTotal }

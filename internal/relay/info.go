@@ -1,0 +1,48 @@
+package relay
+
+// Info is the operator-supplied part of the NIP-11 document. NIP-86 may
+// change Name and Description at run time.
+type Info struct {
+	// Name is the relay's name. Default "petrel".
+	Name string `toml:"name"`
+	// Description is a few sentences about the relay.
+	Description string `toml:"description"`
+	// PubKey is the operator's hex public key.
+	PubKey string `toml:"pubkey"`
+	// Contact is an alternative contact (URI).
+	Contact string `toml:"contact"`
+	// Icon is a URL to a square image.
+	Icon string `toml:"icon"`
+	// Banner is a URL to a wide image.
+	Banner string `toml:"banner"`
+	// PostingPolicy is a URL to the relay's posting policy.
+	PostingPolicy string `toml:"posting_policy"`
+	// PrivacyPolicy is a URL to the relay's privacy policy.
+	PrivacyPolicy string `toml:"privacy_policy"`
+	// TermsOfService is a URL to the relay's terms of service.
+	TermsOfService string `toml:"terms_of_service"`
+	// RelayCountries lists ISO 3166 country codes whose laws apply.
+	RelayCountries []string `toml:"relay_countries"`
+	// LanguageTags lists IETF language tags of the relay's content.
+	LanguageTags []string `toml:"language_tags"`
+	// Tags lists topic tags describing the relay.
+	Tags []string `toml:"tags"`
+}
+
+// Info returns the relay's current NIP-11 information.
+func (r *Relay) Info() Info {
+	r.infoMu.RLock()
+	defer r.infoMu.RUnlock()
+	info := r.info
+	if info.Name == "" {
+		info.Name = "petrel"
+	}
+	return info
+}
+
+// SetInfo replaces the relay's NIP-11 information.
+func (r *Relay) SetInfo(info Info) {
+	r.infoMu.Lock()
+	r.info = info
+	r.infoMu.Unlock()
+}

@@ -1,0 +1,377 @@
+package relay
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/petrel-relay/petrel/internal/nostr"
+	"github.com/petrel-relay/petrel/internal/store"
+)
+
+// queryJob is one stored query (REQ) or count (COUNT) in the scheduler. A
+// REQ job runs in time slices: it is requeued when its slice ends and
+// parked when its connection's (or the relay's) stored-query budget is
+// full, and resumed when the client has read enough.
+type queryJob struct {
+	s         *Session
+	sb        *sub // nil for COUNT
+	subID     string
+	filters   []nostr.Filter
+	count     bool
+	it        store.Iterator // owned by whoever runs or releases the job
+	t0        time.Time
+	sent      int
+	cancelled atomic.Bool
+	finished  atomic.Bool
+}
+
+func (j *queryJob) cancel() { j.cancelled.Store(true) }
+
+// release closes the job's iterator. It is called by whoever holds the job
+// when it will never run again.
+func (j *queryJob) release() {
+	if j.finished.CompareAndSwap(false, true) && j.it != nil {
+		j.it.Close()
+		j.it = nil
+	}
+}
+
+// queryScheduler runs query jobs on a fixed pool of workers, FIFO, in
+// slices of Config.QuerySlice.
+type queryScheduler struct {
+	r       *Relay
+	mu      sync.Mutex
+	cond    *sync.Cond
+	queue   []*queryJob
+	head    int
+	parked  []*queryJob // waiting for the relay-wide budget
+	nparked atomic.Int32
+	closed  bool
+	wg      sync.WaitGroup
+}
+
+func newQueryScheduler(r *Relay) *queryScheduler {
+	q := &queryScheduler{r: r}
+	q.cond = sync.NewCond(&q.mu)
+	for i := 0; i < r.cfg.QueryWorkers; i++ {
+		q.wg.Add(1)
+		go q.worker()
+	}
+	return q
+}
+
+func (q *queryScheduler) enqueue(j *queryJob) {
+	q.mu.Lock()
+	if q.closed {
+		q.mu.Unlock()
+		j.release()
+		return
+	}
+	q.queue = append(q.queue, j)
+	q.mu.Unlock()
+	q.cond.Signal()
+}
+
+// parkGlobal parks j until the relay-wide budget frees, unless it already
+// has. It reports whether j was parked.
+func (q *queryScheduler) parkGlobal(j *queryJob) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed || q.r.stats.QueryBytesQueued.Load() < q.r.cfg.QueryBytesTotal {
+		return false
+	}
+	q.parked = append(q.parked, j)
+	q.nparked.Add(1)
+	return true
+}
+
+// resumeGlobal requeues every job parked on the relay-wide budget.
+func (q *queryScheduler) resumeGlobal() {
+	if q.nparked.Load() == 0 {
+		return
+	}
+	q.mu.Lock()
+	q.queue = append(q.queue, q.parked...)
+	q.nparked.Add(-int32(len(q.parked)))
+	clear(q.parked)
+	q.parked = q.parked[:0]
+	q.mu.Unlock()
+	q.cond.Broadcast()
+}
+
+func (q *queryScheduler) worker() {
+	defer q.wg.Done()
+	for {
+		q.mu.Lock()
+		for q.head == len(q.queue) && !q.closed {
+			q.cond.Wait()
+		}
+		if q.closed {
+			q.mu.Unlock()
+			return
+		}
+		j := q.queue[q.head]
+		q.queue[q.head] = nil
+		q.head++
+		if q.head == len(q.queue) {
+			q.queue = q.queue[:0]
+			q.head = 0
+		}
+		q.mu.Unlock()
+		q.run(j)
+	}
+}
+
+// close stops the workers and releases every queued or parked job.
+func (q *queryScheduler) close() {
+	q.mu.Lock()
+	q.closed = true
+	rest := append(q.queue[q.head:], q.parked...)
+	q.queue, q.parked, q.head = nil, nil, 0
+	q.mu.Unlock()
+	q.cond.Broadcast()
+	q.wg.Wait()
+	for _, j := range rest {
+		j.release()
+	}
+}
+
+// run executes one slice of j.
+func (q *queryScheduler) run(j *queryJob) {
+	r := q.r
+	s := j.s
+	if j.cancelled.Load() || s.closed.Load() {
+		j.release()
+		return
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			r.log.Error("BUG: panic in stored query", "panic", p)
+			j.release()
+			s.close(CloseInternalError, "internal error")
+		}
+	}()
+	if j.count {
+		q.runCount(j)
+		return
+	}
+	if j.it == nil {
+		it, err := r.store.Query(r.ctx, j.filters)
+		if err != nil {
+			q.fail(j, err)
+			return
+		}
+		j.it = it
+	}
+	deadline := time.Now().Add(r.cfg.QuerySlice)
+	o := &s.out
+	sb := j.sb
+	sinceFlush := 0
+	for n := 1; ; n++ {
+		if n&15 == 0 {
+			if j.cancelled.Load() {
+				j.release()
+				return
+			}
+			if time.Now().After(deadline) {
+				r.flusher.schedule(s)
+				q.enqueue(j)
+				return
+			}
+		}
+		// Budgets: park until the client has read enough.
+		o.mu.Lock()
+		if int64(o.bytes[catStored]) >= r.cfg.QueryBytesPerConn {
+			r.stats.LimitTrips[limQueryBytesPerConn].Add(1)
+			if sb.state == subClosed {
+				o.mu.Unlock()
+				j.release()
+				return
+			}
+			s.parked = j
+			o.mu.Unlock()
+			r.flusher.schedule(s)
+			return
+		}
+		o.mu.Unlock()
+		if r.stats.QueryBytesQueued.Load() >= r.cfg.QueryBytesTotal {
+			r.stats.LimitTrips[limQueryBytesTotal].Add(1)
+			r.flusher.schedule(s)
+			if q.parkGlobal(j) {
+				return
+			}
+		}
+		if !j.it.Next() {
+			break
+		}
+		rec := j.it.Record()
+		if !s.canSeeRecord(rec) {
+			continue
+		}
+		o.mu.Lock()
+		if sb.state == subClosed {
+			o.mu.Unlock()
+			j.release()
+			return
+		}
+		size := o.appendEventFrame(catStored, sb.prefix, rec.Raw)
+		for i := range sb.held {
+			if sb.held[i].id == rec.ID {
+				sb.held[i].sent = true
+			}
+		}
+		o.mu.Unlock()
+		r.stats.QueryBytesQueued.Add(int64(size))
+		r.stats.StoredSent.Add(1)
+		r.stats.MessagesOut.Add(1)
+		j.sent++
+		sinceFlush += size
+		if sinceFlush >= 64<<10 {
+			sinceFlush = 0
+			r.flusher.schedule(s)
+		}
+	}
+	if err := j.it.Err(); err != nil {
+		q.fail(j, err)
+		return
+	}
+	j.release()
+	// EOSE, then the live events held during the stored phase.
+	eose := nostr.AppendEOSE(nil, sb.id)
+	o.mu.Lock()
+	if sb.state == subStored {
+		o.appendFrame(catControl, eose)
+		for _, h := range sb.held {
+			if !h.sent {
+				o.appendEventFrame(catLive, sb.prefix, h.raw)
+				r.stats.Deliveries.Add(1)
+				r.stats.MessagesOut.Add(1)
+			}
+		}
+		s.heldTotal -= sb.heldBytes
+		sb.held, sb.heldBytes = nil, 0
+		sb.state = subLive
+		if sb.job == j {
+			sb.job = nil
+		}
+	}
+	o.mu.Unlock()
+	r.stats.MessagesOut.Add(1)
+	r.QueryLatency.Observe(time.Since(j.t0).Seconds())
+	r.flusher.schedule(s)
+}
+
+// fail ends a query that hit a store error: the subscription is closed
+// with CLOSED "error: ...".
+func (q *queryScheduler) fail(j *queryJob, err error) {
+	r := q.r
+	j.release()
+	r.stats.DBErrors.Add(1)
+	r.log.Warn("stored query failed", "err", err)
+	if j.sb != nil {
+		j.s.dropSub(j.sb, "error: query failed")
+	} else {
+		j.s.closedMsg(j.subID, "error: count failed")
+	}
+}
+
+func (q *queryScheduler) runCount(j *queryJob) {
+	r := q.r
+	defer j.release()
+	n, err := r.store.Count(r.ctx, j.filters)
+	if err != nil {
+		q.fail(j, err)
+		return
+	}
+	j.s.sendControl(func(b []byte) []byte { return nostr.AppendCount(b, j.subID, n, false, nil) })
+}
+
+// clampFilters applies MaxLimit to every filter (a missing limit becomes
+// MaxLimit) and reports whether any limit was lowered.
+func (r *Relay) clampFilters(filters []nostr.Filter) {
+	for i := range filters {
+		f := &filters[i]
+		if !f.HasLimit || f.Limit > r.cfg.MaxLimit {
+			if f.HasLimit {
+				r.stats.LimitTrips[limLimitClamped].Add(1)
+			}
+			f.Limit, f.HasLimit = r.cfg.MaxLimit, true
+		}
+	}
+}
+
+// handleReq opens (or replaces) a subscription: it is listed in the live
+// index first, then its stored query is queued; live matches that arrive
+// meanwhile are held and sent after EOSE unless the stored query sent them.
+func (s *Session) handleReq(subID string, filters []nostr.Filter) {
+	r := s.r
+	if rej := s.checkRead(filters); rej != nil {
+		s.closedMsg(subID, rej.Error())
+		return
+	}
+	r.clampFilters(filters)
+	r.stats.Queries.Add(1)
+	sb := &sub{s: s, id: subID, filters: filters, state: subStored}
+	sb.prefix = append(nostr.AppendString(append(make([]byte, 0, len(subID)+14), `["EVENT",`...), subID), ',')
+	j := &queryJob{s: s, sb: sb, subID: subID, filters: filters, t0: r.now()}
+	sb.job = j
+
+	s.mu.Lock()
+	if s.closed.Load() {
+		s.mu.Unlock()
+		return
+	}
+	old := s.subs[subID]
+	if old == nil && len(s.subs) >= r.cfg.MaxSubscriptions {
+		s.mu.Unlock()
+		r.stats.LimitTrips[limSubscriptions].Add(1)
+		s.closedMsg(subID, "blocked: too many open subscriptions on this connection (max "+itoa(r.cfg.MaxSubscriptions)+")")
+		return
+	}
+	if s.subs == nil {
+		s.subs = make(map[string]*sub, 1)
+	}
+	s.subs[subID] = sb
+	if old != nil {
+		r.closeSub(old) // lock order: s.mu, index.mu, out.mu
+	}
+	r.idx.add(sb) // under s.mu, so Closed cannot miss it
+	s.mu.Unlock()
+	r.stats.SubscriptionsActive.Add(1)
+	r.stats.SubscriptionsTotal.Add(1)
+	r.queries.enqueue(j)
+}
+
+// handleCount answers a NIP-45 COUNT.
+func (s *Session) handleCount(subID string, filters []nostr.Filter) {
+	r := s.r
+	if rej := s.checkRead(filters); rej != nil {
+		s.closedMsg(subID, rej.Error())
+		return
+	}
+	r.stats.Counts.Add(1)
+	r.queries.enqueue(&queryJob{s: s, subID: subID, filters: filters, count: true, t0: r.now()})
+}
+
+func itoa(n int) string {
+	var b [20]byte
+	i := len(b)
+	neg := n < 0
+	if neg {
+		n = -n
+	}
+	for {
+		i--
+		b[i] = byte('0' + n%10)
+		n /= 10
+		if n == 0 {
+			break
+		}
+	}
+	if neg {
+		i--
+		b[i] = '-'
+	}
+	return string(b[i:])
+}

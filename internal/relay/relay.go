@@ -1,0 +1,311 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/petrel-relay/petrel/internal/nostr"
+	"github.com/petrel-relay/petrel/internal/store"
+)
+
+// Options are the relay's collaborators. Store is required.
+type Options struct {
+	Store    store.Store
+	Verifier nostr.Verifier // default nostr.DefaultVerifier()
+	Logger   *slog.Logger   // default slog.Default()
+	Now      func() time.Time
+	Info     Info // NIP-11 information
+}
+
+// Relay is the protocol engine shared by all sessions.
+type Relay struct {
+	cfg      Config
+	limits   nostr.Limits
+	store    store.Store
+	verifier nostr.Verifier
+	log      *slog.Logger
+	now      func() time.Time
+
+	idx      *index
+	flusher  *flusher
+	queries  *queryScheduler
+	ingest   *ingest
+	dispatch *dispatcher
+
+	stats        Stats
+	OKLatency    prometheus.Histogram // EVENT received -> OK queued
+	QueryLatency prometheus.Histogram // REQ received -> EOSE queued
+
+	infoMu sync.RWMutex
+	info   Info
+
+	regMu    sync.Mutex
+	sessions []*Session
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	closed sync.Once
+}
+
+// New starts a relay engine over opts.Store with cfg (normalized).
+func New(cfg Config, opts Options) (*Relay, error) {
+	if opts.Store == nil {
+		return nil, errors.New("relay: a store is required")
+	}
+	cfg = cfg.Normalize()
+	r := &Relay{
+		cfg:      cfg,
+		store:    opts.Store,
+		verifier: opts.Verifier,
+		log:      opts.Logger,
+		now:      opts.Now,
+		idx:      newIndex(),
+		info:     opts.Info,
+	}
+	if r.verifier == nil {
+		r.verifier = nostr.DefaultVerifier()
+	}
+	if r.log == nil {
+		r.log = slog.Default()
+	}
+	if r.now == nil {
+		r.now = time.Now
+	}
+	r.limits = nostr.Limits{
+		MaxFilters:      cfg.MaxFilters,
+		MaxFilterValues: cfg.MaxFilterValues,
+		MaxTags:         cfg.MaxTags,
+		MaxSubIDLen:     cfg.MaxSubIDLength,
+		MaxContentBytes: max(cfg.MaxContentBytes, 0),
+	}
+	r.stats.start = time.Now()
+	r.OKLatency = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Namespace: "petrel", Name: "ok_latency_seconds",
+		Help:    "Time from an EVENT's arrival to its OK being queued.",
+		Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
+	})
+	r.QueryLatency = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Namespace: "petrel", Name: "query_latency_seconds",
+		Help:    "Time from a REQ's arrival to its EOSE being queued.",
+		Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
+	})
+	r.ctx, r.cancel = context.WithCancel(context.Background())
+	r.flusher = newFlusher(max(2, cfg.QueryWorkers))
+	r.dispatch = newDispatcher(r)
+	r.queries = newQueryScheduler(r)
+	r.ingest = newIngest(r)
+	r.wg.Add(1)
+	go r.sweep()
+	return r, nil
+}
+
+// Config returns the normalized configuration.
+func (r *Relay) Config() Config { return r.cfg }
+
+// Store returns the relay's store.
+func (r *Relay) Store() store.Store { return r.store }
+
+// VerifierName names the signature verifier in use.
+func (r *Relay) VerifierName() string { return r.verifier.Name() }
+
+// Stats returns a snapshot of the counters.
+func (r *Relay) Stats() Snapshot {
+	s := r.stats.snapshot()
+	s.Verifier = r.verifier.Name()
+	st := r.store.Stats()
+	s.DBSizeBytes = st.SizeBytes
+	s.StoreBackend = st.Backend
+	s.SubscriptionsActive = int64(r.idx.count())
+	return s
+}
+
+// CountRejectedConnection records a connection refused before a session
+// existed (connection limits).
+func (r *Relay) CountRejectedConnection(perIP bool) {
+	r.stats.ConnectionsRejected.Add(1)
+	if perIP {
+		r.stats.LimitTrips[limConnectionsPerIP].Add(1)
+	} else {
+		r.stats.LimitTrips[limConnections].Add(1)
+	}
+}
+
+// CountOversizedMessage records a frame refused by the transport for
+// exceeding MaxMessageBytes.
+func (r *Relay) CountOversizedMessage() { r.stats.LimitTrips[limMessageBytes].Add(1) }
+
+func (r *Relay) countReject(p nostr.Prefix) { r.stats.Rejected[reasonIndex(p)].Add(1) }
+
+func (r *Relay) register(s *Session) {
+	r.regMu.Lock()
+	s.slot = len(r.sessions)
+	r.sessions = append(r.sessions, s)
+	r.regMu.Unlock()
+}
+
+func (r *Relay) unregister(s *Session) {
+	r.regMu.Lock()
+	defer r.regMu.Unlock()
+	i := s.slot
+	if i < 0 || i >= len(r.sessions) || r.sessions[i] != s {
+		return
+	}
+	last := len(r.sessions) - 1
+	r.sessions[i] = r.sessions[last]
+	r.sessions[i].slot = i
+	r.sessions[last] = nil
+	r.sessions = r.sessions[:last]
+	s.slot = -1
+}
+
+// forEachSession calls fn for a snapshot of the registered sessions.
+func (r *Relay) forEachSession(fn func(*Session)) {
+	r.regMu.Lock()
+	list := make([]*Session, len(r.sessions))
+	copy(list, r.sessions)
+	r.regMu.Unlock()
+	for _, s := range list {
+		fn(s)
+	}
+}
+
+// Sessions returns the number of live sessions.
+func (r *Relay) Sessions() int {
+	r.regMu.Lock()
+	defer r.regMu.Unlock()
+	return len(r.sessions)
+}
+
+// closeSub unlists a subscription and stops its stored query.
+func (r *Relay) closeSub(sb *sub) {
+	r.idx.remove(sb)
+	o := &sb.s.out
+	o.mu.Lock()
+	wasOpen := sb.state != subClosed
+	sb.state = subClosed
+	sb.held = nil
+	sb.s.heldTotal -= sb.heldBytes
+	sb.heldBytes = 0
+	j := sb.job
+	sb.job = nil
+	var parked *queryJob
+	if j != nil && sb.s.parked == j {
+		sb.s.parked = nil
+		parked = j
+	}
+	o.mu.Unlock()
+	if j != nil {
+		j.cancel()
+	}
+	if parked != nil {
+		parked.release()
+	}
+	if wasOpen {
+		r.stats.SubscriptionsActive.Add(-1)
+	}
+}
+
+// releaseQueryBytes returns n stored-query bytes to the relay-wide budget
+// and resumes globally parked queries when it falls under half.
+func (r *Relay) releaseQueryBytes(n int64) {
+	if n == 0 {
+		return
+	}
+	v := r.stats.QueryBytesQueued.Add(-n)
+	if v < r.cfg.QueryBytesTotal/2 {
+		r.queries.resumeGlobal()
+	}
+}
+
+// sweep is the one goroutine that enforces idle and drain deadlines: it
+// pings connections idle for half the idle timeout, closes those idle for
+// all of it, and closes connections whose out-queue made no progress for
+// DrainTimeout. It runs every few seconds with jitter, so no connection
+// needs a timer of its own.
+func (r *Relay) sweep() {
+	defer r.wg.Done()
+	base := min(r.cfg.DrainTimeout, r.cfg.IdleTimeout) / 6
+	if r.cfg.IdleTimeout < 0 {
+		base = r.cfg.DrainTimeout / 6
+	}
+	base = min(max(base, 50*time.Millisecond), 5*time.Second)
+	ping := appendWSHeader(nil, opPing, 0)
+	for {
+		jitter := time.Duration(rand.Int64N(int64(base)/5 + 1))
+		select {
+		case <-r.ctx.Done():
+			return
+		case <-time.After(base - base/10 + jitter):
+		}
+		now := r.now()
+		r.forEachSession(func(s *Session) {
+			if s.closed.Load() {
+				return
+			}
+			if r.cfg.IdleTimeout > 0 {
+				idle := s.idleFor(now)
+				if idle > r.cfg.IdleTimeout {
+					r.stats.LimitTrips[limIdleTimeout].Add(1)
+					s.close(CloseGoingAway, "idle timeout")
+					return
+				}
+				if idle > r.cfg.IdleTimeout/2 && !s.pinged.Load() {
+					s.pinged.Store(true)
+					s.out.mu.Lock()
+					s.out.appendRawFrame(ping)
+					s.out.mu.Unlock()
+					r.flusher.schedule(s)
+				}
+			}
+			o := &s.out
+			o.mu.Lock()
+			busy := o.pending() || o.inTransp.Load() > 0
+			o.mu.Unlock()
+			if busy && time.Duration(now.UnixNano()-o.progress.Load()) > r.cfg.DrainTimeout {
+				r.stats.LimitTrips[limDrainTimeout].Add(1)
+				s.close(ClosePolicy, "not reading: out-queue stuck")
+			}
+		})
+	}
+}
+
+// Shutdown stops the engine: new messages are ignored, queued events are
+// committed and answered, out-queues get up to ctx's deadline to drain, then
+// every connection is closed with 1001. The store is not closed.
+func (r *Relay) Shutdown(ctx context.Context) {
+	r.closed.Do(func() {
+		r.ingest.close()   // verify queue drained, submitted events committed
+		r.dispatch.close() // OKs and fan-out written to out-queues
+		r.queries.close()  // stored queries stopped
+		for {              // let out-queues drain
+			busy := false
+			r.forEachSession(func(s *Session) {
+				s.out.mu.Lock()
+				p := s.out.pending()
+				s.out.mu.Unlock()
+				if p {
+					busy = true
+					r.flusher.schedule(s)
+				}
+			})
+			if !busy || ctx.Err() != nil {
+				break
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+		r.forEachSession(func(s *Session) { s.close(CloseGoingAway, "relay shutting down") })
+		r.cancel()
+		r.wg.Wait()
+		r.flusher.close()
+	})
+}

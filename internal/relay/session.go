@@ -1,0 +1,400 @@
+package relay
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"github.com/petrel-relay/petrel/internal/nostr"
+)
+
+// Transport is the socket side of a session, implemented by the server.
+type Transport interface {
+	// Write hands complete WebSocket frames to the connection. It must not
+	// block: what the socket cannot take now is buffered by the transport,
+	// which reports progress through Session.Written. Write is called by
+	// one goroutine at a time per session.
+	Write(b []byte) error
+	// Close closes the connection, sending a close frame with code and
+	// reason first when it can. It may be called more than once and from
+	// any goroutine; the transport then calls Session.Closed exactly once.
+	Close(code int, reason string)
+}
+
+// WebSocket close codes used by the relay.
+const (
+	CloseNormal        = 1000
+	CloseGoingAway     = 1001
+	CloseProtocolError = 1002
+	CloseUnsupported   = 1003
+	CloseInvalidData   = 1007
+	ClosePolicy        = 1008
+	CloseTooBig        = 1009
+	CloseInternalError = 1011
+)
+
+// subscription states, guarded by Session.out.mu.
+const (
+	subStored uint8 = iota // stored query running: live matches are held
+	subLive                // after EOSE: live matches are queued directly
+	subClosed              // closed: nothing more is delivered
+)
+
+// held is a live event matched while the subscription's stored query was
+// still running; it is sent after EOSE unless the stored query sent it.
+type held struct {
+	id   nostr.ID
+	raw  []byte
+	sent bool
+}
+
+// sub is one REQ subscription.
+type sub struct {
+	s       *Session
+	id      string
+	prefix  []byte // `["EVENT","<id>",`, built once
+	filters []nostr.Filter
+	entries []*entry // index entries; guarded by index.mu
+	listed  bool     // guarded by index.mu
+
+	// guarded by s.out.mu
+	state     uint8
+	held      []held
+	heldBytes int
+	job       *queryJob
+
+	stamp uint64 // dispatcher-only: last event sequence that visited this sub
+}
+
+// Session is one client connection's protocol state. It is created by the
+// server when a WebSocket upgrade completes and lives until Closed.
+// HandleMessage is called serially; everything else is safe for
+// concurrent use.
+type Session struct {
+	r  *Relay
+	t  Transport
+	IP string // remote address (no port), for limits and logs
+
+	out outbox
+
+	mu     sync.Mutex      // guards subs
+	subs   map[string]*sub // open subscriptions by id
+	closed atomic.Bool
+
+	pendingEvents atomic.Int32 // EVENTs awaiting their OK
+	lastRead      atomic.Int64 // unix nanos of the last inbound frame
+	pinged        atomic.Bool  // a ping is outstanding
+	parked        *queryJob    // query paused on this session's budget; guarded by out.mu
+	heldTotal     int          // live bytes held by subscriptions in their stored phase; guarded by out.mu
+	closeReason   atomic.Pointer[string]
+	slot          int // registry position; guarded by Relay.regMu
+
+	// NIP-42 state lives in auth.go.
+	auth authState
+}
+
+// NewSession registers a new connection with the relay.
+func (r *Relay) NewSession(t Transport, ip string) *Session {
+	s := &Session{r: r, t: t, IP: ip}
+	now := r.now().UnixNano()
+	s.lastRead.Store(now)
+	s.out.progress.Store(now)
+	r.register(s)
+	r.stats.ConnectionsActive.Add(1)
+	r.stats.ConnectionsTotal.Add(1)
+	r.onOpen(s)
+	return s
+}
+
+// Touch records inbound activity (a pong, any frame) for the idle timeout.
+func (s *Session) Touch() {
+	s.lastRead.Store(s.r.now().UnixNano())
+	s.pinged.Store(false)
+}
+
+// Written is called by the transport when n bytes handed to Write have
+// reached the socket.
+func (s *Session) Written(n int) {
+	if n <= 0 {
+		return
+	}
+	s.r.stats.BytesOut.Add(int64(n))
+	s.out.touch(s.r.now())
+	v := s.out.inTransp.Add(-int64(n))
+	if v < transportLowWater && v+int64(n) >= transportLowWater {
+		s.r.flusher.schedule(s)
+	}
+}
+
+// Closed is called by the transport exactly once when the connection is
+// gone. It closes every subscription and releases what the session held.
+func (s *Session) Closed() {
+	if !s.closed.CompareAndSwap(false, true) {
+		return
+	}
+	s.mu.Lock()
+	subs := s.subs
+	s.subs = nil
+	s.mu.Unlock()
+	for _, sb := range subs {
+		s.r.closeSub(sb)
+	}
+	s.out.mu.Lock()
+	if j := s.parked; j != nil {
+		s.parked = nil
+		j.release()
+	}
+	stored := s.out.bytes[catStored]
+	s.out.bytes = [numCats]int{}
+	s.out.frames = [numCats]int{}
+	s.out.buf = nil
+	s.out.off = 0
+	s.out.markers = nil
+	s.out.mhead = 0
+	s.out.mu.Unlock()
+	s.r.releaseQueryBytes(int64(stored))
+	s.r.unregister(s)
+	s.r.stats.ConnectionsActive.Add(-1)
+}
+
+// close asks the transport to close the connection.
+func (s *Session) close(code int, reason string) {
+	if s.closed.Load() {
+		return
+	}
+	s.closeReason.Store(&reason)
+	s.t.Close(code, reason)
+}
+
+// flush hands queued frames to the transport until the queue is empty or
+// the transport holds transportLowWater bytes. It runs on a flusher
+// goroutine (or inline), one at a time per session (out.scheduled).
+func (s *Session) flush() {
+	o := &s.out
+	for {
+		if s.closed.Load() {
+			o.scheduled.Store(false)
+			return
+		}
+		if o.inTransp.Load() >= transportLowWater {
+			o.scheduled.Store(false)
+			// Written may have crossed the watermark between the load and
+			// the store; if so it could not schedule us: check again.
+			if o.inTransp.Load() < transportLowWater {
+				s.r.flusher.schedule(s)
+			}
+			return
+		}
+		var rel [numCats]int
+		o.mu.Lock()
+		chunk := o.takeChunk(&rel)
+		if chunk == nil {
+			o.scheduled.Store(false)
+			o.mu.Unlock()
+			return
+		}
+		o.mu.Unlock()
+		if rel[catStored] > 0 {
+			s.r.releaseQueryBytes(int64(rel[catStored]))
+		}
+		o.inTransp.Add(int64(len(chunk)))
+		err := s.t.Write(chunk)
+		o.mu.Lock()
+		o.doneChunk()
+		resume := s.resumableLocked()
+		o.mu.Unlock()
+		if resume != nil {
+			s.r.queries.enqueue(resume)
+		}
+		if err != nil {
+			o.scheduled.Store(false)
+			s.close(CloseInternalError, "write failed")
+			return
+		}
+	}
+}
+
+// resumableLocked returns the parked query if the session's stored-query
+// backlog fell under half its budget. s.out.mu must be held.
+func (s *Session) resumableLocked() *queryJob {
+	j := s.parked
+	if j == nil || int64(s.out.bytes[catStored]) > s.r.cfg.QueryBytesPerConn/2 {
+		return nil
+	}
+	if s.r.stats.QueryBytesQueued.Load() > s.r.cfg.QueryBytesTotal {
+		return nil
+	}
+	s.parked = nil
+	return j
+}
+
+// sendControl queues a control message (OK, EOSE, CLOSED, NOTICE, ...)
+// built by build and schedules a flush. Control frames are never dropped;
+// a client that lets them pile up past controlBacklogFactor*OutQueueBytes
+// is disconnected.
+func (s *Session) sendControl(build func([]byte) []byte) {
+	if s.closed.Load() {
+		return
+	}
+	bp := scratchPool.Get().(*[]byte)
+	msg := build((*bp)[:0])
+	o := &s.out
+	o.mu.Lock()
+	o.appendFrame(catControl, msg)
+	backlog := o.bytes[catControl]
+	o.mu.Unlock()
+	*bp = msg
+	scratchPool.Put(bp)
+	s.r.stats.MessagesOut.Add(1)
+	if backlog > controlBacklogFactor*s.r.cfg.OutQueueBytes {
+		s.r.stats.LimitTrips[limControlBacklog].Add(1)
+		s.close(ClosePolicy, "not reading responses")
+		return
+	}
+	s.r.flusher.schedule(s)
+}
+
+var scratchPool = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
+
+func (s *Session) notice(msg string) {
+	s.r.stats.Notices.Add(1)
+	s.sendControl(func(b []byte) []byte { return nostr.AppendNotice(b, msg) })
+}
+
+func (s *Session) closedMsg(subID, msg string) {
+	s.sendControl(func(b []byte) []byte { return nostr.AppendClosed(b, subID, msg) })
+}
+
+func (s *Session) ok(id nostr.ID, accepted bool, msg string) {
+	s.sendControl(func(b []byte) []byte { return nostr.AppendOK(b, id, accepted, msg) })
+}
+
+// HandleMessage processes one inbound WebSocket message. binary reports a
+// binary frame. data is only read during the call.
+func (s *Session) HandleMessage(data []byte, binary bool) {
+	r := s.r
+	s.Touch()
+	r.stats.MessagesIn.Add(1)
+	r.stats.BytesIn.Add(int64(len(data)))
+	if s.closed.Load() {
+		return
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			r.log.Error("BUG: panic handling message", "ip", s.IP, "panic", p)
+			s.close(CloseInternalError, "internal error")
+		}
+	}()
+	if binary {
+		s.notice("invalid: binary messages are not supported; send JSON text frames")
+		return
+	}
+	if !utf8.Valid(data) {
+		s.close(CloseInvalidData, "invalid UTF-8 in text frame")
+		return
+	}
+	if len(data) > r.cfg.MaxMessageBytes {
+		// The transport enforces this with 1009 before we see the data;
+		// this is the backstop for transports that do not.
+		r.stats.LimitTrips[limMessageBytes].Add(1)
+		s.close(CloseTooBig, "message too big")
+		return
+	}
+	msg, err := nostr.ParseClientMessage(data, &r.limits)
+	if err != nil {
+		s.rejectParse(err)
+		return
+	}
+	switch msg.Type {
+	case nostr.MsgEvent:
+		s.handleEvent(msg.Event)
+	case nostr.MsgReq:
+		s.handleReq(msg.SubID, msg.Filters)
+	case nostr.MsgClose:
+		s.handleClose(msg.SubID)
+	case nostr.MsgCount:
+		s.handleCount(msg.SubID, msg.Filters)
+	case nostr.MsgAuth:
+		s.handleAuth(msg.Event)
+	case nostr.MsgNegOpen, nostr.MsgNegMsg, nostr.MsgNegClose:
+		s.handleNeg(msg)
+	default:
+		s.notice("invalid: unknown message type")
+	}
+}
+
+// rejectParse answers a message the parser refused, in context.
+func (s *Session) rejectParse(err error) {
+	pe, ok := err.(*nostr.ParseError)
+	if !ok {
+		s.notice("invalid: " + err.Error())
+		return
+	}
+	r := s.r
+	if pe.Limit {
+		switch pe.Type {
+		case nostr.MsgReq, nostr.MsgCount:
+			if pe.SubID == "" {
+				r.stats.LimitTrips[limSubIDLength].Add(1)
+			} else {
+				r.stats.LimitTrips[limFilterValues].Add(1)
+			}
+		case nostr.MsgEvent:
+			r.stats.LimitTrips[limTags].Add(1)
+		}
+	}
+	switch {
+	case (pe.Type == nostr.MsgEvent || pe.Type == nostr.MsgAuth) && pe.HasEventID:
+		r.stats.EventsReceived.Add(1)
+		r.countReject(nostr.PrefixInvalid)
+		s.ok(pe.EventID, false, "invalid: "+pe.Msg)
+	case (pe.Type == nostr.MsgReq || pe.Type == nostr.MsgCount || pe.Type == nostr.MsgNegOpen) && pe.SubID != "":
+		s.closedMsg(pe.SubID, "invalid: "+pe.Msg)
+	case pe.Type == nostr.MsgNegMsg && pe.SubID != "":
+		s.sendControl(func(b []byte) []byte { return nostr.AppendNegErr(b, pe.SubID, "invalid: "+pe.Msg) })
+	default:
+		if pe.Type == nostr.MsgEvent {
+			r.stats.EventsReceived.Add(1)
+			r.countReject(nostr.PrefixInvalid)
+		}
+		label := ""
+		if pe.Type != nostr.MsgUnknown {
+			label = pe.Type.String() + ": "
+		}
+		s.notice("invalid: " + label + pe.Msg)
+	}
+}
+
+// handleClose closes one subscription (NIP-01 CLOSE: no reply).
+func (s *Session) handleClose(subID string) {
+	s.mu.Lock()
+	sb := s.subs[subID]
+	if sb != nil {
+		delete(s.subs, subID)
+	}
+	s.mu.Unlock()
+	if sb != nil {
+		s.r.closeSub(sb)
+	}
+}
+
+// dropSub closes a subscription on the relay's initiative and tells the
+// client with CLOSED.
+func (s *Session) dropSub(sb *sub, reason string) {
+	s.mu.Lock()
+	if s.subs[sb.id] == sb {
+		delete(s.subs, sb.id)
+	}
+	s.mu.Unlock()
+	s.r.closeSub(sb)
+	s.closedMsg(sb.id, reason)
+}
+
+func (s *Session) String() string { return fmt.Sprintf("session(%s)", s.IP) }
+
+// idleFor returns how long since the last inbound frame.
+func (s *Session) idleFor(now time.Time) time.Duration {
+	return time.Duration(now.UnixNano() - s.lastRead.Load())
+}

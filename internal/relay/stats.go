@@ -1,0 +1,164 @@
+package relay
+
+import (
+	"sync/atomic"
+	"time"
+
+	"github.com/petrel-relay/petrel/internal/nostr"
+)
+
+// Rejection reasons counted in Stats.Rejected, by NIP-01 prefix.
+var reasonNames = [...]string{
+	"invalid", "duplicate", "blocked", "rate-limited", "pow", "restricted",
+	"auth-required", "mute", "error",
+}
+
+func reasonIndex(p nostr.Prefix) int {
+	for i, n := range reasonNames {
+		if string(p) == n {
+			return i
+		}
+	}
+	return len(reasonNames) - 1
+}
+
+// Limit trip counters, by limit name.
+var limitNames = [...]string{
+	"max_message_bytes", "max_event_bytes", "max_subscriptions",
+	"max_filters", "max_filter_values", "max_subid_length", "max_tags",
+	"max_content_bytes", "created_at_future", "created_at_past",
+	"out_queue", "query_bytes_per_conn", "query_bytes_total",
+	"max_pending_events", "verify_queue", "max_connections",
+	"max_connections_per_ip", "drain_timeout", "idle_timeout",
+	"control_backlog", "max_limit_clamped",
+}
+
+const (
+	limMessageBytes = iota
+	limEventBytes
+	limSubscriptions
+	limFilters
+	limFilterValues
+	limSubIDLength
+	limTags
+	limContentBytes
+	limCreatedAtFuture
+	limCreatedAtPast
+	limOutQueue
+	limQueryBytesPerConn
+	limQueryBytesTotal
+	limPendingEvents
+	limVerifyQueue
+	limConnections
+	limConnectionsPerIP
+	limDrainTimeout
+	limIdleTimeout
+	limControlBacklog
+	limLimitClamped
+	numLimits
+)
+
+// Stats holds the relay's counters. All fields are updated atomically and
+// may be read at any time; Snapshot gives a consistent-enough copy for
+// /stats and /metrics.
+type Stats struct {
+	start time.Time
+
+	ConnectionsActive   atomic.Int64
+	ConnectionsTotal    atomic.Int64
+	ConnectionsRejected atomic.Int64
+	SubscriptionsActive atomic.Int64
+	SubscriptionsTotal  atomic.Int64
+	EventsReceived      atomic.Int64
+	EventsAccepted      atomic.Int64
+	EventsDuplicate     atomic.Int64
+	EventsEphemeral     atomic.Int64
+	Rejected            [len(reasonNames)]atomic.Int64
+	BuffersDropped      atomic.Int64
+	DBErrors            atomic.Int64
+	MessagesIn          atomic.Int64
+	MessagesOut         atomic.Int64
+	BytesIn             atomic.Int64
+	BytesOut            atomic.Int64
+	Deliveries          atomic.Int64
+	StoredSent          atomic.Int64
+	Queries             atomic.Int64
+	Counts              atomic.Int64
+	Notices             atomic.Int64
+	LimitTrips          [numLimits]atomic.Int64
+	QueryBytesQueued    atomic.Int64 // stored-query bytes in out-queues, relay-wide
+}
+
+// Snapshot is a point-in-time copy of the counters.
+type Snapshot struct {
+	UptimeSeconds       float64          `json:"uptime_seconds"`
+	Verifier            string           `json:"verifier"`
+	StoreBackend        string           `json:"store_backend"`
+	DBSizeBytes         int64            `json:"db_size_bytes"`
+	ConnectionsActive   int64            `json:"connections_active"`
+	ConnectionsTotal    int64            `json:"connections_total"`
+	ConnectionsRejected int64            `json:"connections_rejected"`
+	SubscriptionsActive int64            `json:"subscriptions_active"`
+	SubscriptionsTotal  int64            `json:"subscriptions_total"`
+	EventsReceived      int64            `json:"events_received"`
+	EventsAccepted      int64            `json:"events_accepted"`
+	EventsDuplicate     int64            `json:"events_duplicate"`
+	EventsEphemeral     int64            `json:"events_ephemeral"`
+	EventsRejected      map[string]int64 `json:"events_rejected"`
+	BuffersDropped      int64            `json:"buffers_dropped"`
+	DBErrors            int64            `json:"db_errors"`
+	MessagesIn          int64            `json:"messages_in"`
+	MessagesOut         int64            `json:"messages_out"`
+	BytesIn             int64            `json:"bytes_in"`
+	BytesOut            int64            `json:"bytes_out"`
+	Deliveries          int64            `json:"live_deliveries"`
+	StoredSent          int64            `json:"stored_events_sent"`
+	Queries             int64            `json:"queries"`
+	Counts              int64            `json:"counts"`
+	Notices             int64            `json:"notices"`
+	LimitTrips          map[string]int64 `json:"limits_tripped"`
+	QueryBytesQueued    int64            `json:"query_bytes_queued"`
+}
+
+func (st *Stats) snapshot() Snapshot {
+	s := Snapshot{
+		UptimeSeconds:       time.Since(st.start).Seconds(),
+		ConnectionsActive:   st.ConnectionsActive.Load(),
+		ConnectionsTotal:    st.ConnectionsTotal.Load(),
+		ConnectionsRejected: st.ConnectionsRejected.Load(),
+		SubscriptionsActive: st.SubscriptionsActive.Load(),
+		SubscriptionsTotal:  st.SubscriptionsTotal.Load(),
+		EventsReceived:      st.EventsReceived.Load(),
+		EventsAccepted:      st.EventsAccepted.Load(),
+		EventsDuplicate:     st.EventsDuplicate.Load(),
+		EventsEphemeral:     st.EventsEphemeral.Load(),
+		EventsRejected:      make(map[string]int64, len(reasonNames)),
+		BuffersDropped:      st.BuffersDropped.Load(),
+		DBErrors:            st.DBErrors.Load(),
+		MessagesIn:          st.MessagesIn.Load(),
+		MessagesOut:         st.MessagesOut.Load(),
+		BytesIn:             st.BytesIn.Load(),
+		BytesOut:            st.BytesOut.Load(),
+		Deliveries:          st.Deliveries.Load(),
+		StoredSent:          st.StoredSent.Load(),
+		Queries:             st.Queries.Load(),
+		Counts:              st.Counts.Load(),
+		Notices:             st.Notices.Load(),
+		LimitTrips:          make(map[string]int64, numLimits),
+		QueryBytesQueued:    st.QueryBytesQueued.Load(),
+	}
+	for i, n := range reasonNames {
+		s.EventsRejected[n] = st.Rejected[i].Load()
+	}
+	for i, n := range limitNames {
+		s.LimitTrips[n] = st.LimitTrips[i].Load()
+	}
+	return s
+}
+
+// LimitNames lists the limit counters' names in the order used by
+// Snapshot.LimitTrips, for metric registration.
+func LimitNames() []string { return limitNames[:] }
+
+// ReasonNames lists the rejection reasons, for metric registration.
+func ReasonNames() []string { return reasonNames[:] }

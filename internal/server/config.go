@@ -1,0 +1,42 @@
+package server
+
+import "time"
+
+// Config configures the network edge. The zero value works (Normalize
+// fills in defaults); negative limits mean "no limit".
+type Config struct {
+	// Listen is the TCP address to listen on. Default "127.0.0.1:7447".
+	Listen string `toml:"listen"`
+	// MaxConnections caps open connections relay-wide. Default 0: no cap
+	// (the process's open-file limit is the cap).
+	MaxConnections int `toml:"max_connections"`
+	// MaxConnectionsPerIP caps open connections per client address (IPv4
+	// address, or IPv6 /64). Default 128; negative: no cap.
+	MaxConnectionsPerIP int `toml:"max_connections_per_ip"`
+	// HeaderTimeout is how long a client has to send a complete HTTP
+	// request head (and, for keep-alive, the next one). Default 10s.
+	HeaderTimeout time.Duration `toml:"header_timeout"`
+	// ShutdownTimeout bounds the final flush of out-queues on shutdown
+	// before sockets are closed with 1001. Default 5s.
+	ShutdownTimeout time.Duration `toml:"shutdown_timeout"`
+	// Pollers is the number of epoll goroutines. Default: the number of
+	// CPUs.
+	Pollers int `toml:"pollers"`
+}
+
+// Normalize returns c with defaults filled in.
+func (c Config) Normalize() Config {
+	if c.Listen == "" {
+		c.Listen = "127.0.0.1:7447"
+	}
+	if c.MaxConnectionsPerIP == 0 {
+		c.MaxConnectionsPerIP = 128
+	}
+	if c.HeaderTimeout <= 0 {
+		c.HeaderTimeout = 10 * time.Second
+	}
+	if c.ShutdownTimeout <= 0 {
+		c.ShutdownTimeout = 5 * time.Second
+	}
+	return c
+}

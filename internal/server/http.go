@@ -1,0 +1,108 @@
+package server
+
+import (
+	"encoding/json"
+	"html/template"
+	"net/http"
+
+	"github.com/petrel-relay/petrel/internal/relay"
+)
+
+const softwareURL = "https://github.com/petrel-relay/petrel"
+
+// nip11 is the NIP-11 relay information document.
+type nip11 struct {
+	Name           string           `json:"name"`
+	Description    string           `json:"description,omitempty"`
+	PubKey         string           `json:"pubkey,omitempty"`
+	Contact        string           `json:"contact,omitempty"`
+	SupportedNIPs  []int            `json:"supported_nips"`
+	Software       string           `json:"software"`
+	Version        string           `json:"version"`
+	Icon           string           `json:"icon,omitempty"`
+	Banner         string           `json:"banner,omitempty"`
+	Limitation     relay.Limitation `json:"limitation"`
+	RelayCountries []string         `json:"relay_countries,omitempty"`
+	LanguageTags   []string         `json:"language_tags,omitempty"`
+	Tags           []string         `json:"tags,omitempty"`
+	PostingPolicy  string           `json:"posting_policy,omitempty"`
+	PrivacyPolicy  string           `json:"privacy_policy,omitempty"`
+	TermsOfService string           `json:"terms_of_service,omitempty"`
+}
+
+func setCORS(w http.ResponseWriter) {
+	h := w.Header()
+	h.Set("Access-Control-Allow-Origin", "*")
+	h.Set("Access-Control-Allow-Headers", "*")
+	h.Set("Access-Control-Allow-Methods", "GET, HEAD, OPTIONS")
+}
+
+func (s *Server) nip11Doc() nip11 {
+	info := s.relay.Info()
+	return nip11{
+		Name:           info.Name,
+		Description:    info.Description,
+		PubKey:         info.PubKey,
+		Contact:        info.Contact,
+		SupportedNIPs:  s.relay.SupportedNIPs(),
+		Software:       softwareURL,
+		Version:        s.version,
+		Icon:           info.Icon,
+		Banner:         info.Banner,
+		Limitation:     s.relay.Limitation(),
+		RelayCountries: info.RelayCountries,
+		LanguageTags:   info.LanguageTags,
+		Tags:           info.Tags,
+		PostingPolicy:  info.PostingPolicy,
+		PrivacyPolicy:  info.PrivacyPolicy,
+		TermsOfService: info.TermsOfService,
+	}
+}
+
+func (s *Server) serveNIP11(w http.ResponseWriter, r *http.Request) {
+	setCORS(w)
+	w.Header().Set("Content-Type", "application/nostr+json")
+	body, _ := json.MarshalIndent(s.nip11Doc(), "", "  ")
+	w.Write(append(body, '\n'))
+}
+
+var landing = template.Must(template.New("landing").Parse(`<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
+<title>{{.Name}}</title>
+<style>body{font-family:system-ui,sans-serif;max-width:40em;margin:3em auto;padding:0 1em;line-height:1.5;color:#222}code{background:#f3f3f3;padding:.1em .3em}</style>
+</head><body>
+<h1>{{.Name}}</h1>
+{{if .Description}}<p>{{.Description}}</p>{{end}}
+<p>This is a <a href="https://github.com/nostr-protocol/nips">Nostr</a> relay. Connect a Nostr client to it with its WebSocket URL (this address with <code>ws://</code> or <code>wss://</code>).</p>
+<ul>
+<li>Relay information (NIP-11): request this page with <code>Accept: application/nostr+json</code></li>
+<li><a href="/stats">/stats</a>: live counters (JSON)</li>
+<li><a href="/metrics">/metrics</a>: Prometheus metrics</li>
+</ul>
+<p>Supported NIPs: {{range $i, $n := .SupportedNIPs}}{{if $i}}, {{end}}{{$n}}{{end}}.</p>
+<p><small>petrel {{.Version}}</small></p>
+</body></html>
+`))
+
+func (s *Server) serveLanding(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	_ = landing.Execute(w, s.nip11Doc())
+}
+
+// Stats is the /stats document: the relay's counters plus the edge's.
+type Stats struct {
+	relay.Snapshot
+	SlotsActive int    `json:"connection_slots_active"`
+	Version     string `json:"version"`
+}
+
+func (s *Server) statsDoc() Stats {
+	return Stats{Snapshot: s.relay.Stats(), SlotsActive: s.slots.active(), Version: s.version}
+}
+
+func (s *Server) handleStats(w http.ResponseWriter, r *http.Request) {
+	setCORS(w)
+	w.Header().Set("Content-Type", "application/json")
+	body, _ := json.MarshalIndent(s.statsDoc(), "", "  ")
+	w.Write(append(body, '\n'))
+}

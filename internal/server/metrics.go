@@ -1,0 +1,103 @@
+package server
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// initMetrics registers the relay's counters (read from its snapshot at
+// scrape time, so the hot paths only touch atomics) and histograms.
+func (s *Server) initMetrics() {
+	if s.registry == nil {
+		s.registry = prometheus.NewRegistry()
+		s.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	}
+	s.registry.MustRegister(&statsCollector{s: s}, s.relay.OKLatency, s.relay.QueryLatency)
+	s.metrics = promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{})
+}
+
+type statsCollector struct{ s *Server }
+
+func desc(name, help string, labels ...string) *prometheus.Desc {
+	return prometheus.NewDesc("petrel_"+name, help, labels, nil)
+}
+
+var (
+	dConnActive   = desc("connections_active", "Open WebSocket sessions.")
+	dConnTotal    = desc("connections_total", "WebSocket sessions opened since start.")
+	dConnRejected = desc("connections_rejected_total", "Connections refused by connection limits.")
+	dSlots        = desc("connection_slots_active", "TCP connections holding a slot (incl. not yet upgraded).")
+	dSubsActive   = desc("subscriptions_active", "Open subscriptions.")
+	dSubsTotal    = desc("subscriptions_total", "Subscriptions opened since start.")
+	dEvRecv       = desc("events_received_total", "EVENT messages received.")
+	dEvAcc        = desc("events_accepted_total", "Events committed to the store.")
+	dEvDup        = desc("events_duplicate_total", "Events that were already stored.")
+	dEvEph        = desc("events_ephemeral_total", "Ephemeral events accepted and fanned out.")
+	dEvRej        = desc("events_rejected_total", "Events refused, by NIP-01 reason prefix.", "reason")
+	dDropped      = desc("buffers_dropped_total", "Subscriptions closed because the client's out-queue overflowed.")
+	dDBErr        = desc("db_errors_total", "Store errors.")
+	dMsgIn        = desc("messages_in_total", "WebSocket messages received.")
+	dMsgOut       = desc("messages_out_total", "Relay messages queued to clients.")
+	dBytesIn      = desc("bytes_in_total", "Message bytes received.")
+	dBytesOut     = desc("bytes_out_total", "Bytes written to sockets.")
+	dDeliv        = desc("live_deliveries_total", "Live events delivered to subscriptions.")
+	dStored       = desc("stored_events_sent_total", "Stored events sent in answer to REQ.")
+	dQueries      = desc("queries_total", "REQ subscriptions opened.")
+	dCounts       = desc("counts_total", "COUNT requests.")
+	dNotices      = desc("notices_total", "NOTICE messages sent.")
+	dLimits       = desc("limits_tripped_total", "Times a limit refused or clamped something, by limit.", "limit")
+	dQBytes       = desc("query_bytes_queued", "Stored-query bytes waiting in out-queues, relay-wide.")
+	dDBSize       = desc("db_size_bytes", "Bytes used by the store.")
+	dUptime       = desc("uptime_seconds", "Seconds since the relay started.")
+	dVerifier     = desc("verifier_info", "The signature verifier in use.", "verifier")
+)
+
+func (c *statsCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{dConnActive, dConnTotal, dConnRejected, dSlots, dSubsActive, dSubsTotal,
+		dEvRecv, dEvAcc, dEvDup, dEvEph, dEvRej, dDropped, dDBErr, dMsgIn, dMsgOut, dBytesIn, dBytesOut, dDeliv,
+		dStored, dQueries, dCounts, dNotices, dLimits, dQBytes, dDBSize, dUptime, dVerifier} {
+		ch <- d
+	}
+}
+
+func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
+	st := c.s.statsDoc()
+	g := func(d *prometheus.Desc, v float64, l ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, l...)
+	}
+	k := func(d *prometheus.Desc, v int64, l ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), l...)
+	}
+	g(dConnActive, float64(st.ConnectionsActive))
+	k(dConnTotal, st.ConnectionsTotal)
+	k(dConnRejected, st.ConnectionsRejected)
+	g(dSlots, float64(st.SlotsActive))
+	g(dSubsActive, float64(st.SubscriptionsActive))
+	k(dSubsTotal, st.SubscriptionsTotal)
+	k(dEvRecv, st.EventsReceived)
+	k(dEvAcc, st.EventsAccepted)
+	k(dEvDup, st.EventsDuplicate)
+	k(dEvEph, st.EventsEphemeral)
+	for r, v := range st.EventsRejected {
+		k(dEvRej, v, r)
+	}
+	k(dDropped, st.BuffersDropped)
+	k(dDBErr, st.DBErrors)
+	k(dMsgIn, st.MessagesIn)
+	k(dMsgOut, st.MessagesOut)
+	k(dBytesIn, st.BytesIn)
+	k(dBytesOut, st.BytesOut)
+	k(dDeliv, st.Deliveries)
+	k(dStored, st.StoredSent)
+	k(dQueries, st.Queries)
+	k(dCounts, st.Counts)
+	k(dNotices, st.Notices)
+	for l, v := range st.LimitTrips {
+		k(dLimits, v, l)
+	}
+	g(dQBytes, float64(st.QueryBytesQueued))
+	g(dDBSize, float64(st.DBSizeBytes))
+	g(dUptime, st.UptimeSeconds)
+	g(dVerifier, 1, st.Verifier)
+}

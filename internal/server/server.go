@@ -1,0 +1,237 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/lesismal/nbio"
+	"github.com/lesismal/nbio/logging"
+	"github.com/lesismal/nbio/nbhttp"
+	"github.com/lesismal/nbio/nbhttp/websocket"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/petrel-relay/petrel/internal/relay"
+)
+
+// Options are the server's collaborators.
+type Options struct {
+	Relay   *relay.Relay // required
+	Version string
+	Logger  *slog.Logger
+	// Registry receives the relay's metrics; default a new registry with
+	// the Go and process collectors.
+	Registry *prometheus.Registry
+}
+
+// Server is a running network edge.
+type Server struct {
+	cfg      Config
+	version  string
+	relay    *relay.Relay
+	log      *slog.Logger
+	engine   *nbhttp.Engine
+	upgrader *websocket.Upgrader
+	slots    *slots
+	registry *prometheus.Registry
+	metrics  http.Handler
+
+	lnMu sync.Mutex
+	lns  []*stoppableListener
+	addr net.Addr
+
+	stopOnce sync.Once
+}
+
+// New builds a server; Start begins listening.
+func New(cfg Config, opts Options) (*Server, error) {
+	if opts.Relay == nil {
+		return nil, errors.New("server: a relay is required")
+	}
+	cfg = cfg.Normalize()
+	s := &Server{
+		cfg:      cfg,
+		version:  opts.Version,
+		relay:    opts.Relay,
+		log:      opts.Logger,
+		registry: opts.Registry,
+	}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	if s.version == "" {
+		s.version = "dev"
+	}
+	s.slots = newSlots(cfg.MaxConnections, cfg.MaxConnectionsPerIP)
+	s.initMetrics()
+	logging.SetLogger(nbioLogger{s.log})
+
+	rcfg := s.relay.Config()
+	s.upgrader = websocket.NewUpgrader()
+	s.upgrader.KeepaliveTime = 0 // idle handling is the relay's global sweep
+	s.upgrader.MessageLengthLimit = rcfg.MaxMessageBytes
+	s.upgrader.CheckOrigin = func(*http.Request) bool { return true }
+	s.upgrader.EnableCompression(false)
+	s.upgrader.OnMessage(s.onMessage)
+	s.upgrader.OnClose(s.onWSClose)
+	s.upgrader.SetPongHandler(func(c *websocket.Conn, _ string) {
+		if t, ok := c.Session().(*transport); ok {
+			t.sess.Touch()
+		}
+	})
+	s.upgrader.SetPingHandler(func(c *websocket.Conn, data string) {
+		if t, ok := c.Session().(*transport); ok {
+			t.sess.Touch()
+		}
+		_ = c.WriteMessage(websocket.PongMessage, []byte(data))
+	})
+
+	mux := http.NewServeMux()
+	mux.HandleFunc("/", s.handleRoot)
+	mux.HandleFunc("/stats", s.handleStats)
+	mux.Handle("/metrics", s.metrics)
+
+	pollers := cfg.Pollers
+	if pollers <= 0 {
+		pollers = 0 // nbio default: NumCPU
+	}
+	s.engine = nbhttp.NewEngine(nbhttp.Config{
+		Name:                         "petrel",
+		Network:                      "tcp",
+		Addrs:                        []string{cfg.Listen},
+		Listen:                       s.listen,
+		MaxLoad:                      1 << 30,
+		NPoller:                      pollers,
+		KeepaliveTime:                cfg.HeaderTimeout,
+		MaxWebsocketFramePayloadSize: rcfg.MaxMessageBytes,
+		ReleaseWebsocketPayload:      true,
+		Handler:                      mux,
+	})
+	s.engine.CheckUtf8 = func([]byte) bool { return true } // the relay closes with 1007 itself
+	s.engine.OnOpen(s.onOpen)
+	s.engine.OnClose(s.onClose)
+	s.engine.OnWrittenSize(s.onWritten)
+	return s, nil
+}
+
+// Start listens and serves until Shutdown.
+func (s *Server) Start() error {
+	if err := s.engine.Start(); err != nil {
+		return fmt.Errorf("listen on %s: %w", s.cfg.Listen, err)
+	}
+	return nil
+}
+
+// Addr returns the address the server listens on (useful with port 0).
+func (s *Server) Addr() net.Addr {
+	s.lnMu.Lock()
+	defer s.lnMu.Unlock()
+	return s.addr
+}
+
+// URL returns the ws:// URL of the server.
+func (s *Server) URL() string { return "ws://" + s.Addr().String() }
+
+// Shutdown stops accepting connections, lets the relay commit and answer
+// what it has queued and drain out-queues (bounded by ShutdownTimeout),
+// closes every connection with 1001 and stops the engine.
+func (s *Server) Shutdown(ctx context.Context) error {
+	var err error
+	s.stopOnce.Do(func() {
+		s.lnMu.Lock()
+		for _, ln := range s.lns {
+			ln.stop()
+		}
+		s.lnMu.Unlock()
+		dctx, cancel := context.WithTimeout(ctx, s.cfg.ShutdownTimeout)
+		s.relay.Shutdown(dctx)
+		cancel()
+		// Give close frames a moment to leave, then tear down.
+		deadline := time.Now().Add(500 * time.Millisecond)
+		for s.slots.active() > 0 && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		sctx, cancel2 := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel2()
+		err = s.engine.Shutdown(sctx)
+		if errors.Is(err, context.DeadlineExceeded) {
+			err = nil
+		}
+	})
+	return err
+}
+
+func (s *Server) listen(network, addr string) (net.Listener, error) {
+	ln, err := net.Listen(network, addr)
+	if err != nil {
+		return nil, err
+	}
+	sl := &stoppableListener{Listener: ln, stopped: make(chan struct{}), closed: make(chan struct{})}
+	s.lnMu.Lock()
+	s.lns = append(s.lns, sl)
+	s.addr = ln.Addr()
+	s.lnMu.Unlock()
+	return sl, nil
+}
+
+// stoppableListener lets the server stop accepting without closing the
+// engine: after stop, Accept blocks until Close (nbio's accept loop would
+// spin on a closed listener until the engine shuts down).
+type stoppableListener struct {
+	net.Listener
+	stopOnce  sync.Once
+	closeOnce sync.Once
+	stopped   chan struct{}
+	closed    chan struct{}
+}
+
+func (l *stoppableListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		select {
+		case <-l.stopped:
+			<-l.closed
+			return nil, net.ErrClosed
+		default:
+		}
+		return nil, err
+	}
+	select {
+	case <-l.stopped:
+		c.Close()
+		<-l.closed
+		return nil, net.ErrClosed
+	default:
+	}
+	return c, nil
+}
+
+func (l *stoppableListener) stop() {
+	l.stopOnce.Do(func() { close(l.stopped) })
+	l.Listener.Close()
+}
+
+func (l *stoppableListener) Close() error {
+	l.stop()
+	l.closeOnce.Do(func() { close(l.closed) })
+	return nil
+}
+
+// nbioLogger routes nbio's logs to slog, dropping its debug/info chatter.
+type nbioLogger struct{ l *slog.Logger }
+
+func (n nbioLogger) Debug(string, ...any) {}
+func (n nbioLogger) Info(string, ...any)  {}
+func (n nbioLogger) Warn(f string, v ...any) {
+	n.l.Warn("nbio: " + fmt.Sprintf(f, v...))
+}
+func (n nbioLogger) Error(f string, v ...any) {
+	n.l.Warn("nbio: " + fmt.Sprintf(f, v...))
+}
+
+var _ = nbio.Conn{}

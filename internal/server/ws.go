@@ -1,0 +1,141 @@
+package server
+
+import (
+	"net"
+	"net/http"
+	"strings"
+	"sync/atomic"
+
+	"github.com/lesismal/nbio"
+	"github.com/lesismal/nbio/nbhttp/websocket"
+
+	"github.com/petrel-relay/petrel/internal/relay"
+)
+
+// transport adapts one upgraded WebSocket to relay.Transport.
+type transport struct {
+	wsc     *websocket.Conn
+	nbc     net.Conn
+	sess    *relay.Session
+	closing atomic.Bool
+}
+
+// Write hands pre-framed bytes to the socket. nbio's Write does not block:
+// what the kernel does not take is buffered and flushed on EPOLLOUT, and
+// progress is reported through onWritten.
+func (t *transport) Write(b []byte) error {
+	_, err := t.nbc.Write(b)
+	return err
+}
+
+// Close sends a close frame (best effort) and closes the socket.
+func (t *transport) Close(code int, reason string) {
+	if !t.closing.CompareAndSwap(false, true) {
+		return
+	}
+	if len(reason) > 120 {
+		reason = reason[:120]
+	}
+	_ = t.wsc.WriteClose(code, reason)
+	_ = t.nbc.Close()
+}
+
+// onOpen takes a connection slot at accept, or refuses the connection.
+func (s *Server) onOpen(c net.Conn) {
+	ok, perIP := s.slots.acquire(c)
+	if !ok {
+		s.relay.CountRejectedConnection(perIP)
+		_ = c.Close()
+	}
+}
+
+// onClose releases the connection's slot; slots.release is idempotent per
+// connection, so every path (failed upgrade, panic, timeout, close)
+// releases exactly once.
+func (s *Server) onClose(c net.Conn, err error) {
+	s.slots.release(c)
+}
+
+// onWritten reports socket progress to the session that owns the bytes.
+func (s *Server) onWritten(c *nbio.Conn, _ []byte, n int) {
+	wsc, ok := c.Session().(*websocket.Conn)
+	if !ok {
+		return
+	}
+	if t, ok := wsc.Session().(*transport); ok {
+		t.sess.Written(n)
+	}
+}
+
+func (s *Server) handleRoot(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != "/" {
+		http.NotFound(w, r)
+		return
+	}
+	if isUpgrade(r) {
+		s.upgrade(w, r)
+		return
+	}
+	if r.Method == http.MethodOptions {
+		setCORS(w)
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD, OPTIONS")
+		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		return
+	}
+	if strings.Contains(r.Header.Get("Accept"), "application/nostr+json") {
+		s.serveNIP11(w, r)
+		return
+	}
+	s.serveLanding(w, r)
+}
+
+func isUpgrade(r *http.Request) bool {
+	return strings.EqualFold(r.Header.Get("Upgrade"), "websocket")
+}
+
+func (s *Server) upgrade(w http.ResponseWriter, r *http.Request) {
+	wsc, err := s.upgrader.Upgrade(w, r, nil)
+	if err != nil {
+		// The upgrader has answered with an HTTP error; the slot is
+		// released when the connection closes.
+		return
+	}
+	nbc := wsc.UnderlayerConn()
+	ip := clientIP(nbc)
+	t := &transport{wsc: wsc, nbc: nbc}
+	t.sess = s.relay.NewSession(t, ip)
+	wsc.SetSession(t)
+}
+
+func (s *Server) onMessage(c *websocket.Conn, mt websocket.MessageType, data []byte) {
+	t, ok := c.Session().(*transport)
+	if !ok {
+		return
+	}
+	t.sess.HandleMessage(data, mt == websocket.BinaryMessage)
+}
+
+func (s *Server) onWSClose(c *websocket.Conn, err error) {
+	if t, ok := c.Session().(*transport); ok {
+		if err != nil && strings.Contains(err.Error(), "message too large") {
+			s.relay.CountOversizedMessage()
+		}
+		t.closing.Store(true)
+		t.sess.Closed()
+	}
+}
+
+func clientIP(c net.Conn) string {
+	if a, ok := c.RemoteAddr().(*net.TCPAddr); ok {
+		return a.IP.String()
+	}
+	host, _, err := net.SplitHostPort(c.RemoteAddr().String())
+	if err != nil {
+		return c.RemoteAddr().String()
+	}
+	return host
+}

@@ -1,0 +1,227 @@
+//go:build cgo
+
+package nostr
+
+// The libsecp256k1 backend.
+//
+// The library is loaded at run time with dlopen, trying the sonames
+// libsecp256k1.so.1 (Debian 12's libsecp256k1-1, upstream 0.2.x),
+// libsecp256k1.so.2 (upstream 0.3 and later) and then libsecp256k1.so, and its
+// functions are reached through pointers found with dlsym. The prototypes are
+// declared below, so building needs neither the -dev headers nor the library;
+// a binary built here runs (with btcec) on a machine that lacks it.
+//
+// ABI guard: schnorrsig_verify took a fixed 32-byte message before upstream
+// gave it a length argument, in the same series that added
+// secp256k1_schnorrsig_sign32. Loading requires sign32, so a library whose
+// verify has the older shape is refused instead of called wrongly. After
+// loading, a known-answer self-test (a BIP-340 vector signed, verified, and
+// verified again with one bit flipped) must pass, or the library is refused.
+//
+// One context serves the whole process. It is created at load time with
+// SECP256K1_CONTEXT_VERIFY|SECP256K1_CONTEXT_SIGN (what the 0.2 API expects;
+// later versions treat both flags as CONTEXT_NONE) and randomized once with
+// 32 bytes from crypto/rand (side-channel blinding for signing and key
+// generation). After that it is only passed as const, which libsecp256k1
+// documents as safe from many threads at once, so no lock is taken.
+//
+// Verify is one cgo call: a C helper parses the x-only key
+// (xonly_pubkey_parse) and checks the signature (schnorrsig_verify) through
+// the function pointers. The arguments are declared noescape and nocallback,
+// so verifying allocates nothing.
+
+/*
+#cgo LDFLAGS: -ldl
+#cgo noescape petrel_secp_verify
+#cgo nocallback petrel_secp_verify
+#cgo noescape petrel_secp_sign
+#cgo nocallback petrel_secp_sign
+#cgo noescape petrel_secp_pubkey
+#cgo nocallback petrel_secp_pubkey
+#cgo noescape petrel_secp_load
+#cgo nocallback petrel_secp_load
+
+#include <dlfcn.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+// Opaque types, with the sizes secp256k1_extrakeys.h gives them.
+typedef struct petrel_secp_ctx petrel_secp_ctx;
+typedef struct { unsigned char data[64]; } petrel_xonly_pubkey;
+typedef struct { unsigned char data[96]; } petrel_keypair;
+
+// SECP256K1_CONTEXT_VERIFY | SECP256K1_CONTEXT_SIGN from secp256k1.h.
+#define PETREL_SECP_CONTEXT_FLAGS ((1u << 0) | (1u << 8) | (1u << 9))
+
+static petrel_secp_ctx *(*petrel_context_create)(unsigned int flags);
+static int (*petrel_context_randomize)(petrel_secp_ctx *ctx, const unsigned char *seed32);
+static int (*petrel_xonly_pubkey_parse)(const petrel_secp_ctx *ctx, petrel_xonly_pubkey *pubkey, const unsigned char *input32);
+static int (*petrel_xonly_pubkey_serialize)(const petrel_secp_ctx *ctx, unsigned char *output32, const petrel_xonly_pubkey *pubkey);
+static int (*petrel_keypair_create)(const petrel_secp_ctx *ctx, petrel_keypair *keypair, const unsigned char *seckey);
+static int (*petrel_keypair_xonly_pub)(const petrel_secp_ctx *ctx, petrel_xonly_pubkey *pubkey, int *pk_parity, const petrel_keypair *keypair);
+static int (*petrel_schnorrsig_sign32)(const petrel_secp_ctx *ctx, unsigned char *sig64, const unsigned char *msg32, const petrel_keypair *keypair, const unsigned char *aux_rand32);
+static int (*petrel_schnorrsig_verify)(const petrel_secp_ctx *ctx, const unsigned char *sig64, const unsigned char *msg, size_t msglen, const petrel_xonly_pubkey *pubkey);
+
+static petrel_secp_ctx *petrel_ctx;
+
+// petrel_secp_load opens the library, resolves the symbols and creates and
+// randomizes the shared context. It returns 1 on success; on failure it
+// returns 0 with a message in err. It is called once (Go's sync.Once).
+static int petrel_secp_load(const unsigned char *seed32, char *err, size_t errlen) {
+	static const char *names[] = {"libsecp256k1.so.1", "libsecp256k1.so.2", "libsecp256k1.so"};
+	void *h = NULL;
+	const char *name = NULL;
+	char first[256] = "";
+	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+		h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+		if (h != NULL) {
+			name = names[i];
+			break;
+		}
+		if (i == 0) {
+			const char *e = dlerror();
+			snprintf(first, sizeof first, "%s", e ? e : "unknown error");
+		}
+	}
+	if (h == NULL) {
+		snprintf(err, errlen, "dlopen libsecp256k1.so.1, .so.2, .so: %s", first);
+		return 0;
+	}
+#define PETREL_SYM(var, sym) \
+	do { \
+		*(void **)(&var) = dlsym(h, sym); \
+		if (var == NULL) { \
+			snprintf(err, errlen, "%s: missing symbol %s (library too old or built without the schnorrsig/extrakeys modules)", name, sym); \
+			dlclose(h); \
+			return 0; \
+		} \
+	} while (0)
+	PETREL_SYM(petrel_context_create, "secp256k1_context_create");
+	PETREL_SYM(petrel_context_randomize, "secp256k1_context_randomize");
+	PETREL_SYM(petrel_xonly_pubkey_parse, "secp256k1_xonly_pubkey_parse");
+	PETREL_SYM(petrel_xonly_pubkey_serialize, "secp256k1_xonly_pubkey_serialize");
+	PETREL_SYM(petrel_keypair_create, "secp256k1_keypair_create");
+	PETREL_SYM(petrel_keypair_xonly_pub, "secp256k1_keypair_xonly_pub");
+	PETREL_SYM(petrel_schnorrsig_sign32, "secp256k1_schnorrsig_sign32");
+	PETREL_SYM(petrel_schnorrsig_verify, "secp256k1_schnorrsig_verify");
+#undef PETREL_SYM
+	petrel_secp_ctx *ctx = petrel_context_create(PETREL_SECP_CONTEXT_FLAGS);
+	if (ctx == NULL) {
+		snprintf(err, errlen, "%s: secp256k1_context_create failed", name);
+		dlclose(h);
+		return 0;
+	}
+	if (!petrel_context_randomize(ctx, seed32)) {
+		snprintf(err, errlen, "%s: secp256k1_context_randomize failed", name);
+		dlclose(h);
+		return 0;
+	}
+	// The handle and the context live as long as the process.
+	petrel_ctx = ctx;
+	snprintf(err, errlen, "%s", name);
+	return 1;
+}
+
+// petrel_secp_verify returns 1 if sig64 is a valid BIP-340 signature of the
+// 32-byte msg32 by the x-only key pub32, else 0.
+static int petrel_secp_verify(const unsigned char *sig64, const unsigned char *msg32, const unsigned char *pub32) {
+	petrel_xonly_pubkey pk;
+	if (!petrel_xonly_pubkey_parse(petrel_ctx, &pk, pub32)) {
+		return 0;
+	}
+	return petrel_schnorrsig_verify(petrel_ctx, sig64, msg32, 32, &pk);
+}
+
+// petrel_secp_sign writes the BIP-340 signature of msg32 by seckey32 with
+// auxiliary randomness aux32 to sig64. It returns 0 if the secret key is
+// invalid.
+static int petrel_secp_sign(unsigned char *sig64, const unsigned char *msg32, const unsigned char *seckey32, const unsigned char *aux32) {
+	petrel_keypair kp;
+	int ok = petrel_keypair_create(petrel_ctx, &kp, seckey32) &&
+		petrel_schnorrsig_sign32(petrel_ctx, sig64, msg32, &kp, aux32);
+	memset(&kp, 0, sizeof kp);
+	__asm__ __volatile__("" : : "r"(&kp) : "memory"); // keep the memset
+	return ok;
+}
+
+// petrel_secp_pubkey writes the x-only public key of seckey32 to pub32. It
+// returns 0 if the secret key is invalid.
+static int petrel_secp_pubkey(unsigned char *pub32, const unsigned char *seckey32) {
+	petrel_keypair kp;
+	petrel_xonly_pubkey pk;
+	int ok = petrel_keypair_create(petrel_ctx, &kp, seckey32) &&
+		petrel_keypair_xonly_pub(petrel_ctx, &pk, NULL, &kp) &&
+		petrel_xonly_pubkey_serialize(petrel_ctx, pub32, &pk);
+	memset(&kp, 0, sizeof kp);
+	__asm__ __volatile__("" : : "r"(&kp) : "memory");
+	return ok;
+}
+*/
+import "C"
+
+import (
+	"crypto/rand"
+	"fmt"
+	"sync"
+	"unsafe"
+)
+
+// libsecpBackend verifies and signs through libsecp256k1's shared context.
+// It exists only after a successful loadLibsecp and is safe for concurrent
+// use.
+type libsecpBackend struct{}
+
+// Name returns "libsecp256k1".
+func (libsecpBackend) Name() string { return VerifierLibsecp }
+
+// Verify implements Verifier. It makes one cgo call and does not allocate.
+func (libsecpBackend) Verify(pub *PubKey, msg *[32]byte, sig *Sig) bool {
+	return C.petrel_secp_verify(
+		(*C.uchar)(unsafe.Pointer(&sig[0])),
+		(*C.uchar)(unsafe.Pointer(&msg[0])),
+		(*C.uchar)(unsafe.Pointer(&pub[0])),
+	) == 1
+}
+
+func (libsecpBackend) sign(sk *SecretKey, msg, aux *[32]byte) Sig {
+	var out Sig
+	if C.petrel_secp_sign(
+		(*C.uchar)(unsafe.Pointer(&out[0])),
+		(*C.uchar)(unsafe.Pointer(&msg[0])),
+		(*C.uchar)(unsafe.Pointer(&sk[0])),
+		(*C.uchar)(unsafe.Pointer(&aux[0])),
+	) != 1 {
+		panic("BUG: libsecp256k1 refused a secret key that passed the range check")
+	}
+	return out
+}
+
+func (libsecpBackend) pubKey(sk *SecretKey) PubKey {
+	var out PubKey
+	if C.petrel_secp_pubkey(
+		(*C.uchar)(unsafe.Pointer(&out[0])),
+		(*C.uchar)(unsafe.Pointer(&sk[0])),
+	) != 1 {
+		panic("BUG: libsecp256k1 refused a secret key that passed the range check")
+	}
+	return out
+}
+
+var libsecpLoad = sync.OnceValues(func() (backend, error) {
+	var seed [32]byte
+	rand.Read(seed[:])
+	var msg [256]C.char
+	if C.petrel_secp_load((*C.uchar)(unsafe.Pointer(&seed[0])), &msg[0], C.size_t(len(msg))) != 1 {
+		return nil, fmt.Errorf("%w: %s", ErrNoLibsecp, C.GoString(&msg[0]))
+	}
+	b := libsecpBackend{}
+	if err := selfTest(b); err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrNoLibsecp, C.GoString(&msg[0]), err)
+	}
+	return b, nil
+})
+
+// loadLibsecp loads libsecp256k1 on the first call and returns the backend,
+// or an error wrapping ErrNoLibsecp. Later calls return the same result.
+func loadLibsecp() (backend, error) { return libsecpLoad() }

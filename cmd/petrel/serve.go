@@ -95,6 +95,10 @@ func serve(cfg config.Config) error {
 		return err
 	}
 	verifier := nostr.DefaultVerifier()
+	if verifier.Name() != nostr.VerifierLibsecp {
+		_, why := nostr.LibsecpVerifier()
+		log.Warn("signature verification on the pure-Go fallback (3-4x slower); install libsecp256k1-1 for the fast path", "reason", why)
+	}
 	rl, err := relay.New(cfg.Relay, relay.Options{Store: st, Verifier: verifier, Logger: log, Info: cfg.Info})
 	if err != nil {
 		st.Close()

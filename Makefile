@@ -1,0 +1,25 @@
+# The two commands: `make run` and `make test`.
+export GOTOOLCHAIN := local
+
+.PHONY: run test build bench vet fmt
+
+run:
+	./scripts/run.sh
+
+test:
+	./scripts/test.sh
+
+build:
+	go build -o bin/petrel ./cmd/petrel
+
+# In-process benchmarks of the hot paths (the regression gate); compare
+# runs with benchstat.
+bench:
+	go test -run='^$$' -bench=. -benchmem -count=5 ./internal/nostr/ ./internal/relay/ ./internal/store/pebble/ | tee bench.txt
+
+vet:
+	go vet ./...
+	test -z "$$(gofmt -l .)"
+
+fmt:
+	gofmt -w .

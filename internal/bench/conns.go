@@ -1,0 +1,781 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/petrel-relay/petrel/internal/nostr"
+)
+
+// ConnsStats describes the conns scenario.
+type ConnsStats struct {
+	Target     int `json:"target"`
+	Opened     int `json:"opened"`      // WebSocket upgrades that succeeded
+	Subscribed int `json:"subscribed"`  // subscriptions answered with EOSE
+	Held       int `json:"held"`        // subscribed connections still open at the liveness check
+	DialFailed int `json:"dial_failed"` // connections that could not be opened or subscribed
+	Processes  int `json:"processes"`   // client processes holding connections
+	PerProcess int `json:"per_process"`
+	// SourceAddrs is the number of 127.0.0.x source addresses used, PerIP
+	// connections each (0: not bound).
+	SourceAddrs int    `json:"source_addrs"`
+	SourceRange string `json:"source_range"`
+	PerIP       int    `json:"per_ip"`
+	// ConnectSeconds is the wall time to open and subscribe every
+	// connection; ConnectRate is Subscribed per second over it.
+	ConnectSeconds float64 `json:"connect_s"`
+	ConnectRate    float64 `json:"connect_per_s"`
+	// Liveness: one event published after the hold; every held
+	// subscription must receive it exactly once.
+	LivenessExpected   int `json:"liveness_expected"`
+	LivenessReceived   int `json:"liveness_received"`
+	LivenessMissing    int `json:"liveness_missing"`
+	LivenessDuplicated int `json:"liveness_duplicated"`
+	// RelayRSSPerConn is (peak sampled RSS - RSS at start) / Held, with
+	// Options.PID.
+	RelayRSSPerConn float64 `json:"relay_rss_per_conn_bytes,omitempty"`
+	// Errors lists dial and subscription errors with their counts.
+	Errors []string `json:"errors,omitempty"`
+}
+
+// connsSpec is what one process opens: Conns connections numbered
+// First..First+Conns-1 (the number picks the source address and the
+// subscription id), each with one subscription.
+type connsSpec struct {
+	URL             string `json:"url"`
+	Conns           int    `json:"conns"`
+	First           int    `json:"first"`
+	PerIP           int    `json:"per_ip"` // <= 0: do not bind
+	Filter          string `json:"filter"`
+	EventID         string `json:"event_id"` // the liveness event
+	DialConcurrency int    `json:"dial_concurrency"`
+	Deadline        int64  `json:"deadline_unix_ns"`
+}
+
+// connsReady is a process's report after opening.
+type connsReady struct {
+	Opened     int              `json:"opened"`
+	Subscribed int              `json:"subscribed"`
+	Failed     int              `json:"failed"`
+	Errors     map[string]int   `json:"errors,omitempty"`
+	Connect    *Hist            `json:"connect"`
+	Closed     map[string]int64 `json:"closed,omitempty"`
+}
+
+// connsReport is a process's report after the liveness event.
+type connsReport struct {
+	Alive      int              `json:"alive"` // subscribed and still open
+	Received   int              `json:"received"`
+	Duplicated int              `json:"duplicated"`
+	Delivery   *Hist            `json:"delivery"`
+	Closed     map[string]int64 `json:"closed,omitempty"`
+	Notices    map[string]int64 `json:"notices,omitempty"`
+	Lost       int              `json:"lost"`
+	LostFirst  string           `json:"lost_first,omitempty"`
+	Bad        int64            `json:"bad_messages"`
+	BadFirst   string           `json:"bad_first,omitempty"`
+}
+
+// workerMsg is one JSON line between the conns scenario and a worker.
+type workerMsg struct {
+	Op string `json:"op"` // parent: "open", "collect", "close"; worker: "progress", "ready", "report", "error"
+
+	Spec     *connsSpec   `json:"spec,omitempty"`
+	SentAt   int64        `json:"sent_unix_ns,omitempty"`
+	Deadline int64        `json:"deadline_unix_ns,omitempty"`
+	Opened   int64        `json:"opened,omitempty"`
+	Ready    *connsReady  `json:"ready,omitempty"`
+	Report   *connsReport `json:"report,omitempty"`
+	Error    string       `json:"error,omitempty"`
+}
+
+// sourceIP returns the source address of connection i with perIP
+// connections per address: 127.0.0.2 for the first perIP, then 127.0.0.3,
+// and so on through 127.x.y.z. It returns nil when perIP <= 0.
+func sourceIP(i, perIP int) net.IP {
+	if perIP <= 0 {
+		return nil
+	}
+	n := 2 + i/perIP
+	return net.IPv4(127, byte(n>>16), byte(n>>8), byte(n))
+}
+
+// connSub is one idle connection's subscription state.
+type connSub struct {
+	id       string
+	eose     chan struct{}
+	ended    atomic.Bool
+	closed   atomic.Bool
+	got      atomic.Int32
+	recvAt   atomic.Int64 // unix nanos of the first liveness delivery
+	started  time.Time
+	connectD time.Duration
+}
+
+// connsGroup holds one process's idle connections.
+type connsGroup struct {
+	spec   connsSpec
+	target nostr.ID
+	conns  []*Conn
+	subs   []*connSub
+
+	mu      sync.Mutex
+	closed  map[string]int64
+	notices map[string]int64
+	opened  atomic.Int64
+}
+
+func newConnsGroup(spec connsSpec) (*connsGroup, error) {
+	id, err := nostr.ParseID(spec.EventID)
+	if err != nil {
+		return nil, fmt.Errorf("%w: liveness event id: %v", ErrOptions, err)
+	}
+	if spec.DialConcurrency <= 0 {
+		spec.DialConcurrency = 64
+	}
+	return &connsGroup{spec: spec, target: id, closed: map[string]int64{}, notices: map[string]int64{},
+		conns: make([]*Conn, spec.Conns), subs: make([]*connSub, spec.Conns)}, nil
+}
+
+func (g *connsGroup) handle(s *connSub, m *nostr.RelayMessage, at time.Time) {
+	if m.SubID != s.id {
+		if m.Type == nostr.LabelNotice {
+			g.mu.Lock()
+			g.notices[m.Message]++
+			g.mu.Unlock()
+		}
+		return
+	}
+	switch m.Type {
+	case nostr.LabelEvent:
+		if !s.ended.Load() || eventID(m) != g.target {
+			return
+		}
+		if s.got.Add(1) == 1 {
+			s.recvAt.Store(at.UnixNano())
+		}
+	case nostr.LabelEOSE:
+		if s.ended.CompareAndSwap(false, true) {
+			s.connectD = at.Sub(s.started)
+			close(s.eose)
+		}
+	case nostr.LabelClosed:
+		s.closed.Store(true)
+		g.mu.Lock()
+		g.closed[m.Message]++
+		g.mu.Unlock()
+		if s.ended.CompareAndSwap(false, true) {
+			close(s.eose)
+		}
+	}
+}
+
+// open dials every connection (DialConcurrency at a time), subscribes
+// each, and waits for every EOSE or the spec's deadline.
+func (g *connsGroup) open() *connsReady {
+	ctx, cancel := context.WithDeadline(context.Background(), time.Unix(0, g.spec.Deadline))
+	defer cancel()
+	ready := &connsReady{Errors: map[string]int{}}
+	var mu sync.Mutex
+	fail := func(err error) {
+		msg := err.Error()
+		// Strip the varying source port so errors group.
+		if i := strings.Index(msg, "->"); i >= 0 {
+			if j := strings.LastIndexByte(msg[:i], ':'); j >= 0 {
+				msg = msg[:j] + msg[i:]
+			}
+		}
+		mu.Lock()
+		ready.Failed++
+		ready.Errors[msg]++
+		mu.Unlock()
+	}
+	pool := &sync.Pool{}
+	sem := make(chan struct{}, g.spec.DialConcurrency)
+	var wg sync.WaitGroup
+	for i := 0; i < g.spec.Conns; i++ {
+		if ctx.Err() != nil {
+			fail(fmt.Errorf("not attempted: deadline passed"))
+			continue
+		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			defer func() { <-sem }()
+			s := &connSub{id: "c" + strconv.Itoa(g.spec.First+i), eose: make(chan struct{}), started: time.Now()}
+			g.subs[i] = s
+			c, err := Dial(ctx, DialConfig{
+				URL: g.spec.URL, LocalIP: sourceIP(g.spec.First+i, g.spec.PerIP),
+				BufferSize: 2048, WriteBufferPool: pool, FastEvents: true,
+			}, func(m *nostr.RelayMessage, at time.Time) { g.handle(s, m, at) })
+			if err != nil {
+				fail(err)
+				return
+			}
+			g.conns[i] = c
+			g.opened.Add(1)
+			if err := c.Send(subscribeFrame(s.id, g.spec.Filter)); err != nil {
+				fail(fmt.Errorf("send REQ: %w", err))
+				return
+			}
+			select {
+			case <-s.eose:
+				if s.closed.Load() {
+					fail(errors.New("subscription refused with CLOSED"))
+				}
+			case <-c.Done():
+				fail(fmt.Errorf("connection lost before EOSE: %v", c.Err()))
+			case <-ctx.Done():
+				fail(errors.New("no EOSE before the deadline"))
+			}
+		}(i)
+	}
+	wg.Wait()
+	ready.Opened = int(g.opened.Load())
+	ready.Connect = &Hist{}
+	for _, s := range g.subs {
+		if s != nil && s.ended.Load() && !s.closed.Load() {
+			ready.Subscribed++
+			ready.Connect.RecordDuration(s.connectD)
+		}
+	}
+	g.mu.Lock()
+	ready.Closed = copyCounts(g.closed)
+	g.mu.Unlock()
+	return ready
+}
+
+// subscribed reports whether connection i holds a live subscription.
+func (g *connsGroup) subscribed(i int) bool {
+	s := g.subs[i]
+	return g.conns[i] != nil && s != nil && s.ended.Load() && !s.closed.Load()
+}
+
+// collect waits until every held subscription has the liveness event or
+// the deadline passes, and reports.
+func (g *connsGroup) collect(sentAt, deadline int64) *connsReport {
+	ctx, cancel := context.WithDeadline(context.Background(), time.Unix(0, deadline))
+	defer cancel()
+	waitUntil(ctx, func() bool {
+		for i := range g.conns {
+			if g.subscribed(i) && !g.conns[i].Lost() && g.subs[i].got.Load() == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	time.Sleep(100 * time.Millisecond) // catch a late duplicate
+	rep := &connsReport{Delivery: &Hist{}}
+	for i, c := range g.conns {
+		if c == nil {
+			continue
+		}
+		if c.Lost() {
+			rep.Lost++
+			if rep.LostFirst == "" {
+				rep.LostFirst = c.Err().Error()
+			}
+		}
+		if n := c.BadMessages.Load(); n > 0 {
+			if rep.Bad == 0 {
+				rep.BadFirst = c.FirstBad()
+			}
+			rep.Bad += n
+		}
+		if !g.subscribed(i) {
+			continue
+		}
+		s := g.subs[i]
+		if !c.Lost() {
+			rep.Alive++
+		}
+		if n := int(s.got.Load()); n > 0 {
+			rep.Received++
+			rep.Duplicated += n - 1
+			rep.Delivery.Record(s.recvAt.Load() - sentAt)
+		}
+	}
+	g.mu.Lock()
+	rep.Closed = copyCounts(g.closed)
+	rep.Notices = copyCounts(g.notices)
+	g.mu.Unlock()
+	return rep
+}
+
+// close closes every connection and waits (at most 5s) for the readers.
+func (g *connsGroup) close() {
+	for _, c := range g.conns {
+		if c != nil {
+			c.Close()
+		}
+	}
+	limit := time.After(5 * time.Second)
+	for _, c := range g.conns {
+		if c == nil {
+			continue
+		}
+		select {
+		case <-c.Done():
+		case <-limit:
+			return
+		}
+	}
+}
+
+// RunConnsWorker is a conns-scenario worker process: it reads JSON-line
+// commands from in ("open" with a spec, then "collect", then "close" or
+// end of input) and writes progress and reports to out. It returns when
+// the parent says close or in ends; the connections are closed then.
+func RunConnsWorker(in io.Reader, out io.Writer) error {
+	sc := bufio.NewScanner(in)
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	var wmu sync.Mutex
+	enc := json.NewEncoder(out)
+	send := func(m workerMsg) error {
+		wmu.Lock()
+		defer wmu.Unlock()
+		return enc.Encode(m)
+	}
+	var g *connsGroup
+	defer func() {
+		if g != nil {
+			g.close()
+		}
+	}()
+	for sc.Scan() {
+		var m workerMsg
+		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+			send(workerMsg{Op: "error", Error: "bad command: " + err.Error()})
+			return fmt.Errorf("bench worker: %w", err)
+		}
+		switch m.Op {
+		case "open":
+			if g != nil || m.Spec == nil {
+				return send(workerMsg{Op: "error", Error: "open: twice or without a spec"})
+			}
+			var err error
+			if g, err = newConnsGroup(*m.Spec); err != nil {
+				send(workerMsg{Op: "error", Error: err.Error()})
+				return err
+			}
+			quit := make(chan struct{})
+			go func() {
+				t := time.NewTicker(250 * time.Millisecond)
+				defer t.Stop()
+				for {
+					select {
+					case <-quit:
+						return
+					case <-t.C:
+						send(workerMsg{Op: "progress", Opened: g.opened.Load()})
+					}
+				}
+			}()
+			ready := g.open()
+			close(quit)
+			if err := send(workerMsg{Op: "ready", Ready: ready}); err != nil {
+				return err
+			}
+		case "collect":
+			if g == nil {
+				return send(workerMsg{Op: "error", Error: "collect before open"})
+			}
+			if err := send(workerMsg{Op: "report", Report: g.collect(m.SentAt, m.Deadline)}); err != nil {
+				return err
+			}
+		case "close":
+			return nil
+		default:
+			return send(workerMsg{Op: "error", Error: "unknown op " + strconv.Quote(m.Op)})
+		}
+	}
+	return sc.Err()
+}
+
+// connsPart is the parent's handle on one process's share: in-process
+// (group set) or a worker subprocess.
+type connsPart struct {
+	spec  connsSpec
+	group *connsGroup
+
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	msgs   chan workerMsg
+	opened atomic.Int64
+}
+
+func (p *connsPart) startWorker(argv []string) error {
+	p.cmd = exec.Command(argv[0], argv[1:]...)
+	p.cmd.Stderr = os.Stderr
+	var err error
+	if p.stdin, err = p.cmd.StdinPipe(); err != nil {
+		return err
+	}
+	stdout, err := p.cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	if err := p.cmd.Start(); err != nil {
+		return fmt.Errorf("start worker %q: %w", argv[0], err)
+	}
+	p.msgs = make(chan workerMsg, 16)
+	go func() {
+		defer close(p.msgs)
+		sc := bufio.NewScanner(stdout)
+		sc.Buffer(make([]byte, 64<<10), 16<<20)
+		for sc.Scan() {
+			var m workerMsg
+			if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+				p.msgs <- workerMsg{Op: "error", Error: fmt.Sprintf("bad worker output %.100q: %v", sc.Bytes(), err)}
+				return
+			}
+			if m.Op == "progress" {
+				p.opened.Store(m.Opened)
+				continue
+			}
+			p.msgs <- m
+		}
+	}()
+	return p.command(workerMsg{Op: "open", Spec: &p.spec})
+}
+
+func (p *connsPart) command(m workerMsg) error {
+	b, _ := json.Marshal(m)
+	_, err := p.stdin.Write(append(b, '\n'))
+	return err
+}
+
+// await returns the worker's next message of type op, or an error.
+func (p *connsPart) await(op string, deadline time.Time) (workerMsg, error) {
+	t := time.NewTimer(time.Until(deadline))
+	defer t.Stop()
+	select {
+	case m, ok := <-p.msgs:
+		if !ok {
+			return m, errors.New("worker exited")
+		}
+		if m.Op == "error" {
+			return m, errors.New("worker: " + m.Error)
+		}
+		if m.Op != op {
+			return m, fmt.Errorf("worker sent %q, want %q", m.Op, op)
+		}
+		return m, nil
+	case <-t.C:
+		return workerMsg{}, fmt.Errorf("worker gave no %q before the deadline", op)
+	}
+}
+
+func (p *connsPart) stop() {
+	if p.group != nil {
+		p.group.close()
+		return
+	}
+	if p.cmd == nil || p.cmd.Process == nil {
+		return
+	}
+	p.command(workerMsg{Op: "close"})
+	p.stdin.Close()
+	done := make(chan struct{})
+	go func() { p.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		p.cmd.Process.Kill()
+		<-done
+	}
+}
+
+// Conns opens Options.Conns idle connections, each with one subscription,
+// spread over source addresses 127.0.0.2, ... (Options.PerIP per address)
+// and, above Options.PerProcess, over worker processes started with
+// Options.WorkerCommand. It holds them for Options.Hold, then publishes one
+// event that every subscription must receive exactly once.
+func Conns(o Options) (*Result, error) {
+	r, err := newRunner(ScenarioConns, o)
+	if err != nil {
+		return nil, err
+	}
+	o = r.o
+	u, _ := url.Parse(o.URL)
+	perIP := o.PerIP
+	if ip := net.ParseIP(u.Hostname()); perIP > 0 && (ip == nil || ip.To4() == nil) {
+		r.res.Note("target %q is not an IPv4 address: source addresses not bound", u.Hostname())
+		perIP = -1
+	}
+	procs := (o.Conns + o.PerProcess - 1) / o.PerProcess
+	if procs > 1 && len(o.WorkerCommand) == 0 {
+		return nil, fmt.Errorf("%w: %d connections need %d processes of at most %d, and no worker command is set", ErrOptions, o.Conns, procs, o.PerProcess)
+	}
+	r.param("conns", o.Conns)
+	r.param("per_ip", perIP)
+	r.param("per_process", o.PerProcess)
+	r.param("hold_s", o.Hold.Seconds())
+	st := &ConnsStats{Target: o.Conns, Processes: procs, PerProcess: o.PerProcess, PerIP: perIP}
+	r.res.Conns = st
+	if perIP > 0 {
+		st.SourceAddrs = (o.Conns + perIP - 1) / perIP
+		st.SourceRange = sourceIP(0, perIP).String() + "-" + sourceIP(o.Conns-1, perIP).String()
+	} else {
+		st.SourceRange = "kernel's choice"
+	}
+
+	gen := r.generator(ScenarioConns, 1)
+	set, err := r.sign(gen, 0, 1)
+	if err != nil {
+		return nil, err
+	}
+	ev := set.Events[0]
+	filter := authorsFilter(gen.Authors()[:1], ev.CreatedAt, 0)
+	openDeadline := time.Now().Add(o.Timeout * 2 / 3)
+	parts := make([]*connsPart, procs)
+	for i := range parts {
+		lo := i * o.Conns / procs
+		hi := (i + 1) * o.Conns / procs
+		parts[i] = &connsPart{spec: connsSpec{URL: o.URL, Conns: hi - lo, First: lo, PerIP: perIP, Filter: filter,
+			EventID: ev.ID.Hex(), DialConcurrency: max(o.DialConcurrency/procs, 8), Deadline: openDeadline.UnixNano()}}
+	}
+	defer func() {
+		for _, p := range parts {
+			p.stop()
+		}
+	}()
+
+	// Open.
+	r.startMeasure()
+	openedTotal := func() int64 {
+		var n int64
+		for _, p := range parts {
+			if p.group != nil {
+				n += p.group.opened.Load()
+			} else {
+				n += p.opened.Load()
+			}
+		}
+		return n
+	}
+	stop := r.phase("connecting", int64(o.Conns), openedTotal)
+	t0 := time.Now()
+	readies := make([]*connsReady, procs)
+	errs := make([]error, procs)
+	var wg sync.WaitGroup
+	for i, p := range parts {
+		wg.Add(1)
+		go func(i int, p *connsPart) {
+			defer wg.Done()
+			if procs == 1 {
+				g, err := newConnsGroup(p.spec)
+				if err != nil {
+					errs[i] = err
+					return
+				}
+				p.group = g
+				readies[i] = g.open()
+				return
+			}
+			if err := p.startWorker(o.WorkerCommand); err != nil {
+				errs[i] = err
+				return
+			}
+			m, err := p.await("ready", openDeadline.Add(10*time.Second))
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			readies[i] = m.Ready
+		}(i, p)
+	}
+	wg.Wait()
+	stop()
+	connectEnd := time.Now()
+	connect := &Hist{}
+	errCounts := map[string]int{}
+	for i, rd := range readies {
+		if errs[i] != nil {
+			r.res.Fail("process %d of %d (%d connections): %v", i+1, procs, parts[i].spec.Conns, errs[i])
+			st.DialFailed += parts[i].spec.Conns
+			continue
+		}
+		st.Opened += rd.Opened
+		st.Subscribed += rd.Subscribed
+		st.DialFailed += rd.Failed
+		connect.Merge(rd.Connect)
+		for k, v := range rd.Errors {
+			errCounts[k] += v
+		}
+	}
+	st.ConnectSeconds = connectEnd.Sub(t0).Seconds()
+	if st.ConnectSeconds > 0 {
+		st.ConnectRate = float64(st.Subscribed) / st.ConnectSeconds
+	}
+	for _, k := range sortedKeys(errCounts) {
+		st.Errors = append(st.Errors, fmt.Sprintf("%d× %s", errCounts[k], k))
+	}
+	if st.DialFailed > 0 {
+		r.res.Fail("%d of %d connections could not be opened and subscribed (%s)", st.DialFailed, o.Conns, strings.Join(st.Errors, "; "))
+	}
+
+	// Hold, then check liveness.
+	delivery := &Hist{}
+	if st.Subscribed > 0 {
+		stop = r.phase(fmt.Sprintf("holding %d connections", st.Subscribed), 0, func() int64 { return 0 })
+		select {
+		case <-time.After(o.Hold):
+		case <-r.ctx.Done():
+		}
+		stop()
+		delivery = r.liveness(parts, ev, st, procs)
+	}
+	r.stopMeasure(time.Time{}, 0, 0)
+	if u := r.res.Relay; u != nil && st.Held > 0 {
+		st.RelayRSSPerConn = float64(u.RSSPeakBytes-u.RSSStartBytes) / float64(st.Held)
+	}
+	for _, u := range []*Usage{r.res.Relay, r.res.Client} {
+		if u != nil && st.Held > 0 {
+			u.CPUMicrosPerConn = u.CPUSeconds * 1e6 / float64(st.Held)
+		}
+	}
+	r.res.Latency = map[string]Summary{"connect": connect.Summary()}
+	if st.LivenessReceived > 0 {
+		r.res.Latency["delivery"] = delivery.Summary()
+	}
+	r.res.Rates = map[string]float64{"connections": st.ConnectRate}
+	r.checkConns()
+	return r.finish(), nil
+}
+
+// liveness publishes ev from a fresh connection and collects every part's
+// report.
+func (r *runner) liveness(parts []*connsPart, ev *nostr.Event, st *ConnsStats, procs int) *Hist {
+	delivery := &Hist{}
+	okc := make(chan *nostr.RelayMessage, 1)
+	pub, err := r.dial(r.ctx, DialConfig{}, func(m *nostr.RelayMessage, at time.Time) bool {
+		if m.Type == nostr.LabelOK && m.EventID == ev.ID {
+			select {
+			case okc <- m:
+			default:
+			}
+			return true
+		}
+		return false
+	})
+	if err != nil {
+		r.res.Fail("liveness publisher: %v", err)
+		return delivery
+	}
+	frame := append(append([]byte(`["EVENT",`), ev.Raw...), ']')
+	sentAt := time.Now()
+	if err := pub.Send(frame); err != nil {
+		r.res.Fail("liveness publish: %v", err)
+		return delivery
+	}
+	select {
+	case m := <-okc:
+		if !m.OK {
+			r.res.Fail("liveness event refused: %q", m.Message)
+			return delivery
+		}
+	case <-r.ctx.Done():
+		r.timedOut("waiting for the liveness event's OK")
+		return delivery
+	case <-time.After(stallTimeout):
+		r.res.Fail("liveness event got no OK within %v", stallTimeout)
+		return delivery
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	if d, ok := r.ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	var wg sync.WaitGroup
+	reports := make([]*connsReport, len(parts))
+	errs := make([]error, len(parts))
+	stop := r.phase("liveness", 0, func() int64 { return 0 })
+	for i, p := range parts {
+		wg.Add(1)
+		go func(i int, p *connsPart) {
+			defer wg.Done()
+			if p.group != nil {
+				reports[i] = p.group.collect(sentAt.UnixNano(), deadline.UnixNano())
+				return
+			}
+			if p.cmd == nil {
+				return
+			}
+			if err := p.command(workerMsg{Op: "collect", SentAt: sentAt.UnixNano(), Deadline: deadline.UnixNano()}); err != nil {
+				errs[i] = err
+				return
+			}
+			m, err := p.await("report", deadline.Add(10*time.Second))
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			reports[i] = m.Report
+		}(i, p)
+	}
+	wg.Wait()
+	stop()
+	var lost int
+	var lostFirst string
+	for i, rep := range reports {
+		if errs[i] != nil {
+			r.res.Fail("process %d of %d: %v", i+1, procs, errs[i])
+			continue
+		}
+		if rep == nil {
+			continue
+		}
+		st.Held += rep.Alive
+		st.LivenessReceived += rep.Received
+		st.LivenessDuplicated += rep.Duplicated
+		delivery.Merge(rep.Delivery)
+		r.mu.Lock()
+		for k, v := range rep.Closed {
+			r.closed[k] += v
+		}
+		for k, v := range rep.Notices {
+			r.notices[k] += v
+		}
+		r.mu.Unlock()
+		lost += rep.Lost
+		if lostFirst == "" {
+			lostFirst = rep.LostFirst
+		}
+		if rep.Bad > 0 {
+			if r.res.BadMessages == 0 {
+				r.res.Fail("unparseable relay message: %s", rep.BadFirst)
+			}
+			r.res.BadMessages += rep.Bad
+		}
+	}
+	st.LivenessExpected = st.Subscribed
+	st.LivenessMissing = st.LivenessExpected - st.LivenessReceived
+	if lost > 0 {
+		r.res.Disconnects += int64(lost)
+		r.res.Fail("%d connections were closed by the relay or the network during the hold (first: %s)", lost, lostFirst)
+	}
+	if st.LivenessMissing > 0 {
+		r.res.Failures = append([]string{fmt.Sprintf("%d of %d subscribed connections did not receive the liveness event", st.LivenessMissing, st.LivenessExpected)}, r.res.Failures...)
+	}
+	if st.LivenessDuplicated > 0 {
+		r.res.Fail("%d duplicate liveness deliveries", st.LivenessDuplicated)
+	}
+	if n := len(r.closedSnapshot()); n > 0 {
+		r.res.Fail("subscriptions were CLOSED by the relay (%s)", formatCounts(r.closedSnapshot()))
+	}
+	return delivery
+}

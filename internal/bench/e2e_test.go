@@ -1,0 +1,317 @@
+package bench
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/petrel-relay/petrel/internal/relay"
+	"github.com/petrel-relay/petrel/internal/relaytest"
+)
+
+// workerEnv makes the test binary a conns worker (see TestMain).
+const workerEnv = "PETREL_BENCH_TEST_WORKER"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(workerEnv) == "1" {
+		if err := RunConnsWorker(os.Stdin, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "worker:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// testOptions returns options for a small run against url.
+func testOptions(url string) Options {
+	return Options{URL: url, Seed: 42, Authors: 20, Timeout: 60 * time.Second, DialConcurrency: 16}
+}
+
+// exact fails the test unless the run was exact.
+func exact(t *testing.T, res *Result) {
+	t.Helper()
+	if res.Failed() {
+		var b strings.Builder
+		res.WriteText(&b)
+		t.Fatalf("run failed:\n%s", b.String())
+	}
+	if res.Disconnects != 0 || res.BadMessages != 0 || len(res.Closed) != 0 {
+		t.Fatalf("disconnects %d bad %d closed %v", res.Disconnects, res.BadMessages, res.Closed)
+	}
+}
+
+func checkOK(t *testing.T, c *OKCounts, n int64) {
+	t.Helper()
+	if c == nil || c.Sent != n || c.Accepted != n || c.Missing != 0 || c.RefusedTotal() != 0 || c.Unexpected != 0 || len(c.AcceptedWithPrefix) != 0 {
+		t.Fatalf("OK counts %+v, want %d sent and accepted", c, n)
+	}
+}
+
+func TestE2EIngest(t *testing.T) {
+	rl := relaytest.Start(t, relaytest.Options{})
+	o := testOptions(rl.URL)
+	o.Events = 500
+	o.PID = os.Getpid() // the relay runs in this process
+	res, err := Ingest(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exact(t, res)
+	checkOK(t, res.OK, 500)
+	if res.Latency["ok"].Count != 500 || res.Rates["accepted_events"] <= 0 {
+		t.Errorf("latency %+v rates %v", res.Latency["ok"], res.Rates)
+	}
+	if res.Relay == nil || res.Relay.Err != "" || res.Relay.RSSPeakBytes <= 0 {
+		t.Errorf("relay usage %+v", res.Relay)
+	}
+	if got := rl.Stats().EventsReceived; got != 500 {
+		t.Errorf("relay received %d events, want 500", got)
+	}
+	// The same events again are duplicates, and the run says so.
+	o.CreatedAt = res.Params["created_at_start"].(int64)
+	res, err = Ingest(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Failed() || !strings.Contains(res.Failures[0], "duplicate") {
+		t.Fatalf("re-publishing did not fail with duplicates: %v", res.Failures)
+	}
+}
+
+func TestE2EParallel(t *testing.T) {
+	rl := relaytest.Start(t, relaytest.Options{})
+	o := testOptions(rl.URL)
+	o.Events = 400
+	o.Conns = 4
+	o.Window = 8
+	res, err := Parallel(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exact(t, res)
+	checkOK(t, res.OK, 400)
+}
+
+func TestE2EFanout(t *testing.T) {
+	rl := relaytest.Start(t, relaytest.Options{})
+	o := testOptions(rl.URL)
+	o.Events = 100
+	o.Subs = 20
+	o.Pubs = 2
+	res, err := Fanout(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exact(t, res)
+	checkOK(t, res.OK, 100)
+	d := res.Deliveries
+	if d.Expected != 2000 || d.Received != 2000 || d.Duplicated != 0 || d.Missing != 0 || d.Unexpected != 0 {
+		t.Fatalf("deliveries %+v", d)
+	}
+	if res.Latency["delivery"].Count != 2000 {
+		t.Errorf("delivery latency %+v", res.Latency["delivery"])
+	}
+}
+
+// TestE2EFanoutSlowReader checks that lost deliveries are reported: with
+// an 8-frame out-queue, a subscriber that reads slowly through a small
+// socket buffer overflows and the relay closes its subscription.
+func TestE2EFanoutSlowReader(t *testing.T) {
+	rl := relaytest.Start(t, relaytest.Options{Relay: relay.Config{OutQueueFrames: 8}})
+	o := testOptions(rl.URL)
+	o.Events = 600
+	o.Subs = 3
+	o.SlowSubs = 1
+	o.SlowReadDelay = 2 * time.Millisecond
+	o.SlowReadBuffer = 4096
+	res, err := Fanout(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Failed() {
+		t.Fatalf("a slow reader lost nothing? deliveries %+v", res.Deliveries)
+	}
+	if !strings.Contains(res.Failures[0], "deliveries missing") {
+		t.Errorf("first failure %q does not report the missing deliveries", res.Failures[0])
+	}
+	if res.Deliveries.Missing == 0 || res.Deliveries.Received+res.Deliveries.Missing != res.Deliveries.Expected {
+		t.Errorf("deliveries %+v", res.Deliveries)
+	}
+	if len(res.Closed) == 0 {
+		t.Errorf("no CLOSED counted")
+	}
+	var b strings.Builder
+	res.WriteText(&b)
+	if !strings.HasPrefix(b.String(), "FAIL fanout: ") {
+		t.Errorf("report does not start with FAIL:\n%s", b.String())
+	}
+}
+
+func TestE2EReq(t *testing.T) {
+	rl := relaytest.Start(t, relaytest.Options{})
+	o := testOptions(rl.URL)
+	o.Fill = 600
+	o.Requests = 5
+	o.Limit = 1000 // above petrel's max_limit 500: split in two filters
+	res, err := Req(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exact(t, res)
+	checkOK(t, res.Fill.OK, 600)
+	q := res.Queries
+	// 600 events over 20 authors, split into two groups of 10 authors
+	// with limit 500 each: 300 + 300.
+	if q.Completed != 5 || q.EventsMin != 600 || q.EventsMax != 600 || q.Mismatched != 0 || q.DupInResponse != 0 {
+		t.Fatalf("queries %+v", q)
+	}
+	if !strings.Contains(q.Filters, "2 filters") || len(res.Notes) == 0 {
+		t.Errorf("split not reported: %q notes %v", q.Filters, res.Notes)
+	}
+	if res.Latency["eose"].Count != 5 {
+		t.Errorf("eose latency %+v", res.Latency["eose"])
+	}
+}
+
+func TestE2EFeed(t *testing.T) {
+	rl := relaytest.Start(t, relaytest.Options{})
+	o := testOptions(rl.URL)
+	o.Authors = 40
+	o.Fill = 400 // 10 per author: 20 authors give 200 events
+	o.Requests = 6
+	o.Conns = 2
+	res, err := Feed(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exact(t, res)
+	q := res.Queries
+	if q.Completed != 6 || q.EventsMin != 200 || q.EventsMax != 200 || q.Mismatched != 0 || q.Unordered != 0 {
+		t.Fatalf("queries %+v", q)
+	}
+}
+
+func TestE2ESearch(t *testing.T) {
+	rl := relaytest.Start(t, relaytest.Options{})
+	o := testOptions(rl.URL)
+	o.Fill = 300
+	o.Requests = 4
+	res, err := Search(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ri, err := FetchRelayInfo(t.Context(), rl.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ri.Supports(50) {
+		exact(t, res)
+		if res.Queries.EventsTotal == 0 || res.Queries.Mismatched != 0 {
+			t.Fatalf("queries %+v", res.Queries)
+		}
+		return
+	}
+	// Without NIP-50 the run must say the relay does not do search.
+	if !res.Failed() || !strings.Contains(res.Failures[0], "search") {
+		t.Fatalf("a relay without search passed the search scenario: %v %+v", res.Failures, res.Queries)
+	}
+}
+
+func TestE2EConns(t *testing.T) {
+	rl := relaytest.Start(t, relaytest.Options{})
+	o := testOptions(rl.URL)
+	o.Conns = 200
+	o.PerIP = 50
+	o.Hold = 100 * time.Millisecond
+	res, err := Conns(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exact(t, res)
+	c := res.Conns
+	if c.Opened != 200 || c.Subscribed != 200 || c.Held != 200 || c.LivenessReceived != 200 || c.LivenessMissing != 0 ||
+		c.LivenessDuplicated != 0 || c.Processes != 1 || c.SourceAddrs != 4 || c.SourceRange != "127.0.0.2-127.0.0.5" {
+		t.Fatalf("conns %+v", c)
+	}
+	if got := rl.Stats().ConnectionsTotal; got < 201 {
+		t.Errorf("relay saw %d connections", got)
+	}
+}
+
+func TestE2EConnsWorkers(t *testing.T) {
+	rl := relaytest.Start(t, relaytest.Options{})
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(workerEnv, "1") // inherited by the worker processes only: TestMain has run
+	o := testOptions(rl.URL)
+	o.Conns = 60
+	o.PerProcess = 30
+	o.PerIP = 25
+	o.Hold = 100 * time.Millisecond
+	o.WorkerCommand = []string{exe}
+	res, err := Conns(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exact(t, res)
+	c := res.Conns
+	if c.Processes != 2 || c.Subscribed != 60 || c.Held != 60 || c.LivenessReceived != 60 || c.LivenessMissing != 0 {
+		t.Fatalf("conns %+v", c)
+	}
+	if res.Latency["connect"].Count != 60 || res.Latency["delivery"].Count != 60 {
+		t.Errorf("latency %+v", res.Latency)
+	}
+	// Without a worker command a multi-process run is refused up front.
+	o.WorkerCommand = nil
+	if _, err := Conns(o); err == nil {
+		t.Error("multi-process conns without a worker command ran")
+	}
+}
+
+func TestE2ELadder(t *testing.T) {
+	rl := relaytest.Start(t, relaytest.Options{})
+	o := testOptions(rl.URL)
+	o.Rates = []float64{100, 200}
+	o.Hold = 500 * time.Millisecond
+	o.Conns = 2
+	res, err := Ladder(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exact(t, res)
+	checkOK(t, res.OK, 150)
+	l := res.Ladder
+	if len(l.Steps) != 2 {
+		t.Fatalf("steps %+v", l.Steps)
+	}
+	for i, s := range l.Steps {
+		if s.Scheduled != int64(o.Rates[i]/2) || s.Sent != s.Scheduled || s.Accepted != s.Sent || s.Missing != 0 || s.Latency.Count != uint64(s.Sent) {
+			t.Errorf("step %d: %+v", i, s)
+		}
+		if s.Verdict == "" {
+			t.Errorf("step %d has no verdict", i)
+		}
+	}
+	knee, capacity, capIdx := KneeAndCapacity(l.Steps, o.MaxErrorRate)
+	if knee != l.KneeIndex || capacity != l.Capacity || capIdx != l.CapacityIndex {
+		t.Errorf("knee/capacity %d %v %d, recomputed %d %v %d", l.KneeIndex, l.Capacity, l.CapacityIndex, knee, capacity, capIdx)
+	}
+	// A ladder that cannot be pre-signed within --max-events is refused.
+	o.MaxEvents = 10
+	if _, err := Ladder(o); err == nil {
+		t.Error("ladder over --max-events ran")
+	}
+}
+
+func TestRefusesRemote(t *testing.T) {
+	for _, fn := range []func(Options) (*Result, error){Ingest, Fanout, Conns, Ladder, Req} {
+		if _, err := fn(Options{URL: "ws://10.1.2.3:7447"}); err == nil {
+			t.Fatal("a scenario accepted a non-loopback target")
+		}
+	}
+}

@@ -1,0 +1,368 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/petrel-relay/petrel/internal/nostr"
+)
+
+// runner is the state every scenario shares: options, the result being
+// built, the deadline, the connections to close, and the counters of
+// messages no scenario handler claims (CLOSED, NOTICE).
+type runner struct {
+	o      Options
+	res    *Result
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	mu      sync.Mutex
+	conns   []*Conn
+	closed  map[string]int64
+	notices map[string]int64
+	lostErr []string
+
+	relayS, selfS *Sampler
+	t0            time.Time
+	short         atomic.Int64 // query answers with fewer events than expected
+}
+
+// newRunner checks the options and starts the scenario's clock.
+func newRunner(scenario string, o Options) (*runner, error) {
+	o = o.Normalize(scenario)
+	if _, err := CheckTarget(o.URL, o.AllowRemote); err != nil {
+		return nil, err
+	}
+	if o.Events > o.MaxEvents || o.Fill > o.MaxEvents {
+		return nil, fmt.Errorf("%w: %d events to sign, more than --max-events %d", ErrOptions, max(o.Events, o.Fill), o.MaxEvents)
+	}
+	if o.Events < 0 || o.Conns < 0 || o.Subs < 0 || o.Pubs < 0 || o.Requests < 0 || o.Window < 0 || o.Authors < 0 {
+		return nil, fmt.Errorf("%w: negative count", ErrOptions)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), o.Timeout)
+	r := &runner{
+		o: o, ctx: ctx, cancel: cancel,
+		closed: map[string]int64{}, notices: map[string]int64{},
+		res: &Result{
+			Scenario: scenario, URL: o.URL, Started: time.Now(),
+			Params:   map[string]any{"seed": o.Seed, "authors": o.Authors, "timeout_s": o.Timeout.Seconds()},
+			Failures: []string{},
+		},
+	}
+	return r, nil
+}
+
+// param records a parameter in the result.
+func (r *runner) param(k string, v any) { r.res.Params[k] = v }
+
+// generator returns the scenario's event generator for stream, with n
+// events ending now (or starting at Options.CreatedAt).
+func (r *runner) generator(stream string, n int) *Generator {
+	start := r.o.CreatedAt
+	if start == 0 {
+		start = StartFor(time.Now().Unix(), n, 0)
+	}
+	r.param("created_at_start", start)
+	return NewGenerator(GenConfig{Seed: r.o.Seed, Authors: r.o.Authors, Stream: stream, Start: start})
+}
+
+// sign generates and signs events [first, first+n) with a progress phase.
+// Signing is not bounded by Options.Timeout: it happens before timing.
+func (r *runner) sign(g *Generator, first, n int) (*EventSet, error) {
+	var done atomic.Int64
+	stop := r.phase("signing", int64(n), done.Load)
+	set, err := g.Generate(context.Background(), first, n, 0, func(k int) { done.Add(int64(k)) })
+	stop()
+	return set, err
+}
+
+// phase shows a progress phase fed by count until the returned function
+// is called.
+func (r *runner) phase(name string, total int64, count func() int64) (stop func()) {
+	p := r.o.Progress
+	if p == nil {
+		return func() {}
+	}
+	p.Phase(name, total)
+	quit := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-quit:
+				p.Set(count())
+				return
+			case <-t.C:
+				p.Set(count())
+			}
+		}
+	}()
+	return func() { close(quit); wg.Wait() }
+}
+
+// dial opens a connection whose unclaimed messages (those h returns false
+// for) go to the runner's CLOSED/NOTICE counters.
+func (r *runner) dial(ctx context.Context, cfg DialConfig, h func(m *nostr.RelayMessage, at time.Time) bool) (*Conn, error) {
+	if cfg.URL == "" {
+		cfg.URL = r.o.URL
+	}
+	c, err := Dial(ctx, cfg, func(m *nostr.RelayMessage, at time.Time) {
+		if h != nil && h(m, at) {
+			return
+		}
+		r.unclaimed(m)
+	})
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	r.conns = append(r.conns, c)
+	r.mu.Unlock()
+	return c, nil
+}
+
+// unclaimed counts a message no handler took.
+func (r *runner) unclaimed(m *nostr.RelayMessage) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch m.Type {
+	case nostr.LabelClosed:
+		r.closed[m.Message]++
+	case nostr.LabelNotice:
+		r.notices[m.Message]++
+	}
+}
+
+// countClosed records a CLOSED a handler took.
+func (r *runner) countClosed(msg string) {
+	r.mu.Lock()
+	r.closed[msg]++
+	r.mu.Unlock()
+}
+
+// dialMany opens n connections, DialConcurrency at a time, and fails the
+// run if any cannot be opened. cfg(i) and h(i) give connection i's dial
+// configuration and handler.
+func (r *runner) dialMany(n int, cfg func(i int) DialConfig, h func(i int) func(*nostr.RelayMessage, time.Time) bool) ([]*Conn, bool) {
+	conns := make([]*Conn, n)
+	var firstErr error
+	var nerr int
+	var mu sync.Mutex
+	sem := make(chan struct{}, r.o.DialConcurrency)
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			defer func() { <-sem }()
+			c, err := r.dial(r.ctx, cfg(i), h(i))
+			if err != nil {
+				mu.Lock()
+				nerr++
+				if firstErr == nil {
+					firstErr = err
+				}
+				mu.Unlock()
+				return
+			}
+			conns[i] = c
+		}(i)
+	}
+	wg.Wait()
+	if nerr > 0 {
+		r.res.Fail("%d of %d connections could not be opened (first: %v)", nerr, n, firstErr)
+		return conns, false
+	}
+	return conns, true
+}
+
+// startMeasure starts the clock of the timed part and the /proc samplers.
+func (r *runner) startMeasure() {
+	if r.o.PID != 0 {
+		s := &Sampler{PID: r.o.PID}
+		if err := s.Start(); err != nil {
+			r.res.Fail("--pid %d: %v", r.o.PID, err)
+		} else {
+			r.relayS = s
+		}
+	}
+	s := &Sampler{PID: os.Getpid()}
+	if s.Start() == nil {
+		r.selfS = s
+	}
+	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
+		var load float64
+		if _, err := fmt.Sscan(string(b), &load); err == nil {
+			r.param("loadavg_1m", load)
+			if load > float64(runtime.NumCPU()) {
+				r.res.Note("the machine was busy when timing started (1-minute load %.1f on %d CPUs): figures are noisy", load, runtime.NumCPU())
+			}
+		}
+	}
+	r.t0 = time.Now()
+}
+
+// stopMeasure ends the timed part at end (zero: now) and records usage
+// per accepted event and per delivery.
+func (r *runner) stopMeasure(end time.Time, accepted, deliveries int64) {
+	if end.IsZero() {
+		end = time.Now()
+	}
+	r.res.Seconds = end.Sub(r.t0).Seconds()
+	per := func(u *Usage) {
+		if accepted > 0 {
+			u.CPUMicrosPerEvent = u.CPUSeconds * 1e6 / float64(accepted)
+		}
+		if deliveries > 0 {
+			u.CPUMicrosPerDelivery = u.CPUSeconds * 1e6 / float64(deliveries)
+		}
+	}
+	if r.relayS != nil {
+		u := r.relayS.Stop()
+		per(&u)
+		r.res.Relay = &u
+		r.relayS = nil
+	}
+	if r.selfS != nil {
+		u := r.selfS.Stop()
+		per(&u)
+		r.res.Client = &u
+		r.selfS = nil
+	}
+}
+
+// rate returns n per second over the timed part ending at end.
+func (r *runner) rate(n int64, end time.Time) float64 {
+	d := end.Sub(r.t0).Seconds()
+	if d <= 0 {
+		return 0
+	}
+	return float64(n) / d
+}
+
+// checkConns records connections the relay dropped and unparseable
+// messages; it must run before closeAll.
+func (r *runner) checkConns() {
+	r.mu.Lock()
+	conns := append([]*Conn(nil), r.conns...)
+	r.mu.Unlock()
+	var lost int64
+	var first string
+	for _, c := range conns {
+		if c.Lost() {
+			lost++
+			if first == "" {
+				first = c.Err().Error()
+			}
+		}
+		if n := c.BadMessages.Load(); n > 0 {
+			if r.res.BadMessages == 0 {
+				r.res.Fail("unparseable relay message: %s", c.FirstBad())
+			}
+			r.res.BadMessages += n
+		}
+	}
+	if lost > 0 {
+		r.res.Disconnects += lost
+		r.res.Fail("%d connections were closed by the relay or the network (first: %s)", lost, first)
+	}
+}
+
+// finish closes every connection, copies the message counters into the
+// result and releases the runner.
+func (r *runner) finish() *Result {
+	if r.relayS != nil || r.selfS != nil {
+		r.stopMeasure(time.Time{}, 0, 0)
+	}
+	r.mu.Lock()
+	conns := r.conns
+	r.conns = nil
+	r.mu.Unlock()
+	for _, c := range conns {
+		c.Close()
+	}
+	limit := time.After(3 * time.Second)
+wait:
+	for _, c := range conns {
+		select {
+		case <-c.Done():
+		case <-limit:
+			break wait
+		}
+	}
+	r.mu.Lock()
+	if len(r.closed) > 0 {
+		r.res.Closed = r.closed
+	}
+	if len(r.notices) > 0 {
+		r.res.Notices = r.notices
+	}
+	r.mu.Unlock()
+	r.cancel()
+	if p := r.o.Progress; p != nil {
+		p.Done()
+	}
+	return r.res
+}
+
+// timedOut records a timeout failure if the deadline passed, naming what
+// was being waited for.
+func (r *runner) timedOut(what string) bool {
+	if r.ctx.Err() == nil {
+		return false
+	}
+	r.res.Fail("timeout after %v while %s", r.o.Timeout, what)
+	return true
+}
+
+// prefixOf returns a relay message's machine-readable prefix (the text
+// before the first ':'), or the whole message when it has none, cut to 40
+// bytes.
+func prefixOf(msg string) string {
+	if i := strings.IndexByte(msg, ':'); i >= 0 {
+		return msg[:i]
+	}
+	if len(msg) > 40 {
+		return msg[:40]
+	}
+	return msg
+}
+
+// waitUntil polls cond every 2ms until it holds or ctx ends; it reports
+// whether cond held.
+func waitUntil(ctx context.Context, cond func() bool) bool {
+	if cond() {
+		return true
+	}
+	t := time.NewTicker(2 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return cond()
+		case <-t.C:
+			if cond() {
+				return true
+			}
+		}
+	}
+}
+
+// plural formats n with a noun.
+func plural(n int64, noun string) string {
+	if n == 1 {
+		return fmt.Sprintf("1 %s", noun)
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}

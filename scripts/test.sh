@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# test.sh: the whole test suite, as CI runs it. Installs what is missing,
+# then runs every package's tests (fuzz seed corpora included) and the
+# relay packages again under the race detector.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export GOTOOLCHAIN=local
+./scripts/setup.sh
+go vet ./...
+go test -count=1 -timeout 30m ./...
+go test -count=1 -race -timeout 30m ./internal/relay/... ./internal/server/... ./internal/nostr/... ./internal/negentropy/...

@@ -180,6 +180,18 @@ func setValue(f reflect.Value, s string) error {
 			return err
 		}
 		f.SetInt(n)
+	case reflect.Float64, reflect.Float32:
+		x, err := strconv.ParseFloat(s, 64)
+		if err != nil {
+			return err
+		}
+		f.SetFloat(x)
+	case reflect.Uint, reflect.Uint64, reflect.Uint32:
+		n, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			return err
+		}
+		f.SetUint(n)
 	case reflect.Slice:
 		if f.Type().Elem().Kind() == reflect.String {
 			var parts []string

@@ -157,6 +157,9 @@ func (d *dispatcher) handle(it dispatchItem) {
 	if fanout {
 		d.fanout(it.ev)
 	}
+	if it.stored {
+		r.pending.done(it.ev.ID) // after the whole fan-out: see pendingFanout
+	}
 }
 
 // fanout delivers ev to every live subscription that matches it.
@@ -179,6 +182,12 @@ func (d *dispatcher) fanout(ev *nostr.Event) {
 		s := sb.s
 		o := &s.out
 		o.mu.Lock()
+		if _, sent := sb.early[ev.ID]; sent {
+			// Its stored query already sent this event (pendingFanout).
+			delete(sb.early, ev.ID)
+			o.mu.Unlock()
+			return
+		}
 		switch sb.state {
 		case subClosed:
 		case subStored:
@@ -188,7 +197,7 @@ func (d *dispatcher) fanout(ev *nostr.Event) {
 			} else {
 				sb.held = append(sb.held, held{id: ev.ID, raw: ev.Raw})
 				sb.heldBytes += len(ev.Raw)
-				s.heldTotal += len(ev.Raw)
+				o.hold(len(ev.Raw), 1)
 			}
 		case subLive:
 			if !s.roomForLive(len(ev.Raw) + len(sb.prefix) + 11) {
@@ -212,14 +221,13 @@ func (d *dispatcher) fanout(ev *nostr.Event) {
 	}
 }
 
-// roomForLive reports whether n more bytes of live output fit in the
-// session's live budget. s.out.mu must be held.
+// roomForLive reports whether one more live frame of n bytes fits in the
+// session's live budget. Events held for subscriptions in their stored
+// phase count too, frames and bytes: they are queued at EOSE all at once.
+// s.out.mu must be held.
 func (s *Session) roomForLive(n int) bool {
 	o := &s.out
-	liveBytes := o.bytes[catLive] + s.heldBytesLocked()
-	return o.frames[catLive] < s.r.cfg.OutQueueFrames && liveBytes+n <= s.r.cfg.OutQueueBytes
+	liveBytes := o.bytes[catLive] + o.heldBytes
+	liveFrames := o.frames[catLive] + o.heldFrames
+	return liveFrames < s.r.cfg.OutQueueFrames && liveBytes+n <= s.r.cfg.OutQueueBytes
 }
-
-// heldBytesLocked sums live bytes held by subscriptions in their stored
-// phase. s.out.mu must be held. It is bounded by OutQueueBytes.
-func (s *Session) heldBytesLocked() int { return s.heldTotal }

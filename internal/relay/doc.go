@@ -26,7 +26,8 @@
 //
 // # Lock order
 //
-// Session.mu, then index.mu, then outbox.mu. The dispatcher holds index.mu
-// (read) while taking outbox.mu of candidate sessions; it never takes
-// Session.mu. Nothing is written to a socket while any of these is held.
+// Session.mu, then index.mu, then outbox.mu, then a pendingFanout shard
+// lock (a leaf). The dispatcher holds index.mu (read) while taking
+// outbox.mu of candidate sessions; it never takes Session.mu. Nothing is
+// written to a socket while any of these is held.
 package relay

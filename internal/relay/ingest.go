@@ -66,11 +66,13 @@ func (in *ingest) run() {
 		}
 		in.inflight.Add(1)
 		j := j
+		r.pending.add(j.ev.ID) // before the commit: see pendingFanout
 		err := r.store.Submit(r.ctx, j.ev, func(res store.SaveResult) {
 			defer in.inflight.Done()
 			r.dispatch.push(dispatchItem{ev: j.ev, okTo: j.s, t0: j.t0, res: res, stored: true})
 		})
 		if err != nil {
+			r.pending.done(j.ev.ID)
 			in.inflight.Done()
 			r.stats.DBErrors.Add(1)
 			j.s.finishEvent(j, nostr.Reject(nostr.PrefixError, "could not store event: "+err.Error()), "")

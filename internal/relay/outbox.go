@@ -59,6 +59,12 @@ type outbox struct {
 	writing bool     // a flusher holds buf[off:off+n] outside the lock
 	bytes   [numCats]int
 	frames  [numCats]int
+	// heldBytes and heldFrames count the live events matched by this
+	// connection's subscriptions still in their stored phase (sub.held):
+	// they are not in buf yet but count against the live budget.
+	heldBytes  int
+	heldFrames int
+	peak       queuePeaks // high-water marks, for Relay.QueueStats
 
 	scheduled atomic.Bool  // queued on (or running in) the flusher
 	inTransp  atomic.Int64 // bytes handed to the transport, not yet on the wire
@@ -102,6 +108,7 @@ const (
 func (o *outbox) account(cat uint8, n int) {
 	o.bytes[cat] += n
 	o.frames[cat]++
+	o.notePeaks()
 	if len(o.markers) > o.mhead {
 		m := &o.markers[len(o.markers)-1]
 		start := o.off
@@ -144,6 +151,39 @@ func (o *outbox) appendEventFrame(cat uint8, prefix, raw []byte) int {
 func (o *outbox) appendRawFrame(frame []byte) {
 	o.buf = append(o.buf, frame...)
 	o.account(catControl, len(frame))
+}
+
+// hold adds n bytes and frames (negative: removes them) to the live
+// events held by subscriptions in their stored phase. o.mu must be held.
+func (o *outbox) hold(n, frames int) {
+	o.heldBytes += n
+	o.heldFrames += frames
+	o.notePeaks()
+}
+
+// queuePeaks are one out-queue's high-water marks.
+type queuePeaks struct {
+	liveFrames, liveBytes int // queued live frames plus held events
+	stored, control       int // queued bytes
+	transport             int64
+}
+
+func (p *queuePeaks) merge(q queuePeaks) {
+	p.liveFrames = max(p.liveFrames, q.liveFrames)
+	p.liveBytes = max(p.liveBytes, q.liveBytes)
+	p.stored = max(p.stored, q.stored)
+	p.control = max(p.control, q.control)
+	p.transport = max(p.transport, q.transport)
+}
+
+// notePeaks updates the high-water marks. o.mu must be held. It costs a
+// few compares per queued frame.
+func (o *outbox) notePeaks() {
+	p := &o.peak
+	p.liveFrames = max(p.liveFrames, o.frames[catLive]+o.heldFrames)
+	p.liveBytes = max(p.liveBytes, o.bytes[catLive]+o.heldBytes)
+	p.stored = max(p.stored, o.bytes[catStored])
+	p.control = max(p.control, o.bytes[catControl])
 }
 
 // pending reports whether anything is queued. o.mu must be held.

@@ -216,13 +216,24 @@ func (q *queryScheduler) run(j *queryJob) {
 			return
 		}
 		size := o.appendEventFrame(catStored, sb.prefix, rec.Raw)
+		fannedOut := false
 		for i := range sb.held {
 			if sb.held[i].id == rec.ID {
 				sb.held[i].sent = true
+				fannedOut = true
 			}
 		}
+		if !fannedOut && r.pending.has(rec.ID) {
+			// Its fan-out may still come: make it skip this subscription.
+			if sb.early == nil {
+				sb.early = make(map[nostr.ID]struct{})
+			}
+			sb.early[rec.ID] = struct{}{}
+		}
 		o.mu.Unlock()
-		r.stats.QueryBytesQueued.Add(int64(size))
+		if v := r.stats.QueryBytesQueued.Add(int64(size)); v > r.queryBytesPeak.Load() {
+			storeMax(&r.queryBytesPeak, v)
+		}
 		r.stats.StoredSent.Add(1)
 		r.stats.MessagesOut.Add(1)
 		j.sent++
@@ -242,6 +253,7 @@ func (q *queryScheduler) run(j *queryJob) {
 	o.mu.Lock()
 	if sb.state == subStored {
 		o.appendFrame(catControl, eose)
+		o.hold(-sb.heldBytes, -len(sb.held)) // they move to the queue
 		for _, h := range sb.held {
 			if !h.sent {
 				o.appendEventFrame(catLive, sb.prefix, h.raw)
@@ -249,7 +261,6 @@ func (q *queryScheduler) run(j *queryJob) {
 				r.stats.MessagesOut.Add(1)
 			}
 		}
-		s.heldTotal -= sb.heldBytes
 		sb.held, sb.heldBytes = nil, 0
 		sb.state = subLive
 		if sb.job == j {

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -38,6 +39,8 @@ type Relay struct {
 	ingest   *ingest
 	dispatch *dispatcher
 
+	pending pendingFanout // events between the store's writer and the end of their fan-out
+
 	stats        Stats
 	OKLatency    prometheus.Histogram // EVENT received -> OK queued
 	QueryLatency prometheus.Histogram // REQ received -> EOSE queued
@@ -45,8 +48,11 @@ type Relay struct {
 	infoMu sync.RWMutex
 	info   Info
 
-	regMu    sync.Mutex
-	sessions []*Session
+	regMu       sync.Mutex
+	sessions    []*Session
+	closedPeaks queuePeaks // high-water marks of closed sessions; guarded by regMu
+
+	queryBytesPeak atomic.Int64 // high-water mark of stats.QueryBytesQueued
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -150,9 +156,10 @@ func (r *Relay) register(s *Session) {
 	r.regMu.Unlock()
 }
 
-func (r *Relay) unregister(s *Session) {
+func (r *Relay) unregister(s *Session, peak queuePeaks) {
 	r.regMu.Lock()
 	defer r.regMu.Unlock()
+	r.closedPeaks.merge(peak)
 	i := s.slot
 	if i < 0 || i >= len(r.sessions) || r.sessions[i] != s {
 		return
@@ -190,8 +197,9 @@ func (r *Relay) closeSub(sb *sub) {
 	o.mu.Lock()
 	wasOpen := sb.state != subClosed
 	sb.state = subClosed
+	o.hold(-sb.heldBytes, -len(sb.held))
 	sb.held = nil
-	sb.s.heldTotal -= sb.heldBytes
+	sb.early = nil
 	sb.heldBytes = 0
 	j := sb.job
 	sb.job = nil
@@ -246,14 +254,15 @@ func (r *Relay) sweep() {
 		}
 		now := r.now()
 		r.forEachSession(func(s *Session) {
-			if s.closed.Load() {
+			if s.closed.Load() || s.closing.Load() {
 				return
 			}
 			if r.cfg.IdleTimeout > 0 {
 				idle := s.idleFor(now)
 				if idle > r.cfg.IdleTimeout {
-					r.stats.LimitTrips[limIdleTimeout].Add(1)
-					s.close(CloseGoingAway, "idle timeout")
+					if s.close(CloseGoingAway, "idle timeout") {
+						r.stats.LimitTrips[limIdleTimeout].Add(1)
+					}
 					return
 				}
 				if idle > r.cfg.IdleTimeout/2 && !s.pinged.Load() {
@@ -269,8 +278,9 @@ func (r *Relay) sweep() {
 			busy := o.pending() || o.inTransp.Load() > 0
 			o.mu.Unlock()
 			if busy && time.Duration(now.UnixNano()-o.progress.Load()) > r.cfg.DrainTimeout {
-				r.stats.LimitTrips[limDrainTimeout].Add(1)
-				s.close(ClosePolicy, "not reading: out-queue stuck")
+				if s.close(ClosePolicy, "not reading: out-queue stuck") {
+					r.stats.LimitTrips[limDrainTimeout].Add(1)
+				}
 			}
 		})
 	}
@@ -289,10 +299,16 @@ func (r *Relay) Shutdown(ctx context.Context) {
 			r.forEachSession(func(s *Session) {
 				s.out.mu.Lock()
 				p := s.out.pending()
+				// A flusher may be between takeChunk and the transport's
+				// Write, and the transport may still hold bytes the
+				// socket has not taken: closing now would lose them.
+				inFlight := s.out.writing || s.out.inTransp.Load() > 0
 				s.out.mu.Unlock()
 				if p {
-					busy = true
 					r.flusher.schedule(s)
+				}
+				if p || inFlight {
+					busy = true
 				}
 			})
 			if !busy || ctx.Err() != nil {

@@ -2,6 +2,7 @@ package relay
 
 import (
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -64,6 +65,10 @@ type sub struct {
 	held      []held
 	heldBytes int
 	job       *queryJob
+	// early lists events the stored query sent while their fan-out was
+	// still pending: the fan-out must skip this subscription for them (see
+	// pendingFanout).
+	early map[nostr.ID]struct{}
 
 	stamp uint64 // dispatcher-only: last event sequence that visited this sub
 }
@@ -79,15 +84,15 @@ type Session struct {
 
 	out outbox
 
-	mu     sync.Mutex      // guards subs
-	subs   map[string]*sub // open subscriptions by id
-	closed atomic.Bool
+	mu      sync.Mutex      // guards subs
+	subs    map[string]*sub // open subscriptions by id
+	closed  atomic.Bool     // the transport reported Closed
+	closing atomic.Bool     // close was called: the transport is closing
 
 	pendingEvents atomic.Int32 // EVENTs awaiting their OK
 	lastRead      atomic.Int64 // unix nanos of the last inbound frame
 	pinged        atomic.Bool  // a ping is outstanding
 	parked        *queryJob    // query paused on this session's budget; guarded by out.mu
-	heldTotal     int          // live bytes held by subscriptions in their stored phase; guarded by out.mu
 	closeReason   atomic.Pointer[string]
 	slot          int // registry position; guarded by Relay.regMu
 
@@ -147,6 +152,7 @@ func (s *Session) Closed() {
 		j.release()
 	}
 	stored := s.out.bytes[catStored]
+	peak := s.out.peak
 	s.out.bytes = [numCats]int{}
 	s.out.frames = [numCats]int{}
 	s.out.buf = nil
@@ -155,17 +161,21 @@ func (s *Session) Closed() {
 	s.out.mhead = 0
 	s.out.mu.Unlock()
 	s.r.releaseQueryBytes(int64(stored))
-	s.r.unregister(s)
+	s.r.unregister(s, peak)
 	s.r.stats.ConnectionsActive.Add(-1)
 }
 
-// close asks the transport to close the connection.
-func (s *Session) close(code int, reason string) {
-	if s.closed.Load() {
-		return
+// close asks the transport to close the connection. Only the first call
+// does anything; it reports whether this call was it, so that a limit
+// that closes the connection is counted once however many messages keep
+// arriving until the transport reports Closed.
+func (s *Session) close(code int, reason string) bool {
+	if s.closed.Load() || !s.closing.CompareAndSwap(false, true) {
+		return false
 	}
 	s.closeReason.Store(&reason)
 	s.t.Close(code, reason)
+	return true
 }
 
 // flush hands queued frames to the transport until the queue is empty or
@@ -199,9 +209,10 @@ func (s *Session) flush() {
 		if rel[catStored] > 0 {
 			s.r.releaseQueryBytes(int64(rel[catStored]))
 		}
-		o.inTransp.Add(int64(len(chunk)))
+		inTransp := o.inTransp.Add(int64(len(chunk)))
 		err := s.t.Write(chunk)
 		o.mu.Lock()
+		o.peak.transport = max(o.peak.transport, inTransp)
 		o.doneChunk()
 		resume := s.resumableLocked()
 		o.mu.Unlock()
@@ -231,12 +242,13 @@ func (s *Session) resumableLocked() *queryJob {
 }
 
 // sendControl queues a control message (OK, EOSE, CLOSED, NOTICE, ...)
-// built by build and schedules a flush. Control frames are never dropped;
-// a client that lets them pile up past controlBacklogFactor*OutQueueBytes
-// is disconnected.
+// built by build and schedules a flush. Control frames are never dropped
+// while the connection is open; a client that lets them pile up past
+// controlBacklogFactor*OutQueueBytes is disconnected (and nothing more is
+// queued for a connection being closed).
 func (s *Session) sendControl(build func([]byte) []byte) {
-	if s.closed.Load() {
-		return
+	if s.closed.Load() || s.closing.Load() {
+		return // nobody will read it
 	}
 	bp := scratchPool.Get().(*[]byte)
 	msg := build((*bp)[:0])
@@ -249,8 +261,9 @@ func (s *Session) sendControl(build func([]byte) []byte) {
 	scratchPool.Put(bp)
 	s.r.stats.MessagesOut.Add(1)
 	if backlog > controlBacklogFactor*s.r.cfg.OutQueueBytes {
-		s.r.stats.LimitTrips[limControlBacklog].Add(1)
-		s.close(ClosePolicy, "not reading responses")
+		if s.close(ClosePolicy, "not reading responses") {
+			s.r.stats.LimitTrips[limControlBacklog].Add(1)
+		}
 		return
 	}
 	s.r.flusher.schedule(s)
@@ -278,8 +291,8 @@ func (s *Session) HandleMessage(data []byte, binary bool) {
 	s.Touch()
 	r.stats.MessagesIn.Add(1)
 	r.stats.BytesIn.Add(int64(len(data)))
-	if s.closed.Load() {
-		return
+	if s.closed.Load() || s.closing.Load() {
+		return // e.g. the rest of a batch read after a protocol error
 	}
 	defer func() {
 		if p := recover(); p != nil {
@@ -298,8 +311,9 @@ func (s *Session) HandleMessage(data []byte, binary bool) {
 	if len(data) > r.cfg.MaxMessageBytes {
 		// The transport enforces this with 1009 before we see the data;
 		// this is the backstop for transports that do not.
-		r.stats.LimitTrips[limMessageBytes].Add(1)
-		s.close(CloseTooBig, "message too big")
+		if s.close(CloseTooBig, "message too big") {
+			r.stats.LimitTrips[limMessageBytes].Add(1)
+		}
 		return
 	}
 	msg, err := nostr.ParseClientMessage(data, &r.limits)
@@ -334,15 +348,8 @@ func (s *Session) rejectParse(err error) {
 	}
 	r := s.r
 	if pe.Limit {
-		switch pe.Type {
-		case nostr.MsgReq, nostr.MsgCount:
-			if pe.SubID == "" {
-				r.stats.LimitTrips[limSubIDLength].Add(1)
-			} else {
-				r.stats.LimitTrips[limFilterValues].Add(1)
-			}
-		case nostr.MsgEvent:
-			r.stats.LimitTrips[limTags].Add(1)
+		if lim := parseLimit(pe); lim >= 0 {
+			r.stats.LimitTrips[lim].Add(1)
 		}
 	}
 	switch {
@@ -365,6 +372,30 @@ func (s *Session) rejectParse(err error) {
 		}
 		s.notice("invalid: " + label + pe.Msg)
 	}
+}
+
+// parseLimit names the limit counter for a parse error with Limit set, or
+// returns -1. The parser reports which bound tripped only in its message,
+// so this matches the message prefixes of nostr's limit errors (a new
+// bound there needs a case here).
+func parseLimit(pe *nostr.ParseError) int {
+	switch msg := pe.Msg; {
+	case strings.HasPrefix(msg, "subscription id too long"):
+		return limSubIDLength
+	case strings.HasPrefix(msg, "too many filters"):
+		return limFilters
+	case strings.HasPrefix(msg, "too many values"), strings.HasPrefix(msg, "filter too large"):
+		return limFilterValues
+	case strings.HasPrefix(msg, "too many tags"), strings.HasPrefix(msg, "too many elements in tag"):
+		return limTags
+	case strings.HasPrefix(msg, "content too long"):
+		return limContentBytes
+	case strings.HasPrefix(msg, "event too large"):
+		return limEventBytes
+	case strings.HasPrefix(msg, "message too large"):
+		return limMessageBytes
+	}
+	return -1
 }
 
 // handleClose closes one subscription (NIP-01 CLOSE: no reply).

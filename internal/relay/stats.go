@@ -162,3 +162,61 @@ func LimitNames() []string { return limitNames[:] }
 
 // ReasonNames lists the rejection reasons, for metric registration.
 func ReasonNames() []string { return reasonNames[:] }
+
+// QueueStats reports out-queue high-water marks. It exists for tests and
+// debugging (a memory bound is asserted on these figures, not on wall
+// time); it costs a lock per open connection, so do not poll it in a hot
+// loop. Per-connection peaks are the largest seen on any one connection
+// since the relay started, closed connections included.
+type QueueStats struct {
+	// PeakLiveFrames and PeakLiveBytes: live event frames queued on one
+	// connection plus live events held for subscriptions still in their
+	// stored phase (bounded by OutQueueFrames and OutQueueBytes).
+	PeakLiveFrames int
+	PeakLiveBytes  int
+	// PeakStoredBytes: stored-query bytes queued on one connection
+	// (bounded by QueryBytesPerConn plus one frame).
+	PeakStoredBytes int
+	// PeakControlBytes: OK, EOSE, CLOSED, NOTICE... bytes queued on one
+	// connection (a connection passing 4*OutQueueBytes is closed).
+	PeakControlBytes int
+	// PeakTransportBytes: bytes handed to one connection's transport and
+	// not yet reported written (the out-queue stops handing bytes over at
+	// 64 KiB; one write hands at most 256 KiB).
+	PeakTransportBytes int64
+	// PeakQueryBytesTotal: stored-query bytes queued relay-wide (bounded
+	// by QueryBytesTotal plus one frame per query worker).
+	PeakQueryBytesTotal int64
+}
+
+// QueueStats returns the out-queue high-water marks.
+func (r *Relay) QueueStats() QueueStats {
+	r.regMu.Lock()
+	p := r.closedPeaks
+	list := make([]*Session, len(r.sessions))
+	copy(list, r.sessions)
+	r.regMu.Unlock()
+	for _, s := range list {
+		s.out.mu.Lock()
+		p.merge(s.out.peak)
+		s.out.mu.Unlock()
+	}
+	return QueueStats{
+		PeakLiveFrames:      p.liveFrames,
+		PeakLiveBytes:       p.liveBytes,
+		PeakStoredBytes:     p.stored,
+		PeakControlBytes:    p.control,
+		PeakTransportBytes:  p.transport,
+		PeakQueryBytesTotal: r.queryBytesPeak.Load(),
+	}
+}
+
+// storeMax raises a to v unless it is already larger.
+func storeMax(a *atomic.Int64, v int64) {
+	for {
+		cur := a.Load()
+		if v <= cur || a.CompareAndSwap(cur, v) {
+			return
+		}
+	}
+}

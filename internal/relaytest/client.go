@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -33,13 +35,19 @@ type Client struct {
 	readErr  error
 	closeErr *websocket.CloseError
 	done     chan struct{}
+	resume   sync.Once
 }
 
 // DialOptions change how a client connects.
 type DialOptions struct {
 	// NoRead: do not read at all (a client that never drains its socket).
 	NoRead bool
-	// ReadBuffer sets the client's socket receive buffer (0: default).
+	// Paused: do not read until Resume is called (a client that stops
+	// draining its socket for a while).
+	Paused bool
+	// ReadBuffer sets the client's socket receive buffer (SO_RCVBUF, set
+	// before connecting so the TCP window is small from the start; the
+	// kernel doubles the value and enforces a minimum). 0: default.
 	ReadBuffer int
 }
 
@@ -57,6 +65,19 @@ func Dial(t testing.TB, url string) *Client {
 // failing.
 func DialWith(t testing.TB, url string, o DialOptions) (*Client, error) {
 	d := websocket.Dialer{HandshakeTimeout: DefaultTimeout, ReadBufferSize: 1 << 16, WriteBufferSize: 1 << 16}
+	if o.ReadBuffer > 0 {
+		nd := &net.Dialer{Timeout: DefaultTimeout, Control: func(_, _ string, rc syscall.RawConn) error {
+			var serr error
+			err := rc.Control(func(fd uintptr) {
+				serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, o.ReadBuffer)
+			})
+			if err != nil {
+				return err
+			}
+			return serr
+		}}
+		d.NetDialContext = nd.DialContext
+	}
 	conn, resp, err := d.Dial(url, nil)
 	if resp != nil && resp.Body != nil {
 		resp.Body.Close()
@@ -67,14 +88,21 @@ func DialWith(t testing.TB, url string, o DialOptions) (*Client, error) {
 	conn.SetReadLimit(-1)
 	c := &Client{t: t, Conn: conn, done: make(chan struct{})}
 	c.cond = sync.NewCond(&c.mu)
-	if o.NoRead {
+	switch {
+	case o.NoRead:
 		close(c.done)
-	} else {
-		go c.readLoop()
+		c.resume.Do(func() {}) // Resume is a no-op
+	case o.Paused:
+	default:
+		c.Resume()
 	}
 	t.Cleanup(func() { c.Close() })
 	return c, nil
 }
+
+// Resume starts reading on a client dialed with Paused. It is a no-op on
+// a client that already reads, and on a NoRead client.
+func (c *Client) Resume() { c.resume.Do(func() { go c.readLoop() }) }
 
 func (c *Client) readLoop() {
 	defer close(c.done)

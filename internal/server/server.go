@@ -113,9 +113,9 @@ func New(cfg Config, opts Options) (*Server, error) {
 		Handler:                      mux,
 	})
 	s.engine.CheckUtf8 = func([]byte) bool { return true } // the relay closes with 1007 itself
-	s.engine.OnOpen(s.onOpen)
 	s.engine.OnClose(s.onClose)
 	s.engine.OnWrittenSize(s.onWritten)
+	raceHandoff(s.engine.Engine)
 	return s, nil
 }
 
@@ -171,7 +171,7 @@ func (s *Server) listen(network, addr string) (net.Listener, error) {
 	if err != nil {
 		return nil, err
 	}
-	sl := &stoppableListener{Listener: ln, stopped: make(chan struct{}), closed: make(chan struct{})}
+	sl := &stoppableListener{Listener: ln, admit: s.admit, stopped: make(chan struct{}), closed: make(chan struct{})}
 	s.lnMu.Lock()
 	s.lns = append(s.lns, sl)
 	s.addr = ln.Addr()
@@ -181,9 +181,11 @@ func (s *Server) listen(network, addr string) (net.Listener, error) {
 
 // stoppableListener lets the server stop accepting without closing the
 // engine: after stop, Accept blocks until Close (nbio's accept loop would
-// spin on a closed listener until the engine shuts down).
+// spin on a closed listener until the engine shuts down). It also admits
+// or refuses each connection before nbio sees it (see Server.admit).
 type stoppableListener struct {
 	net.Listener
+	admit     func(net.Conn) (net.Conn, bool)
 	stopOnce  sync.Once
 	closeOnce sync.Once
 	stopped   chan struct{}
@@ -191,24 +193,30 @@ type stoppableListener struct {
 }
 
 func (l *stoppableListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err != nil {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			select {
+			case <-l.stopped:
+				<-l.closed
+				return nil, net.ErrClosed
+			default:
+			}
+			return nil, err
+		}
 		select {
 		case <-l.stopped:
+			c.Close()
 			<-l.closed
 			return nil, net.ErrClosed
 		default:
 		}
-		return nil, err
+		// A refused connection is closed here and the loop accepts the
+		// next one: an error would end nbio's accept loop.
+		if nc, ok := l.admit(c); ok {
+			return nc, nil
+		}
 	}
-	select {
-	case <-l.stopped:
-		c.Close()
-		<-l.closed
-		return nil, net.ErrClosed
-	default:
-	}
-	return c, nil
 }
 
 func (l *stoppableListener) stop() {

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"errors"
 	"net"
 	"net/http"
 	"strings"
@@ -40,13 +41,33 @@ func (t *transport) Close(code int, reason string) {
 	_ = t.nbc.Close()
 }
 
-// onOpen takes a connection slot at accept, or refuses the connection.
-func (s *Server) onOpen(c net.Conn) {
+// admit runs on the accept goroutine for each new TCP connection, before
+// nbio sees it: it takes a connection slot or refuses the connection, and
+// converts the connection to an nbio.Conn itself.
+//
+// A refused connection must be closed here, not in nbio's OnOpen: nbio
+// calls OnOpen before it registers the descriptor, and registering a
+// descriptor that was just closed (its number free for reuse by any other
+// socket or file the process opens meanwhile) can clobber another
+// connection's poller entry, and leaks the engine's connection count so
+// that Shutdown waits for its full timeout. Converting here (rather than
+// letting nbio duplicate the descriptor later) means the slot's key is the
+// very *nbio.Conn that onClose releases, and a failed conversion releases
+// its slot at once.
+func (s *Server) admit(std net.Conn) (net.Conn, bool) {
+	c, err := nbio.NBConn(std)
+	if err != nil {
+		_ = std.Close()
+		s.log.Warn("accept: cannot take over connection", "err", err)
+		return nil, false
+	}
 	ok, perIP := s.slots.acquire(c)
 	if !ok {
 		s.relay.CountRejectedConnection(perIP)
-		_ = c.Close()
+		_ = c.Close() // not registered with a poller yet: just closes the descriptor
+		return nil, false
 	}
+	return c, true
 }
 
 // onClose releases the connection's slot; slots.release is idempotent per
@@ -121,7 +142,10 @@ func (s *Server) onMessage(c *websocket.Conn, mt websocket.MessageType, data []b
 
 func (s *Server) onWSClose(c *websocket.Conn, err error) {
 	if t, ok := c.Session().(*transport); ok {
-		if err != nil && strings.Contains(err.Error(), "message too large") {
+		// nbio has already sent close 1009 for these; count the trip.
+		// (Its error reads "message exceeds the configured limit": match
+		// the sentinel, not a text.)
+		if errors.Is(err, websocket.ErrMessageTooLarge) {
 			s.relay.CountOversizedMessage()
 		}
 		t.closing.Store(true)

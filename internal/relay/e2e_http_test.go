@@ -1,0 +1,275 @@
+package relay_test
+
+// The HTTP side of the relay's port (NIP-11, landing page, /stats,
+// /metrics) and graceful shutdown.
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/petrel-relay/petrel/internal/relay"
+	"github.com/petrel-relay/petrel/internal/relaytest"
+)
+
+func TestHTTPNIP11(t *testing.T) {
+	t.Parallel()
+	cfg := relay.Config{MaxSubscriptions: 20, MaxFilters: 10, MaxLimit: 300, MaxSubIDLength: 32, MaxTags: 100,
+		MaxMessageBytes: 50000, MaxEventBytes: 40000, CreatedAtPast: 48 * time.Hour, CreatedAtFuture: 5 * time.Minute}
+	info := relay.Info{Name: "test relay", Description: "for tests", PubKey: strings.Repeat("ab", 32),
+		Contact: "mailto:op@example.com", RelayCountries: []string{"DE"}}
+	r := relaytest.Start(t, relaytest.Options{Relay: cfg, Info: info})
+
+	resp, body := getHTTP(t, r, "GET", "/", map[string]string{"Accept": "application/nostr+json"})
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %s", resp.Status)
+	}
+	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/nostr+json") {
+		t.Fatalf("Content-Type %q", ct)
+	}
+	if v := resp.Header.Get("Access-Control-Allow-Origin"); v != "*" {
+		t.Fatalf("Access-Control-Allow-Origin %q", v)
+	}
+	for _, h := range []string{"Access-Control-Allow-Headers", "Access-Control-Allow-Methods"} {
+		if resp.Header.Get(h) == "" {
+			t.Fatalf("missing %s", h)
+		}
+	}
+	var doc struct {
+		Name, Description, PubKey, Contact, Software, Version string
+		SupportedNIPs                                         []int    `json:"supported_nips"`
+		RelayCountries                                        []string `json:"relay_countries"`
+		Limitation                                            map[string]any
+	}
+	if err := json.Unmarshal(body, &doc); err != nil {
+		t.Fatalf("NIP-11: %v\n%s", err, body)
+	}
+	if doc.Name != info.Name || doc.Description != info.Description || doc.PubKey != info.PubKey ||
+		doc.Contact != info.Contact || len(doc.RelayCountries) != 1 {
+		t.Fatalf("NIP-11 info fields: %+v", doc)
+	}
+	if doc.Software == "" || doc.Version == "" {
+		t.Fatalf("software %q version %q", doc.Software, doc.Version)
+	}
+	nips := map[int]bool{}
+	for _, n := range doc.SupportedNIPs {
+		nips[n] = true
+	}
+	for _, n := range []int{1, 9, 11, 40} {
+		if !nips[n] {
+			t.Fatalf("supported_nips %v lacks %d", doc.SupportedNIPs, n)
+		}
+	}
+	want := map[string]float64{
+		"max_message_length": 50000, "max_subscriptions": 20, "max_filters": 10, "max_limit": 300,
+		"default_limit": 300, "max_subid_length": 32, "max_event_tags": 100, "max_content_length": 40000,
+		"created_at_lower_limit": 48 * 3600, "created_at_upper_limit": 300,
+	}
+	for k, v := range want {
+		if got, ok := doc.Limitation[k].(float64); !ok || got != v {
+			t.Fatalf("limitation.%s = %v, want %v", k, doc.Limitation[k], v)
+		}
+	}
+	for _, k := range []string{"auth_required", "payment_required", "restricted_writes"} {
+		if v, ok := doc.Limitation[k].(bool); !ok || v {
+			t.Fatalf("limitation.%s = %v, want false", k, doc.Limitation[k])
+		}
+	}
+
+	// Defaults: the document matches the default configuration.
+	r2 := relaytest.Start(t, relaytest.Options{})
+	_, body = getHTTP(t, r2, "GET", "/", map[string]string{"Accept": "application/nostr+json"})
+	doc.Limitation = nil
+	if err := json.Unmarshal(body, &doc); err != nil {
+		t.Fatal(err)
+	}
+	def := relay.Config{}.Normalize()
+	for k, v := range map[string]int{"max_message_length": def.MaxMessageBytes, "max_subscriptions": def.MaxSubscriptions,
+		"max_filters": def.MaxFilters, "max_limit": def.MaxLimit, "max_subid_length": def.MaxSubIDLength,
+		"max_event_tags": def.MaxTags} {
+		if got := doc.Limitation[k].(float64); got != float64(v) {
+			t.Fatalf("default limitation.%s = %v, want %d", k, got, v)
+		}
+	}
+	if doc.Name == "" {
+		t.Fatal("default name is empty")
+	}
+	if _, ok := doc.Limitation["created_at_lower_limit"]; ok {
+		t.Fatal("created_at_lower_limit present without a past bound")
+	}
+}
+
+func TestHTTPPreflightAndLanding(t *testing.T) {
+	t.Parallel()
+	r := relaytest.Start(t, relaytest.Options{Info: relay.Info{Name: "landing <test>"}})
+	resp, _ := getHTTP(t, r, "OPTIONS", "/", map[string]string{
+		"Origin": "https://client.example", "Access-Control-Request-Method": "GET",
+		"Access-Control-Request-Headers": "accept"})
+	if resp.StatusCode/100 != 2 {
+		t.Fatalf("OPTIONS: %s", resp.Status)
+	}
+	if resp.Header.Get("Access-Control-Allow-Origin") != "*" || !strings.Contains(resp.Header.Get("Access-Control-Allow-Methods"), "GET") {
+		t.Fatalf("OPTIONS: CORS headers %v", resp.Header)
+	}
+
+	resp, body := getHTTP(t, r, "GET", "/", nil)
+	if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") {
+		t.Fatalf("landing: %s %q", resp.Status, resp.Header.Get("Content-Type"))
+	}
+	html := string(body)
+	if !strings.Contains(html, "<html") || !strings.Contains(html, "landing &lt;test&gt;") || strings.Contains(html, "<test>") {
+		t.Fatalf("landing page (name must be escaped):\n%s", html)
+	}
+	resp, _ = getHTTP(t, r, "GET", "/nope", nil)
+	if resp.StatusCode != 404 {
+		t.Fatalf("/nope: %s", resp.Status)
+	}
+	resp, _ = getHTTP(t, r, "POST", "/", nil)
+	if resp.StatusCode != 405 {
+		t.Fatalf("POST /: %s", resp.Status)
+	}
+}
+
+func TestHTTPStatsAndMetrics(t *testing.T) {
+	t.Parallel()
+	r := relaytest.Start(t, relaytest.Options{})
+	alice := relaytest.NewKey("stats")
+	c := relaytest.Dial(t, r.URL)
+	ev := alice.Note("counted")
+	c.MustPublish(ev)
+	c.Publish(ev) // duplicate
+	c.SendRaw(`["EVENT",` + strings.Replace(string(alice.Note("x").Raw), `"sig":"`, `"sig":"0`, 1) + `]`)
+	c.Read() // its answer
+	c.Req("s", authorFilter(alice, ""))
+
+	st := statsJSON(t, r)
+	num := func(k string) float64 {
+		t.Helper()
+		v, ok := st[k].(float64)
+		if !ok {
+			t.Fatalf("/stats lacks number %q: %v", k, st[k])
+		}
+		return v
+	}
+	for k, min := range map[string]float64{
+		"connections_active": 1, "connections_total": 1, "subscriptions_active": 1, "subscriptions_total": 1,
+		"events_received": 3, "events_accepted": 1, "events_duplicate": 1, "buffers_dropped": 0, "db_errors": 0,
+		"messages_in": 4, "messages_out": 4, "bytes_in": 100, "bytes_out": 100, "db_size_bytes": 1,
+		"uptime_seconds": 0, "connection_slots_active": 2,
+	} {
+		if v := num(k); v < min {
+			t.Fatalf("/stats %s = %v, want >= %v", k, v, min)
+		}
+	}
+	if num("connections_active") != 1 || num("events_accepted") != 1 || num("events_duplicate") != 1 {
+		t.Fatalf("/stats: %v", st)
+	}
+	rej, ok := st["events_rejected"].(map[string]any)
+	if !ok || rej["invalid"].(float64) != 1 || rej["blocked"].(float64) != 0 {
+		t.Fatalf("/stats events_rejected: %v", st["events_rejected"])
+	}
+	if v, _ := st["verifier"].(string); v == "" {
+		t.Fatal("/stats verifier is empty")
+	}
+	if _, ok := st["limits_tripped"].(map[string]any); !ok {
+		t.Fatal("/stats lacks limits_tripped")
+	}
+	resp, _ := getHTTP(t, r, "GET", "/stats", nil)
+	if resp.Header.Get("Access-Control-Allow-Origin") != "*" || !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
+		t.Fatalf("/stats headers: %v", resp.Header)
+	}
+
+	var m string
+	// The query's latency is recorded just after its EOSE is queued.
+	waitFor(t, "the query latency to be recorded", func() bool {
+		resp, body := getHTTP(t, r, "GET", "/metrics", nil)
+		if resp.StatusCode != 200 {
+			t.Fatalf("/metrics: %s", resp.Status)
+		}
+		m = string(body)
+		return strings.Contains(m, "petrel_query_latency_seconds_count 1")
+	})
+	for _, name := range []string{
+		"petrel_connections_active 1", "petrel_events_accepted_total 1", "petrel_events_duplicate_total 1",
+		`petrel_events_rejected_total{reason="invalid"} 1`, `petrel_limits_tripped_total{limit="max_filters"} 0`,
+		"petrel_subscriptions_active 1", "petrel_buffers_dropped_total 0", "petrel_db_errors_total 0",
+		"petrel_bytes_in_total", "petrel_bytes_out_total", "petrel_messages_in_total", "petrel_db_size_bytes",
+		"petrel_uptime_seconds", "petrel_verifier_info{verifier=",
+		"petrel_ok_latency_seconds_bucket", "petrel_ok_latency_seconds_count 1",
+		"petrel_query_latency_seconds_bucket", "petrel_query_latency_seconds_count 1",
+		"go_goroutines",
+	} {
+		if !strings.Contains(m, name) {
+			t.Fatalf("/metrics lacks %q", name)
+		}
+	}
+}
+
+// TestGracefulShutdown: on shutdown, connected clients get close 1001, and
+// an EVENT in flight gets its OK if it was committed.
+func TestGracefulShutdown(t *testing.T) {
+	t.Parallel()
+	for round := 0; round < 5; round++ {
+		r := relaytest.Start(t, relaytest.Options{})
+		alice := relaytest.NewKey("shutdown")
+		idle := relaytest.Dial(t, r.URL)
+		sub := relaytest.Dial(t, r.URL)
+		sub.Req("s", authorFilter(alice, ""))
+		pub := relaytest.Dial(t, r.URL)
+		evs := notes(alice, 300, "shutdown")
+		for _, ev := range evs {
+			pub.SendRaw(`["EVENT",` + string(ev.Raw) + `]`)
+		}
+		// Stop once the relay is busy with them.
+		oks := map[string]bool{}
+		for len(oks) < 5 {
+			if m := pub.ExpectType("OK"); m.OK {
+				oks[m.EventID.Hex()] = true
+			}
+		}
+		r.Stop()
+		for _, c := range []*relaytest.Client{idle, sub, pub} {
+			if code := c.WaitClosed(relaytest.DefaultTimeout); code != relay.CloseGoingAway {
+				t.Fatalf("round %d: close code %d, want %d", round, code, relay.CloseGoingAway)
+			}
+		}
+		// Everything the client read before the close frame: every event
+		// committed got its OK true; no OK true for an event not stored.
+		refused := 0
+		for {
+			m, err := pub.ReadWithin(0)
+			if err != nil {
+				break
+			}
+			if m.Type == "OK" {
+				oks[m.EventID.Hex()] = m.OK
+				if !m.OK {
+					if !strings.HasPrefix(m.Message, "error: ") {
+						t.Fatalf("round %d: OK false %q", round, m.Message)
+					}
+					refused++
+				}
+			}
+		}
+		committed := 0
+		for _, ev := range evs {
+			has, err := r.Store.Has(context.Background(), ev.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ok, answered := oks[ev.ID.Hex()]
+			switch {
+			case has && (!answered || !ok):
+				t.Fatalf("round %d: event %.12s committed but its OK is %v/%v", round, ev.ID.Hex(), answered, ok)
+			case !has && ok:
+				t.Fatalf("round %d: event %.12s got OK true but is not stored", round, ev.ID.Hex())
+			}
+			if has {
+				committed++
+			}
+		}
+		t.Logf("round %d: %d of %d events committed and answered, %d refused (shutting down)", round, committed, len(evs), refused)
+	}
+}

@@ -36,6 +36,9 @@ func newIngest(r *Relay) *ingest {
 	return in
 }
 
+// full reports whether the verify queue is full right now.
+func (in *ingest) full() bool { return len(in.queue) >= cap(in.queue) }
+
 // offer queues a job without blocking and reports whether it was taken.
 func (in *ingest) offer(j verifyJob) (ok, closed bool) {
 	in.mu.RLock()
@@ -131,24 +134,34 @@ func (s *Session) handleEvent(ev *nostr.Event) {
 		reject(rej.Prefix, rej.Text)
 		return
 	}
-	if ev.Class() != nostr.Ephemeral {
-		has, err := r.store.Has(r.ctx, ev.ID)
-		if err != nil {
-			r.stats.DBErrors.Add(1)
-			reject(nostr.PrefixError, "could not check for duplicates")
-			return
-		}
-		if has {
-			r.stats.EventsDuplicate.Add(1)
-			s.ok(ev.ID, true, "duplicate: already have this event")
-			return
-		}
-	}
+	// Capacity before the duplicate check: under overload the refusal must
+	// stay cheap (no store lookup for an event we will not take anyway).
 	if int(s.pendingEvents.Add(1)) > r.cfg.MaxPendingEvents {
 		s.pendingEvents.Add(-1)
 		r.stats.LimitTrips[limPendingEvents].Add(1)
 		reject(nostr.PrefixRateLimited, "too many events awaiting OK on this connection")
 		return
+	}
+	if r.ingest.full() {
+		s.pendingEvents.Add(-1)
+		r.stats.LimitTrips[limVerifyQueue].Add(1)
+		reject(nostr.PrefixRateLimited, "relay is at capacity, slow down")
+		return
+	}
+	if ev.Class() != nostr.Ephemeral {
+		has, err := r.store.Has(r.ctx, ev.ID)
+		if err != nil {
+			s.pendingEvents.Add(-1)
+			r.stats.DBErrors.Add(1)
+			reject(nostr.PrefixError, "could not check for duplicates")
+			return
+		}
+		if has {
+			s.pendingEvents.Add(-1)
+			r.stats.EventsDuplicate.Add(1)
+			s.ok(ev.ID, true, "duplicate: already have this event")
+			return
+		}
 	}
 	ok, closed := r.ingest.offer(verifyJob{s: s, ev: ev, t0: t0})
 	if !ok {

@@ -101,6 +101,7 @@ const (
 	opText  = 0x1
 	opClose = 0x8
 	opPing  = 0x9
+	opPong  = 0xA
 )
 
 // account records n bytes (one frame) of category cat appended at the end

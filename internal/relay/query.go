@@ -348,8 +348,9 @@ func (s *Session) handleReq(subID string, filters []nostr.Filter) {
 		r.closeSub(old) // lock order: s.mu, index.mu, out.mu
 	}
 	r.idx.add(sb) // under s.mu, so Closed cannot miss it
-	s.mu.Unlock()
+	sb.counted.Store(true)
 	r.stats.SubscriptionsActive.Add(1)
+	s.mu.Unlock()
 	r.stats.SubscriptionsTotal.Add(1)
 	r.queries.enqueue(j)
 }

@@ -215,7 +215,8 @@ func (r *Relay) closeSub(sb *sub) {
 	if parked != nil {
 		parked.release()
 	}
-	if wasOpen {
+	_ = wasOpen
+	if sb.counted.CompareAndSwap(true, false) {
 		r.stats.SubscriptionsActive.Add(-1)
 	}
 }

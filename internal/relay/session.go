@@ -71,6 +71,8 @@ type sub struct {
 	early map[nostr.ID]struct{}
 
 	stamp uint64 // dispatcher-only: last event sequence that visited this sub
+
+	counted atomic.Bool // counted in Stats.SubscriptionsActive
 }
 
 // Session is one client connection's protocol state. It is created by the
@@ -117,6 +119,21 @@ func (r *Relay) NewSession(t Transport, ip string) *Session {
 func (s *Session) Touch() {
 	s.lastRead.Store(s.r.now().UnixNano())
 	s.pinged.Store(false)
+}
+
+// SendPong answers a client's ping through the out-queue, so that the
+// out-queue's count of bytes held by the transport stays exact.
+func (s *Session) SendPong(data []byte) {
+	if s.closed.Load() || len(data) > 125 {
+		return
+	}
+	o := &s.out
+	o.mu.Lock()
+	o.buf = appendWSHeader(o.buf, opPong, len(data))
+	o.buf = append(o.buf, data...)
+	o.account(catControl, 2+len(data))
+	o.mu.Unlock()
+	s.r.flusher.schedule(s)
 }
 
 // Written is called by the transport when n bytes handed to Write have

@@ -87,6 +87,8 @@ func New(cfg Config, opts Options) (*Server, error) {
 	s.upgrader.SetPingHandler(func(c *websocket.Conn, data string) {
 		if t, ok := c.Session().(*transport); ok {
 			t.sess.Touch()
+			t.sess.SendPong([]byte(data))
+			return
 		}
 		_ = c.WriteMessage(websocket.PongMessage, []byte(data))
 	})

@@ -33,10 +33,3 @@ func (s *Session) canSee(ev *nostr.Event) bool { return true }
 
 // canSeeRecord reports whether a stored event may be delivered.
 func (s *Session) canSeeRecord(rec *store.Record) bool { return true }
-
-// handleNeg answers NIP-77 messages.
-func (s *Session) handleNeg(msg *nostr.ClientMessage) {
-	s.sendControl(func(b []byte) []byte {
-		return nostr.AppendNegErr(b, msg.SubID, "error: negentropy is not supported yet")
-	})
-}

@@ -11,9 +11,40 @@ import (
 type Config struct {
 	// URL is this relay's public WebSocket URL (wss://relay.example.com).
 	// NIP-42 AUTH events and NIP-62 requests to vanish are checked against
-	// it; it is never taken from request headers. Default "" (AUTH then
-	// accepts any relay tag that names a loopback address).
+	// it (scheme and host case, a default port and a trailing slash do not
+	// matter); it is never taken from request headers. Default "": AUTH
+	// and requests to vanish then accept only relay tags naming a
+	// loopback host (localhost, 127.0.0.0/8, ::1), which suits a relay
+	// reached on loopback only; a public relay must set it.
 	URL string `toml:"url"`
+
+	// AuthOnConnect sends the NIP-42 AUTH challenge as soon as a
+	// connection opens. Default false: the challenge is sent the first
+	// time a request needs authentication (right before the
+	// "auth-required:" answer).
+	AuthOnConnect bool `toml:"auth_on_connect"`
+	// AuthRequired makes every EVENT, REQ, COUNT and NEG-OPEN need a
+	// NIP-42 authentication first (any pubkey); NIP-11 then advertises
+	// limitation.auth_required. Requests to vanish (NIP-62) are exempt.
+	// Default false.
+	AuthRequired bool `toml:"auth_required"`
+	// AuthWindow is how far an AUTH event's created_at may be from now,
+	// either way. Default 10m.
+	AuthWindow time.Duration `toml:"auth_window"`
+	// MaxAuthPubKeys is how many pubkeys may authenticate on one
+	// connection; beyond it AUTH is answered "restricted:". Default 16.
+	MaxAuthPubKeys int `toml:"max_auth_pubkeys"`
+	// ProtectedKinds are served only to an authenticated author or "p"
+	// tagged recipient (NIP-42 read protection for direct messages).
+	// Default [4, 14, 1059]; an empty list (protected_kinds = []) protects
+	// nothing.
+	ProtectedKinds []int `toml:"protected_kinds"`
+	// CountScanLimit is the most events one COUNT may read one by one: to
+	// compute the NIP-45 "hll" field (omitted when more events match), or
+	// to count exactly the protected events a client may see when an
+	// index cannot (the COUNT is then refused with "restricted:").
+	// Default 100000 events. Negative: never read events (no "hll").
+	CountScanLimit int `toml:"count_scan_limit"`
 
 	// MaxMessageBytes is the largest WebSocket message accepted. Larger
 	// frames close the connection with 1009. Default 131072 bytes.
@@ -84,6 +115,29 @@ type Config struct {
 	// FanoutQueue is the number of committed events waiting to be fanned
 	// out. Default 65536.
 	FanoutQueue int `toml:"fanout_queue"`
+
+	// MaxNegSessions is the number of open NIP-77 negentropy sessions per
+	// connection; beyond it NEG-OPEN is refused with NEG-ERR "blocked:".
+	// Default 8. Negative: no limit.
+	MaxNegSessions int `toml:"max_neg_sessions"`
+	// MaxNegItems is the most events one negentropy session may cover; a
+	// NEG-OPEN whose filter matches more is refused with NEG-ERR
+	// "blocked:". Default 1000000 items. Negative: no limit.
+	MaxNegItems int `toml:"max_neg_items"`
+	// NegItemsTotal caps the items held by all negentropy sessions,
+	// relay-wide (about 40 bytes each); beyond it NEG-OPEN is refused with
+	// NEG-ERR "blocked: relay busy". Default 10000000 items. Negative: no
+	// limit.
+	NegItemsTotal int64 `toml:"neg_items_total"`
+	// NegFrameLimit caps the size of each negentropy reply before hex
+	// encoding (the NEG-MSG frame is about twice as large). It is lowered
+	// so that the frame fits MaxMessageBytes, and raised to at least 4096.
+	// Default 60000 bytes. Negative: no limit.
+	NegFrameLimit int `toml:"neg_frame_limit"`
+	// NegIdleTimeout closes a negentropy session that has received no
+	// NEG-MSG for this long, with NEG-ERR "closed:". Default 60s.
+	// Negative: no timeout.
+	NegIdleTimeout time.Duration `toml:"neg_idle_timeout"`
 }
 
 // Normalize returns c with defaults filled in for zero fields.
@@ -108,6 +162,14 @@ func (c Config) Normalize() Config {
 	def(&c.VerifyQueue, 4096)
 	def(&c.MaxPendingEvents, 1024)
 	def(&c.FanoutQueue, 65536)
+	if c.AuthWindow <= 0 {
+		c.AuthWindow = 10 * time.Minute
+	}
+	def(&c.MaxAuthPubKeys, 16)
+	if c.ProtectedKinds == nil {
+		c.ProtectedKinds = []int{4, 14, 1059}
+	}
+	def(&c.CountScanLimit, 100000)
 	if c.QueryBytesPerConn == 0 {
 		c.QueryBytesPerConn = 32 << 20
 	}
@@ -125,6 +187,19 @@ func (c Config) Normalize() Config {
 	}
 	if c.IdleTimeout == 0 {
 		c.IdleTimeout = 300 * time.Second
+	}
+	def(&c.MaxNegSessions, 8)
+	def(&c.MaxNegItems, 1_000_000)
+	if c.NegItemsTotal == 0 {
+		c.NegItemsTotal = 10_000_000
+	}
+	def(&c.NegFrameLimit, 60000)
+	if c.NegFrameLimit > 0 {
+		// A reply, hex-encoded, should fit what the relay itself accepts.
+		c.NegFrameLimit = max(min(c.NegFrameLimit, (c.MaxMessageBytes-256)/2), 4096)
+	}
+	if c.NegIdleTimeout == 0 {
+		c.NegIdleTimeout = 60 * time.Second
 	}
 	return c
 }

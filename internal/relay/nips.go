@@ -3,7 +3,7 @@ package relay
 // SupportedNIPs lists the NIPs this relay implements, for NIP-11. A NIP is
 // listed only when it works end to end.
 func (r *Relay) SupportedNIPs() []int {
-	return []int{1, 9, 11, 40, 45}
+	return []int{1, 9, 11, 40, 45, 77}
 }
 
 // Limitation is the NIP-11 "limitation" object.

@@ -1,0 +1,182 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/petrel-relay/petrel/internal/nostr"
+	psync "github.com/petrel-relay/petrel/internal/sync"
+)
+
+func init() { extraCommands = append(extraCommands, syncCmd) }
+
+// syncOpenStore opens the local store for `petrel sync`; tests replace it.
+var syncOpenStore = openStore
+
+// syncFlags are the flags of `petrel sync`.
+type syncFlags struct {
+	common       commonFlags
+	filter       string
+	dir          string
+	from         string
+	batch        int
+	window       int
+	fallbackScan bool
+	since, until string
+	negTimeout   time.Duration
+	quiet        bool
+	jsonOut      bool
+}
+
+func syncCmd() *cobra.Command {
+	var f syncFlags
+	cmd := &cobra.Command{
+		Use:   "sync <relay-url>",
+		Short: "Sync the local store (or --from another relay) with a relay, using NIP-77 negentropy",
+		Long: `Sync brings the events matching --filter in line between the local store
+(or the relay given with --from) and the relay at <relay-url>.
+
+With a relay that speaks NIP-77 it reconciles both sets with negentropy
+(bytes proportional to the difference), then downloads what is missing
+here (--dir down, the default), uploads what is missing there (--dir up),
+or both (--dir both). Downloaded events are checked (id and signature)
+and saved in batches, so an interrupted sync keeps its progress: run it
+again to carry on.
+
+With a relay that does not speak NIP-77, sync stops with a clear message,
+or with --fallback-scan pages through the relay's events with REQ
+(newest first, bounded by --since/--until) and downloads those the local
+store lacks.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runSync(cmd.Context(), &f, args[0], cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
+	}
+	f.common.register(cmd)
+	fs := cmd.Flags()
+	fs.StringVar(&f.filter, "filter", "{}", "NIP-01 filter (JSON) selecting the events to sync; its limit is ignored")
+	fs.StringVar(&f.dir, "dir", "down", "down (fetch what is missing here), up (send what is missing there) or both")
+	fs.StringVar(&f.from, "from", "", "sync this relay instead of the local store (ws:// or wss:// URL)")
+	fs.IntVar(&f.batch, "batch", 500, "events per local commit")
+	fs.IntVar(&f.window, "window", 64, "uploaded events awaiting their OK")
+	fs.BoolVar(&f.fallbackScan, "fallback-scan", false, "when the relay lacks NIP-77, download by paging through it with REQ")
+	fs.StringVar(&f.since, "since", "", "only events created at or after this time (unix seconds or RFC 3339)")
+	fs.StringVar(&f.until, "until", "", "only events created at or before this time (unix seconds or RFC 3339)")
+	fs.DurationVar(&f.negTimeout, "neg-timeout", 10*time.Second, "how long to wait for the answer to NEG-OPEN before deciding the relay lacks NIP-77")
+	fs.BoolVarP(&f.quiet, "quiet", "q", false, "no progress bar")
+	fs.BoolVar(&f.jsonOut, "json", false, "print the result as one JSON object instead of the summary line")
+	return cmd
+}
+
+// parseTime reads unix seconds or an RFC 3339 time.
+func parseTime(s string) (int64, error) {
+	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+		return n, nil
+	}
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return 0, fmt.Errorf("time %q: want unix seconds or RFC 3339", s)
+	}
+	return t.Unix(), nil
+}
+
+// syncOptions turns the flags into sync options (without the local side).
+func (f *syncFlags) options(remote string) (psync.Options, error) {
+	o := psync.Options{Remote: remote, From: f.from, Batch: f.batch, Window: f.window,
+		FallbackScan: f.fallbackScan, OpenTimeout: f.negTimeout}
+	var err error
+	if o.Direction, err = psync.ParseDirection(f.dir); err != nil {
+		return o, err
+	}
+	if o.Filter, err = nostr.ParseFilter([]byte(f.filter), nil); err != nil {
+		return o, fmt.Errorf("--filter: %w", err)
+	}
+	if f.since != "" {
+		if o.Filter.Since, err = parseTime(f.since); err != nil {
+			return o, fmt.Errorf("--since: %w", err)
+		}
+		o.Filter.HasSince = true
+	}
+	if f.until != "" {
+		if o.Filter.Until, err = parseTime(f.until); err != nil {
+			return o, fmt.Errorf("--until: %w", err)
+		}
+		o.Filter.HasUntil = true
+	}
+	return o, nil
+}
+
+func runSync(ctx context.Context, f *syncFlags, remote string, stdout, stderr io.Writer) error {
+	o, err := f.options(remote)
+	if err != nil {
+		return err
+	}
+	cfg, err := f.common.load()
+	if err != nil {
+		return err
+	}
+	log, err := newLogger(cfg.Log)
+	if err != nil {
+		return err
+	}
+	o.Logger = log
+	if o.From == "" {
+		st, err := syncOpenStore(cfg, log)
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		o.Store = st
+	}
+	if !f.quiet {
+		if p := newBenchProgress(stderr); p != nil {
+			o.Progress = &syncProgress{p: p}
+		}
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	res, err := psync.Run(ctx, o)
+	if f.jsonOut {
+		enc := json.NewEncoder(stdout)
+		if jerr := enc.Encode(res); jerr != nil {
+			return jerr
+		}
+	} else if res.Mode != "" {
+		fmt.Fprintln(stdout, res.String())
+	}
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, context.Canceled):
+		return errors.New("interrupted: what was transferred is kept; run the same command again to carry on")
+	case errors.Is(err, psync.ErrUnsupported), errors.Is(err, psync.ErrRefused):
+		if !o.FallbackScan {
+			return fmt.Errorf("%w\n(use --fallback-scan to download by paging through the relay with REQ instead)", err)
+		}
+	}
+	return err
+}
+
+// syncProgress shows sync phases as progress bars.
+type syncProgress struct {
+	p    *benchProgress
+	done int64
+}
+
+func (s *syncProgress) Phase(name string, total int64) { s.p.Phase(name, total); s.done = 0 }
+func (s *syncProgress) Add(n int64)                    { s.done += n; s.p.Set(s.done) }
+func (s *syncProgress) Done()                          { s.p.Done() }

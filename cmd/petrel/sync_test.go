@@ -1,0 +1,117 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/petrel-relay/petrel/internal/config"
+	"github.com/petrel-relay/petrel/internal/nostr"
+	"github.com/petrel-relay/petrel/internal/relaytest"
+	"github.com/petrel-relay/petrel/internal/store"
+	"github.com/petrel-relay/petrel/internal/store/storetest"
+	psync "github.com/petrel-relay/petrel/internal/sync"
+)
+
+// runSyncCmd runs `petrel sync args...` with the local store st and
+// returns stdout and the error.
+func runSyncCmd(t *testing.T, st store.Store, args ...string) (string, error) {
+	t.Helper()
+	syncOpenStore = func(config.Config, *slog.Logger) (store.Store, error) { return nopClose{st}, nil }
+	t.Cleanup(func() { syncOpenStore = openStore })
+	cmd := syncCmd()
+	var out, errb bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(&errb)
+	cmd.SetArgs(args)
+	err := cmd.Execute()
+	return out.String(), err
+}
+
+// nopClose keeps the test's store open when the command closes it.
+type nopClose struct{ store.Store }
+
+func (nopClose) Close() error { return nil }
+
+func syncEvents(seed string, n, kind int) []*nostr.Event {
+	k := relaytest.NewKey(seed)
+	out := make([]*nostr.Event, n)
+	for i := range out {
+		out[i] = k.Event(kind, fmt.Sprintf("%s %d", seed, i), nil, 1_700_000_000+int64(i))
+	}
+	return out
+}
+
+func saveAll(t *testing.T, st store.Store, events ...[]*nostr.Event) {
+	t.Helper()
+	if _, err := st.Save(context.Background(), slices.Concat(events...)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func countItems(t *testing.T, st store.Store, f string) int {
+	t.Helper()
+	flt, err := nostr.ParseFilter([]byte(f), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	it, err := st.Items(context.Background(), []nostr.Filter{flt}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(it)
+}
+
+func TestSyncCommand(t *testing.T) {
+	common, local, remote := syncEvents("cli-common", 50, 1), syncEvents("cli-local", 20, 1), syncEvents("cli-remote", 30, 1)
+	other := syncEvents("cli-other", 10, 7)
+	r := relaytest.Start(t, relaytest.Options{})
+	saveAll(t, r.Store, common, remote, other)
+	st := storetest.NewModel()
+	saveAll(t, st, common, local)
+
+	out, err := runSyncCmd(t, st, r.URL, "--quiet", "--filter", `{"kinds":[1]}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(out, "negentropy: local 70, have 20, need 30") || !strings.Contains(out, "downloaded 30/30") {
+		t.Fatalf("output %q", out)
+	}
+	if n := countItems(t, st, `{}`); n != 100 {
+		t.Fatalf("local store: %d events", n)
+	}
+
+	out, err = runSyncCmd(t, st, r.URL, "--dir", "both", "--json", "--until", "1700000010")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res psync.Result
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("--json: %v\n%s", err, out)
+	}
+	// Up to created_at 1700000010: the 11 first local-only events go up,
+	// the kind 7 events (not synced before) come down.
+	if res.Have != 11 || res.Need != 10 || res.Up.Moved != 11 || res.Down.Moved != 10 {
+		t.Fatalf("result %+v", res)
+	}
+}
+
+func TestSyncCommandRefuses(t *testing.T) {
+	st := storetest.NewModel()
+	f := func(want string, args ...string) {
+		t.Helper()
+		_, err := runSyncCmd(t, st, args...)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("%v: error %v, want %q", args, err, want)
+		}
+	}
+	f("direction", "ws://127.0.0.1:1", "--dir", "sideways")
+	f("--filter", "ws://127.0.0.1:1", "--filter", "{kinds")
+	f("--since", "ws://127.0.0.1:1", "--since", "yesterday")
+	f("accepts 1 arg", "--quiet")
+}

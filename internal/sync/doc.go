@@ -1,0 +1,34 @@
+// Package sync brings two event sets in line: the local store (or a relay
+// standing in for it) and a remote relay. It is the library behind
+// `petrel sync`.
+//
+// With a remote that speaks NIP-77, Run reconciles the local items
+// ((created_at, id) of the events matching the filter) against the
+// remote's with negentropy (internal/negentropy as the client), which
+// costs a few round trips and bytes proportional to the difference, not
+// to the sets. It then downloads what the local side lacks (REQ by ids, in
+// chunks sized by the remote's NIP-11 limits; every event's id and
+// signature are checked before it is saved, and saves are committed in
+// batches) and uploads what the remote lacks (EVENT with a bounded window
+// of unacknowledged events, backing off when the remote answers
+// "rate-limited:").
+//
+// When the local side is another relay (Options.From), neither side's
+// items are at hand, so Run lists both relays' ids with negentropy (each
+// against an empty set: about 32 bytes per event and side) and moves the
+// difference directly between them.
+//
+// A remote without NIP-77 (it answers NEG-OPEN with NOTICE, CLOSED or
+// NEG-ERR, or not at all within Options.OpenTimeout) makes Run fail with
+// ErrUnsupported or ErrRefused, unless Options.FallbackScan is set: Run
+// then pages through the remote's events newest first with until=
+// (re-requesting the boundary second, so ties are not skipped) and saves
+// those the local store lacks. A scan only downloads.
+//
+// Run is resumable: whatever it saved or uploaded before it was
+// interrupted is no longer a difference the next time, so a second run
+// picks up where the first stopped.
+//
+// The package holds no global state. Run may be called concurrently with
+// different Options; a Progress is called from Run's goroutine only.
+package sync

@@ -1,0 +1,337 @@
+package sync
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/petrel-relay/petrel/internal/negentropy"
+	"github.com/petrel-relay/petrel/internal/nostr"
+)
+
+// syncer is the state of one Run.
+type syncer struct {
+	o      Options
+	res    Result
+	remote *conn
+	from   *conn // nil unless Options.From
+	rinfo  info  // the remote's NIP-11 (zero when unknown)
+	finfo  info  // the From relay's
+	subSeq int
+	// backoff replaces minBackoff (and scales maxBackoff) in tests.
+	backoff time.Duration
+}
+
+// Run syncs as o says and returns what it did. The Result is filled in as
+// far as Run got, also when it returns an error: whatever was saved or
+// uploaded stays, and a later Run carries on from there.
+func Run(ctx context.Context, o Options) (Result, error) {
+	start := time.Now()
+	if err := o.normalize(); err != nil {
+		return Result{}, err
+	}
+	s := &syncer{o: o}
+	err := s.run(ctx)
+	if p := s.o.Progress; p != nil {
+		p.Done()
+	}
+	for _, c := range []*conn{s.remote, s.from} {
+		if c != nil {
+			c.close()
+			s.res.Sent += c.sent.Load()
+			s.res.Received += c.recv.Load()
+		}
+	}
+	s.res.Elapsed = time.Since(start)
+	return s.res, err
+}
+
+func (s *syncer) run(ctx context.Context) error {
+	o := &s.o
+	var err error
+	if s.rinfo, err = fetchInfo(ctx, o.Remote); err != nil {
+		if errors.Is(err, ErrOptions) {
+			return err
+		}
+		o.Logger.Info("no NIP-11 document: using default limits", "relay", o.Remote, "err", err)
+	}
+	if s.remote, err = dial(ctx, o.Remote); err != nil {
+		return err
+	}
+	if o.From != "" {
+		if s.finfo, err = fetchInfo(ctx, o.From); err != nil {
+			if errors.Is(err, ErrOptions) {
+				return err
+			}
+			o.Logger.Info("no NIP-11 document: using default limits", "relay", o.From, "err", err)
+		}
+		if s.from, err = dial(ctx, o.From); err != nil {
+			return err
+		}
+		return s.runList(ctx)
+	}
+
+	have, need, err := s.reconcileStore(ctx)
+	if err != nil {
+		if (errors.Is(err, ErrUnsupported) || errors.Is(err, ErrRefused)) && o.FallbackScan {
+			if o.Direction != Down {
+				return fmt.Errorf("%w; the fallback scan only downloads: run it with --dir down", err)
+			}
+			o.Logger.Info("falling back to a REQ scan", "reason", err)
+			return s.scan(ctx)
+		}
+		return err
+	}
+	if o.Direction&Down != 0 {
+		s.res.Down.Wanted = len(need)
+		src := &relaySource{s: s, c: s.remote, inf: &s.rinfo}
+		if err := s.transfer(ctx, "download", need, src, &storeSink{s: s}, &s.res.Down); err != nil {
+			return err
+		}
+	}
+	if o.Direction&Up != 0 {
+		s.res.Up.Wanted = len(have)
+		if err := s.transfer(ctx, "upload", have, &storeSource{s: s}, &relaySink{s: s, c: s.remote}, &s.res.Up); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// runList syncs two relays: it lists both sides' ids and moves the
+// difference.
+func (s *syncer) runList(ctx context.Context) error {
+	o := &s.o
+	s.res.Mode = "list"
+	t0 := time.Now()
+	s.phase("list", -1)
+	local, err := s.list(ctx, s.from, &s.finfo)
+	if err != nil {
+		return fmt.Errorf("list %s: %w", o.From, err)
+	}
+	remote, err := s.list(ctx, s.remote, &s.rinfo)
+	if err != nil {
+		return fmt.Errorf("list %s: %w", o.Remote, err)
+	}
+	s.res.ReconcileTime = time.Since(t0)
+	s.res.LocalItems, s.res.RemoteItems = len(local), len(remote)
+	var have, need []nostr.ID
+	for id := range local {
+		if _, ok := remote[id]; !ok {
+			have = append(have, id)
+		}
+	}
+	for id := range remote {
+		if _, ok := local[id]; !ok {
+			need = append(need, id)
+		}
+	}
+	s.res.Have, s.res.Need = len(have), len(need)
+	if o.Direction&Down != 0 {
+		s.res.Down.Wanted = len(need)
+		src := &relaySource{s: s, c: s.remote, inf: &s.rinfo}
+		if err := s.transfer(ctx, "download", need, src, &relaySink{s: s, c: s.from}, &s.res.Down); err != nil {
+			return err
+		}
+	}
+	if o.Direction&Up != 0 {
+		s.res.Up.Wanted = len(have)
+		src := &relaySource{s: s, c: s.from, inf: &s.finfo}
+		if err := s.transfer(ctx, "upload", have, src, &relaySink{s: s, c: s.remote}, &s.res.Up); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// list returns the ids of the events matching the filter on one relay,
+// reconciling an empty set against it.
+func (s *syncer) list(ctx context.Context, c *conn, inf *info) (map[nostr.ID]struct{}, error) {
+	sent, recv := c.sent.Load(), c.recv.Load()
+	_, need, err := s.reconcile(ctx, c, inf, nil)
+	s.res.ReconcileSent += c.sent.Load() - sent
+	s.res.ReconcileReceived += c.recv.Load() - recv
+	return need, err
+}
+
+// reconcileStore reconciles the local store's items with the remote.
+func (s *syncer) reconcileStore(ctx context.Context) (have, need []nostr.ID, err error) {
+	s.res.Mode = "negentropy"
+	t0 := time.Now()
+	items, err := s.o.Store.Items(ctx, []nostr.Filter{s.o.Filter}, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("read local items: %w", err)
+	}
+	s.res.LocalItems = len(items)
+	vitems := make([]negentropy.Item, len(items))
+	for i := range items {
+		vitems[i] = negentropy.Item{Timestamp: uint64(items[i].CreatedAt), ID: items[i].ID}
+	}
+	items = nil
+	s.phase("reconcile", -1)
+	c := s.remote
+	sent, recv := c.sent.Load(), c.recv.Load()
+	haveSet, needSet, err := s.reconcile(ctx, c, &s.rinfo, vitems)
+	s.res.ReconcileSent += c.sent.Load() - sent
+	s.res.ReconcileReceived += c.recv.Load() - recv
+	s.res.ReconcileTime = time.Since(t0)
+	if err != nil {
+		return nil, nil, err
+	}
+	for id := range haveSet {
+		have = append(have, id)
+	}
+	for id := range needSet {
+		need = append(need, id)
+	}
+	s.res.Have, s.res.Need = len(have), len(need)
+	return have, need, nil
+}
+
+// frameLimit is the negentropy frame size limit for messages to a relay.
+func (s *syncer) frameLimit(inf *info) int {
+	l := s.o.FrameLimit
+	if m := inf.Limitation.MaxMessageLength; m > 0 {
+		l = min(l, (m-200)/2)
+	}
+	return max(l, negentropy.MinFrameSizeLimit)
+}
+
+// nextSubID returns a fresh subscription id.
+func (s *syncer) nextSubID(kind string) string {
+	s.subSeq++
+	return "petrel-" + kind + "-" + strconv.Itoa(s.subSeq)
+}
+
+// reconcile runs one negentropy session with c over items (nil: an empty
+// set) and returns the ids this side has and needs.
+func (s *syncer) reconcile(ctx context.Context, c *conn, inf *info, items []negentropy.Item) (have, need map[nostr.ID]struct{}, err error) {
+	o := &s.o
+	v, err := negentropy.NewVector(items)
+	if err != nil {
+		return nil, nil, err
+	}
+	n, err := negentropy.New(v, s.frameLimit(inf))
+	if err != nil {
+		return nil, nil, err
+	}
+	msg, err := n.Initiate()
+	if err != nil {
+		return nil, nil, err
+	}
+	id := s.nextSubID("neg")
+	rt := c.subscribe(id, 4)
+	defer c.unsubscribe(id, rt)
+
+	buf := append([]byte(`["NEG-OPEN",`), nostr.AppendString(nil, id)...)
+	buf = append(buf, ',')
+	buf = nostr.AppendFilter(buf, &o.Filter)
+	buf = append(buf, `,"`...)
+	buf = hex.AppendEncode(buf, msg)
+	buf = append(buf, `"]`...)
+	c.drainNotices()
+	if err := c.send(buf); err != nil {
+		return nil, nil, err
+	}
+	closeMsg := append(append([]byte(`["NEG-CLOSE",`), nostr.AppendString(nil, id)...), ']')
+	defer func() {
+		if err != nil {
+			_ = c.send(closeMsg)
+		}
+	}()
+
+	have, need = make(map[nostr.ID]struct{}), make(map[nostr.ID]struct{})
+	for round := 1; ; round++ {
+		reply, err := s.awaitNeg(ctx, c, rt, round == 1)
+		if err != nil {
+			return nil, nil, err
+		}
+		next, h, nd, err := n.ReconcileClient(reply)
+		if errors.Is(err, negentropy.ErrUnsupportedVersion) {
+			return nil, nil, fmt.Errorf("%w: it speaks another negentropy version (%v)", ErrUnsupported, err)
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("negentropy round %d with %s: %w", round, c.url, err)
+		}
+		s.res.Rounds++
+		if o.Progress != nil {
+			o.Progress.Add(1)
+		}
+		for _, x := range h {
+			have[x] = struct{}{}
+		}
+		for _, x := range nd {
+			need[x] = struct{}{}
+		}
+		if next == nil {
+			break
+		}
+		buf = append(buf[:0], `["NEG-MSG",`...)
+		buf = nostr.AppendString(buf, id)
+		buf = append(buf, `,"`...)
+		buf = hex.AppendEncode(buf, next)
+		buf = append(buf, `"]`...)
+		if err := c.send(buf); err != nil {
+			return nil, nil, err
+		}
+	}
+	if err := c.send(closeMsg); err != nil {
+		return nil, nil, err
+	}
+	return have, need, nil
+}
+
+// awaitNeg waits for the next NEG-MSG of a session. For the answer to
+// NEG-OPEN (first), anything but a NEG-MSG within OpenTimeout means the
+// remote does not do NIP-77 here.
+func (s *syncer) awaitNeg(ctx context.Context, c *conn, rt *route, first bool) ([]byte, error) {
+	wait := s.o.Timeout
+	if first {
+		wait = s.o.OpenTimeout
+	}
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	for {
+		select {
+		case m := <-rt.ch:
+			switch m.Type {
+			case nostr.LabelNegMsg:
+				return m.NegPayload, nil
+			case nostr.LabelNegErr:
+				if first {
+					return nil, fmt.Errorf("%w: NEG-ERR %q", ErrRefused, m.Message)
+				}
+				return nil, fmt.Errorf("%s ended the negentropy session: %s", c.url, m.Message)
+			case nostr.LabelClosed:
+				if first {
+					return nil, fmt.Errorf("%w: it answered NEG-OPEN with CLOSED %q", ErrUnsupported, m.Message)
+				}
+				return nil, fmt.Errorf("%s closed the negentropy session: %s", c.url, m.Message)
+			}
+		case n := <-c.notices:
+			if first {
+				return nil, fmt.Errorf("%w: it answered NEG-OPEN with NOTICE %q", ErrUnsupported, n)
+			}
+			s.o.Logger.Warn("notice", "relay", c.url, "message", n)
+		case <-timer.C:
+			if first {
+				return nil, fmt.Errorf("%w: no answer to NEG-OPEN within %v", ErrUnsupported, wait)
+			}
+			return nil, fmt.Errorf("%s: no negentropy answer within %v", c.url, wait)
+		case <-c.done:
+			return nil, c.err
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+func (s *syncer) phase(name string, total int64) {
+	if p := s.o.Progress; p != nil {
+		p.Done()
+		p.Phase(name, total)
+	}
+}

@@ -1,0 +1,380 @@
+package sync
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"slices"
+	"strings"
+	gosync "sync"
+	"time"
+
+	"github.com/petrel-relay/petrel/internal/nostr"
+	"github.com/petrel-relay/petrel/internal/store"
+)
+
+// source reads events by id.
+type source interface {
+	// chunk is the most ids one fetch should ask for.
+	chunk() int
+	// fetch returns the events with these ids that the source has and
+	// that pass its checks; t counts what it drops.
+	fetch(ctx context.Context, ids []nostr.ID, t *Transfer) ([]*nostr.Event, error)
+}
+
+// sink takes events.
+type sink interface {
+	// put hands events to the target and counts the outcomes in t.
+	put(ctx context.Context, events []*nostr.Event, t *Transfer) error
+}
+
+// transfer moves the events with ids from src to dst: one goroutine
+// fetches chunks (at most two ahead) while this one puts them.
+func (s *syncer) transfer(ctx context.Context, phase string, ids []nostr.ID, src source, dst sink, t *Transfer) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	s.phase(phase, int64(len(ids)))
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type batch struct {
+		n      int
+		events []*nostr.Event
+	}
+	ch := make(chan batch, 2)
+	var ferr error
+	var ft Transfer // fetch-side counts, merged at the end
+	go func() {
+		defer close(ch)
+		step := src.chunk()
+		for i := 0; i < len(ids); i += step {
+			part := ids[i:min(i+step, len(ids))]
+			evs, err := src.fetch(ctx, part, &ft)
+			if err != nil {
+				ferr = err
+				return
+			}
+			select {
+			case ch <- batch{len(part), evs}:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	var perr error
+	for b := range ch {
+		if perr == nil {
+			perr = dst.put(ctx, b.events, t)
+			if perr != nil {
+				cancel()
+			}
+		}
+		if s.o.Progress != nil {
+			s.o.Progress.Add(int64(b.n))
+		}
+	}
+	t.Missing += ft.Missing
+	t.Invalid += ft.Invalid
+	if perr != nil {
+		return perr
+	}
+	return ferr
+}
+
+// relaySource fetches events from a relay with REQ by ids, and checks
+// each one's id and signature.
+type relaySource struct {
+	s   *syncer
+	c   *conn
+	inf *info
+}
+
+func (r *relaySource) chunk() int {
+	n := r.s.o.IDsPerReq
+	if l := r.inf.Limitation.MaxLimit; l > 0 {
+		n = min(n, l)
+	}
+	if m := r.inf.Limitation.MaxMessageLength; m > 0 {
+		n = min(n, (m-200)/67) // `"<64 hex>",` per id
+	}
+	return max(n, 1)
+}
+
+func (r *relaySource) fetch(ctx context.Context, ids []nostr.ID, t *Transfer) ([]*nostr.Event, error) {
+	f := nostr.Filter{IDs: ids, Present: nostr.PresentIDs, Limit: len(ids), HasLimit: true}
+	got, err := r.s.req(ctx, r.c, &f)
+	if err != nil {
+		return nil, err
+	}
+	want := make(map[nostr.ID]bool, len(ids))
+	for _, id := range ids {
+		want[id] = true
+	}
+	ok := verifyAll(r.s.o.Verifier, got)
+	out := got[:0]
+	for i, ev := range got {
+		switch {
+		case !want[ev.ID]:
+			t.Invalid++ // not asked for, or sent twice
+		case !ok[i]:
+			t.Invalid++
+			delete(want, ev.ID)
+		default:
+			out = append(out, ev)
+			delete(want, ev.ID)
+		}
+	}
+	t.Missing += len(want)
+	return out, nil
+}
+
+// req sends one REQ with filter f and returns its events up to EOSE.
+func (s *syncer) req(ctx context.Context, c *conn, f *nostr.Filter) ([]*nostr.Event, error) {
+	id := s.nextSubID("req")
+	rt := c.subscribe(id, 256)
+	defer c.unsubscribe(id, rt)
+	msg := append([]byte(`["REQ",`), nostr.AppendString(nil, id)...)
+	msg = append(msg, ',')
+	msg = nostr.AppendFilter(msg, f)
+	msg = append(msg, ']')
+	if err := c.send(msg); err != nil {
+		return nil, err
+	}
+	var out []*nostr.Event
+	timer := time.NewTimer(s.o.Timeout)
+	defer timer.Stop()
+	for {
+		select {
+		case m := <-rt.ch:
+			switch m.Type {
+			case nostr.LabelEvent:
+				out = append(out, m.Event)
+				if !timer.Stop() {
+					<-timer.C
+				}
+				timer.Reset(s.o.Timeout)
+			case nostr.LabelEOSE:
+				_ = c.send(append(append([]byte(`["CLOSE",`), nostr.AppendString(nil, id)...), ']'))
+				return out, nil
+			case nostr.LabelClosed:
+				return nil, fmt.Errorf("%s refused REQ: %s", c.url, m.Message)
+			}
+		case <-timer.C:
+			return nil, fmt.Errorf("%s: no EOSE within %v", c.url, s.o.Timeout)
+		case <-c.done:
+			return nil, c.err
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// verifyAll checks the ids and signatures of events on all CPUs and
+// reports which are valid.
+func verifyAll(v nostr.Verifier, events []*nostr.Event) []bool {
+	ok := make([]bool, len(events))
+	workers := min(runtime.GOMAXPROCS(0), (len(events)+15)/16)
+	var wg gosync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < len(events); i += workers {
+				ev := events[i]
+				ok[i] = nostr.CheckID(ev) && nostr.VerifyEvent(v, ev)
+			}
+		}()
+	}
+	wg.Wait()
+	return ok
+}
+
+// storeSource reads events from the local store.
+type storeSource struct{ s *syncer }
+
+func (r *storeSource) chunk() int { return r.s.o.Batch }
+
+func (r *storeSource) fetch(ctx context.Context, ids []nostr.ID, t *Transfer) ([]*nostr.Event, error) {
+	it, err := r.s.o.Store.Query(ctx, []nostr.Filter{{IDs: ids, Present: nostr.PresentIDs}})
+	if err != nil {
+		return nil, fmt.Errorf("read local events: %w", err)
+	}
+	defer it.Close()
+	out := make([]*nostr.Event, 0, len(ids))
+	for it.Next() {
+		ev, err := nostr.ParseEvent(slices.Clone(it.Record().Raw), nil)
+		if err != nil {
+			return nil, fmt.Errorf("local event %s: %w", it.Record().ID.Hex(), err)
+		}
+		out = append(out, ev)
+	}
+	if err := it.Err(); err != nil {
+		return nil, fmt.Errorf("read local events: %w", err)
+	}
+	t.Missing += len(ids) - len(out)
+	return out, nil
+}
+
+// storeSink saves events to the local store in batches, each one durable
+// commit.
+type storeSink struct{ s *syncer }
+
+func (w *storeSink) put(ctx context.Context, events []*nostr.Event, t *Transfer) error {
+	for len(events) > 0 {
+		n := min(len(events), w.s.o.Batch)
+		if err := w.s.save(ctx, events[:n], t); err != nil {
+			return err
+		}
+		events = events[n:]
+	}
+	return nil
+}
+
+// save stores one batch and counts the outcomes.
+func (s *syncer) save(ctx context.Context, events []*nostr.Event, t *Transfer) error {
+	res, err := s.o.Store.Save(ctx, events)
+	if err != nil {
+		return fmt.Errorf("save: %w", err)
+	}
+	for i, r := range res {
+		switch r.Outcome {
+		case store.Stored:
+			t.Moved++
+		case store.Duplicate:
+			t.Duplicate++
+		case store.Superseded:
+			t.refuse("superseded")
+		case store.Deleted:
+			t.refuse("deleted")
+		default:
+			if errors.Is(r.Err, store.ErrEphemeral) {
+				t.refuse("ephemeral")
+				continue
+			}
+			s.o.Logger.Warn("save failed", "id", events[i].ID.Hex(), "err", r.Err)
+			t.refuse("error")
+		}
+	}
+	return nil
+}
+
+// relaySink publishes events to a relay with EVENT, keeping at most
+// Options.Window awaiting their OK, and retries those refused with
+// "rate-limited:" after a growing pause.
+type relaySink struct {
+	s *syncer
+	c *conn
+}
+
+// pendingEvent is an event being uploaded.
+type pendingEvent struct {
+	ev      *nostr.Event
+	retries int
+}
+
+const (
+	minBackoff = 250 * time.Millisecond
+	maxBackoff = 30 * time.Second
+)
+
+func (w *relaySink) put(ctx context.Context, events []*nostr.Event, t *Transfer) error {
+	o := &w.s.o
+	c := w.c
+	queue := make([]*pendingEvent, len(events))
+	for i, ev := range events {
+		queue[i] = &pendingEvent{ev: ev}
+	}
+	inflight := make(map[nostr.ID]*pendingEvent, o.Window)
+	var pauseUntil time.Time
+	lo, hi := minBackoff, maxBackoff
+	if w.s.backoff > 0 {
+		lo, hi = w.s.backoff, 120*w.s.backoff
+	}
+	backoff := lo
+	lastOK := time.Now()
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	var msg []byte
+	for len(queue) > 0 || len(inflight) > 0 {
+		now := time.Now()
+		for len(queue) > 0 && len(inflight) < o.Window && !now.Before(pauseUntil) {
+			p := queue[0]
+			queue = queue[1:]
+			if _, dup := inflight[p.ev.ID]; dup {
+				continue // the same id twice: one upload is enough
+			}
+			msg = append(append(append(msg[:0], `["EVENT",`...), p.ev.Raw...), ']')
+			if err := c.send(msg); err != nil {
+				return err
+			}
+			if len(inflight) == 0 {
+				lastOK = now // the wait for an OK starts now
+			}
+			inflight[p.ev.ID] = p
+		}
+		wait := o.Timeout - now.Sub(lastOK)
+		if len(inflight) == 0 {
+			wait = pauseUntil.Sub(now) // waiting only for the pause to end
+		} else if now.Before(pauseUntil) {
+			wait = min(wait, pauseUntil.Sub(now))
+		}
+		timer.Reset(max(wait, 0))
+		select {
+		case m := <-c.oks:
+			p := inflight[m.EventID]
+			if p == nil {
+				break // not ours, or already counted
+			}
+			delete(inflight, m.EventID)
+			lastOK = time.Now()
+			reason := okPrefix(m.Message)
+			switch {
+			case m.OK && reason == "duplicate":
+				t.Duplicate++
+			case m.OK:
+				t.Moved++
+				backoff = max(lo, backoff/2)
+			case reason == "rate-limited" && p.retries < o.MaxRetries:
+				p.retries++
+				queue = append([]*pendingEvent{p}, queue...)
+				pauseUntil = lastOK.Add(backoff)
+				backoff = min(2*backoff, hi)
+			default:
+				t.refuse(reason)
+			}
+		case <-timer.C:
+			if len(inflight) > 0 && time.Since(lastOK) >= o.Timeout {
+				for range inflight {
+					t.refuse("timeout")
+				}
+				return fmt.Errorf("%s: no OK within %v for %d events", c.url, o.Timeout, len(inflight))
+			}
+		case <-c.done:
+			return c.err
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+	}
+	return nil
+}
+
+// okPrefix returns the NIP-01 machine-readable prefix of an OK message,
+// or "other".
+func okPrefix(msg string) string {
+	p, _, ok := strings.Cut(msg, ":")
+	if !ok {
+		return "other"
+	}
+	switch p {
+	case "duplicate", "pow", "blocked", "rate-limited", "invalid", "restricted", "mute", "error", "auth-required":
+		return p
+	}
+	return "other"
+}

@@ -129,6 +129,7 @@ func (r *Relay) Stats() Snapshot {
 	s.DBSizeBytes = st.SizeBytes
 	s.StoreBackend = st.Backend
 	s.SubscriptionsActive = int64(r.idx.count())
+	s.NegStats = r.NegStats()
 	return s
 }
 

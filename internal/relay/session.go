@@ -160,6 +160,7 @@ func (s *Session) Closed() {
 	subs := s.subs
 	s.subs = nil
 	s.mu.Unlock()
+	s.closeNeg()
 	for _, sb := range subs {
 		s.r.closeSub(sb)
 	}
@@ -374,7 +375,9 @@ func (s *Session) rejectParse(err error) {
 		r.stats.EventsReceived.Add(1)
 		r.countReject(nostr.PrefixInvalid)
 		s.ok(pe.EventID, false, "invalid: "+pe.Msg)
-	case (pe.Type == nostr.MsgReq || pe.Type == nostr.MsgCount || pe.Type == nostr.MsgNegOpen) && pe.SubID != "":
+	case pe.Type == nostr.MsgNegOpen && pe.SubID != "":
+		s.sendControl(func(b []byte) []byte { return nostr.AppendNegErr(b, pe.SubID, "invalid: "+pe.Msg) })
+	case (pe.Type == nostr.MsgReq || pe.Type == nostr.MsgCount) && pe.SubID != "":
 		s.closedMsg(pe.SubID, "invalid: "+pe.Msg)
 	case pe.Type == nostr.MsgNegMsg && pe.SubID != "":
 		s.sendControl(func(b []byte) []byte { return nostr.AppendNegErr(b, pe.SubID, "invalid: "+pe.Msg) })

@@ -118,6 +118,7 @@ type Snapshot struct {
 	Notices             int64            `json:"notices"`
 	LimitTrips          map[string]int64 `json:"limits_tripped"`
 	QueryBytesQueued    int64            `json:"query_bytes_queued"`
+	NegStats
 }
 
 func (st *Stats) snapshot() Snapshot {

@@ -10,7 +10,7 @@ import (
 	"github.com/petrel-relay/petrel/internal/relay"
 	"github.com/petrel-relay/petrel/internal/server"
 	"github.com/petrel-relay/petrel/internal/store"
-	"github.com/petrel-relay/petrel/internal/store/storetest"
+	"github.com/petrel-relay/petrel/internal/store/pebble"
 )
 
 // Options configure a test relay. Zero values give defaults (with the
@@ -27,8 +27,12 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// OpenStore opens the default store for test relays in dir.
-var OpenStore = func(dir string) (store.Store, error) { return storetest.NewModel(), nil }
+// OpenStore opens the default store for test relays in dir: the embedded
+// pebble store, synced like production, so end-to-end tests exercise the
+// real write path.
+var OpenStore = func(dir string) (store.Store, error) {
+	return pebble.Open(pebble.Options{Path: dir, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+}
 
 // Relay is a running test relay.
 type Relay struct {

@@ -51,12 +51,19 @@ var (
 	dDBSize       = desc("db_size_bytes", "Bytes used by the store.")
 	dUptime       = desc("uptime_seconds", "Seconds since the relay started.")
 	dVerifier     = desc("verifier_info", "The signature verifier in use.", "verifier")
+	dNegOpened    = desc("neg_sessions_opened_total", "NIP-77 sessions opened.")
+	dNegActive    = desc("neg_sessions_active", "NIP-77 sessions open now.")
+	dNegRefused   = desc("neg_sessions_refused_total", "NEG-OPENs refused.")
+	dNegTimedOut  = desc("neg_sessions_timed_out_total", "NIP-77 sessions closed for idleness.")
+	dNegMessages  = desc("neg_messages_total", "NEG-MSGs answered.")
+	dNegItems     = desc("neg_items_held", "Items held by NIP-77 sessions, relay-wide.")
 )
 
 func (c *statsCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{dConnActive, dConnTotal, dConnRejected, dSlots, dSubsActive, dSubsTotal,
 		dEvRecv, dEvAcc, dEvDup, dEvEph, dEvRej, dDropped, dDBErr, dMsgIn, dMsgOut, dBytesIn, dBytesOut, dDeliv,
-		dStored, dQueries, dCounts, dNotices, dLimits, dQBytes, dDBSize, dUptime, dVerifier} {
+		dStored, dQueries, dCounts, dNotices, dLimits, dQBytes, dDBSize, dUptime, dVerifier,
+		dNegOpened, dNegActive, dNegRefused, dNegTimedOut, dNegMessages, dNegItems} {
 		ch <- d
 	}
 }
@@ -100,4 +107,10 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 	g(dDBSize, float64(st.DBSizeBytes))
 	g(dUptime, st.UptimeSeconds)
 	g(dVerifier, 1, st.Verifier)
+	k(dNegOpened, st.NegStats.Opened)
+	g(dNegActive, float64(st.NegStats.Active))
+	k(dNegRefused, st.NegStats.Refused)
+	k(dNegTimedOut, st.NegStats.TimedOut)
+	k(dNegMessages, st.NegStats.Messages)
+	g(dNegItems, float64(st.NegStats.ItemsHeld))
 }

@@ -15,6 +15,13 @@ var (
 	ErrTooMany = errors.New("store: too many items")
 	// ErrNotFound is returned by point lookups that find nothing.
 	ErrNotFound = errors.New("store: not found")
+	// ErrEphemeral is the Err of a Failed SaveResult for an ephemeral
+	// event (kinds 20000-29999), which is never stored.
+	ErrEphemeral = errors.New("store: ephemeral events are not stored")
+	// ErrInvalid is the Err of a Failed SaveResult for an event the store
+	// cannot hold: nil, kind outside 0-65535, or created_at outside
+	// 0-nostr.MaxTimestamp.
+	ErrInvalid = errors.New("store: invalid event")
 )
 
 // Outcome is what saving one event did.
@@ -114,7 +121,12 @@ type Stats struct {
 // # Storage semantics
 //
 // Ephemeral events (kinds 20000-29999) are never stored: Save returns
-// Failed with an error for them; the relay must not pass them in.
+// Failed with ErrEphemeral for them; the relay must not pass them in. Events
+// with a kind or created_at outside the NIP-01 ranges are Failed with
+// ErrInvalid. An event with an empty Raw is stored as nostr.Serialize(ev).
+//
+// Outcomes are decided in this order: Failed (invalid), Duplicate (the id
+// is stored, expired or not), Deleted, Superseded, Stored.
 //
 // Replaceable (0, 3, 10000-19999) and addressable (30000-39999) events keep
 // one version per address ((pubkey, kind) or (pubkey, kind, d tag)): the one
@@ -128,18 +140,27 @@ type Stats struct {
 // covered by an "a" deletion (same author, same address, created_at <= the
 // deletion's) is Deleted too. A deletion request that targets another
 // deletion request has no effect on it: deletion requests are kept
-// indefinitely (NIP-09). Deletion targets that are not stored yet are
-// remembered all the same (if the author matches when they arrive, they
-// are refused as Deleted).
+// indefinitely (NIP-09); nor does one that targets a request to vanish
+// (NIP-62). Deletion targets that are not stored yet are remembered all the
+// same (if the author matches when they arrive, they are refused as
+// Deleted). "a" targets count only when the address's pubkey is the
+// request's author and its kind is replaceable or addressable; the address
+// is compared exactly (kind, pubkey, d), so a replaceable address has d "".
 //
 // A request to vanish (kind 62, NIP-62) is stored, and deletes every event
-// of its author with created_at <= its created_at (except itself); later
-// saves of that author's events with created_at <= its created_at return
-// Deleted. The store applies this to every kind 62 event it is given: the
-// relay decides which ones (its own URL or ALL_RELAYS) reach the store.
+// of its author with created_at <= its created_at (except itself, and
+// including the author's deletion requests and older requests to vanish);
+// later saves of that author's events with created_at <= its created_at
+// return Deleted, whatever their kind. The store applies this to every kind
+// 62 event it is given: the relay decides which ones (its own URL or
+// ALL_RELAYS) reach the store.
 //
 // Events whose NIP-40 expiration is at or before now are never returned by
-// Query, Count or Items, and are purged eventually.
+// Query, Count or Items, and are purged eventually. The store does not
+// refuse an event that is already expired when saved (the relay does): it
+// is stored, hidden, and purged like any other; until it is purged it still
+// counts as stored for Duplicate and for replaceable addresses. Tombstones
+// (deleted ids, "a" deletions, vanished authors) are never purged.
 //
 // # Ordering
 //
@@ -152,7 +173,8 @@ type Store interface {
 	// so a later event in the batch sees the effect of earlier ones. The
 	// error is non-nil only when the whole batch failed (each result then
 	// has Outcome Failed). The events must have valid ids and signatures:
-	// the store does not check them.
+	// the store does not check them. If ctx ends while Save waits for the
+	// writer, Save returns ctx's error and the batch may or may not commit.
 	Save(ctx context.Context, events []*nostr.Event) ([]SaveResult, error)
 
 	// Submit queues one event for the store's single writer, which commits
@@ -168,7 +190,11 @@ type Store interface {
 	// has no limit); the union is returned newest first without
 	// duplicates. A filter with Search returns its matches by relevance
 	// instead (and a store without search returns none for it). Filters
-	// that are Empty match nothing.
+	// that are Empty match nothing, and so does a filter with a limit of 0
+	// or less (HasLimit && Limit <= 0). The iterator sees the store as it
+	// was when Query was called, whatever is written meanwhile. Iterators
+	// still open when the store is closed are closed by it: their Next
+	// returns false and Err returns ErrClosed.
 	Query(ctx context.Context, filters []nostr.Filter) (Iterator, error)
 
 	// Count returns the number of distinct stored events matching any of
@@ -198,5 +224,6 @@ type Store interface {
 	Stats() Stats
 
 	// Close waits for queued writes to commit, then releases the store.
+	// Calling it again returns ErrClosed.
 	Close() error
 }

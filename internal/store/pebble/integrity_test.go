@@ -1,0 +1,99 @@
+package pebble
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/petrel-relay/petrel/internal/nostr"
+)
+
+// checkIntegrity scans the whole database and checks that the tables agree:
+// every body has its id entry, stream entries, address pointer and
+// expiration entry, with the right meta; every index entry points at a body
+// that has it. It returns the first problem found.
+func checkIntegrity(db *pebble.DB) error {
+	it, err := db.NewIter(nil)
+	if err != nil {
+		return err
+	}
+	defer it.Close()
+	want := make(map[string][]byte) // index key -> expected value, from bodies
+	got := make(map[string][]byte)  // index key -> value, from the db
+	var ks keySet
+	bodies := 0
+	for valid := it.First(); valid; valid = it.Next() {
+		k, v := bytes.Clone(it.Key()), bytes.Clone(it.Value())
+		ki, err := DecodeKey(k)
+		if err != nil {
+			return err
+		}
+		switch ki.Table {
+		case pfxMeta:
+			if !bytes.Equal(k, formatKey) || string(v) != formatVersion {
+				return fmt.Errorf("meta key %q = %q", k, v)
+			}
+		case pfxBody:
+			bodies++
+			pk, raw, ok := decodeBody(v)
+			if !ok {
+				return fmt.Errorf("body %d undecodable", ki.Serial)
+			}
+			ev, err := nostr.ParseEvent(raw, nil)
+			if err != nil {
+				return fmt.Errorf("body %d: %v", ki.Serial, err)
+			}
+			if ev.PubKey != pk {
+				return fmt.Errorf("body %d: pubkey header differs from raw", ki.Serial)
+			}
+			m := eventMeta(ev, ki.Serial)
+			val := appendMeta(nil, &m)
+			want[string(idKey(&ev.ID))] = appendIDValue(nil, ev.CreatedAt, &m)
+			ks.build(ev)
+			for _, ik := range ks.all() {
+				want[string(ik)] = val
+			}
+			if addr, ok := ev.Address(); ok {
+				want[string(addrKey(pfxAddr, &addr.PubKey, addr.Kind, addr.D))] = appendAddrValue(nil, ev.CreatedAt, &ev.ID, &m)
+			}
+			if m.hasExp {
+				want[string(expiryKey(m.exp, ki.Serial))] = ev.ID[:]
+			}
+		case pfxID, pfxCreated, pfxAuthor, pfxKind, pfxAuthKind, pfxTag, pfxAddr, pfxExpiry:
+			got[string(k)] = v
+		case pfxDelID:
+			if len(v) != 0 {
+				return fmt.Errorf("deletion tombstone %x has value %x", k, v)
+			}
+		case pfxDelAddr, pfxVanish:
+			if _, ok := decodeTS(v); !ok {
+				return fmt.Errorf("tombstone %x has value %x", k, v)
+			}
+		}
+	}
+	if err := it.Error(); err != nil {
+		return err
+	}
+	var errs []error
+	for k, v := range want {
+		g, ok := got[k]
+		switch {
+		case !ok:
+			errs = append(errs, fmt.Errorf("missing index entry %x", k))
+		case !bytes.Equal(g, v):
+			errs = append(errs, fmt.Errorf("index entry %x = %x, want %x", k, g, v))
+		}
+		delete(got, k)
+	}
+	for k := range got {
+		errs = append(errs, fmt.Errorf("orphan index entry %x", k))
+	}
+	if len(errs) > 5 {
+		errs = append(errs[:5], fmt.Errorf("... and %d more", len(errs)-5))
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("integrity (%d bodies): %w", bodies, errors.Join(errs...))
+	}
+	return nil
+}

@@ -1,0 +1,449 @@
+package pebble
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/petrel-relay/petrel/internal/nostr"
+)
+
+// Key prefixes: the first byte of every key names its table. The layouts
+// are documented (with byte diagrams) in docs/storage.md; keep both in step.
+const (
+	pfxMeta     = 0x00 // 0x00 name -> value: store-level metadata (format version)
+	pfxBody     = 'E'  // E ^serial(8) -> pubkey(32) raw
+	pfxID       = 'I'  // I id(32) -> created_at(8) meta
+	pfxCreated  = 'C'  // C inv(8) id(32) -> meta
+	pfxAuthor   = 'P'  // P pubkey(32) inv(8) id(32) -> meta
+	pfxKind     = 'K'  // K kind(2) inv(8) id(32) -> meta
+	pfxAuthKind = 'Q'  // Q pubkey(32) kind(2) inv(8) id(32) -> meta
+	pfxTag      = 'T'  // T name(1) tagvalue inv(8) id(32) -> meta
+	pfxAddr     = 'A'  // A address -> created_at(8) id(32) meta
+	pfxExpiry   = 'X'  // X expiration(8) serial(8) -> id(32)
+	pfxDelID    = 'D'  // D id(32) deleter(32) -> (empty)
+	pfxDelAddr  = 'R'  // R address -> created_at(8)
+	pfxVanish   = 'W'  // W pubkey(32) -> created_at(8)
+)
+
+// formatKey holds the on-disk format version; formatVersion is what this
+// code writes and reads.
+var formatKey = []byte("\x00format")
+
+const formatVersion = "petrel-pebble/1"
+
+// Tag value encodings (the byte after the tag name in T keys).
+const (
+	tagHex32  = 0x01 // 64 lowercase hex characters stored as 32 raw bytes
+	tagInline = 0x02 // len(1) bytes, for values up to maxInlineTag bytes
+	tagHashed = 0x03 // sha256(value)[:16], for longer values (not exact)
+)
+
+// maxInlineTag is the longest tag value stored inline in a T key.
+const maxInlineTag = 128
+
+// hashedTagLen is the length of a hashed tag value.
+const hashedTagLen = 16
+
+// d encodings in addresses (A and R keys).
+const (
+	dInline = 0x00 // d bytes follow, up to maxInlineD
+	dHashed = 0x01 // sha256(d), for longer d values
+)
+
+// maxInlineD is the longest d value stored inline in an address key.
+const maxInlineD = 200
+
+// tailLen is the length of the inv(8) id(32) tail of every stream key.
+const tailLen = 40
+
+// errCorrupt reports a key or value that does not decode.
+var errCorrupt = errors.New("store/pebble: corrupt key or value")
+
+// inv maps created_at to its key form: big-endian bitwise NOT, so that
+// ascending keys are descending timestamps.
+func inv(ts int64) uint64 { return ^uint64(ts) }
+
+func appendU64(dst []byte, v uint64) []byte { return binary.BigEndian.AppendUint64(dst, v) }
+
+func appendU16(dst []byte, v uint16) []byte { return binary.BigEndian.AppendUint16(dst, v) }
+
+// isLowerHex64 reports whether s is exactly 64 lowercase hex characters.
+func isLowerHex64(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+func unhex(c byte) byte {
+	if c <= '9' {
+		return c - '0'
+	}
+	return c - 'a' + 10
+}
+
+// appendTagValue appends the key form of a tag value, and reports whether
+// the form is exact (hashed values may collide, so matches found through
+// them must be checked against the event).
+func appendTagValue(dst []byte, v string) ([]byte, bool) {
+	switch {
+	case isLowerHex64(v):
+		dst = append(dst, tagHex32)
+		for i := 0; i < 64; i += 2 {
+			dst = append(dst, unhex(v[i])<<4|unhex(v[i+1]))
+		}
+		return dst, true
+	case len(v) <= maxInlineTag:
+		dst = append(dst, tagInline, byte(len(v)))
+		return append(dst, v...), true
+	default:
+		h := sha256.Sum256([]byte(v))
+		dst = append(dst, tagHashed)
+		return append(dst, h[:hashedTagLen]...), false
+	}
+}
+
+// tagPrefix returns T name tagvalue: the prefix of one tag value's stream.
+func tagPrefix(name byte, value string) ([]byte, bool) {
+	k := make([]byte, 0, 2+2+maxInlineTag+tailLen)
+	k = append(k, pfxTag, name)
+	return appendTagValue(k, value)
+}
+
+// appendAddress appends pubkey(32) kind(2) dtype(1) d.
+func appendAddress(dst []byte, pk *nostr.PubKey, kind int, d string) []byte {
+	dst = append(dst, pk[:]...)
+	dst = appendU16(dst, uint16(kind))
+	if len(d) > maxInlineD {
+		h := sha256.Sum256([]byte(d))
+		dst = append(dst, dHashed)
+		return append(dst, h[:]...)
+	}
+	dst = append(dst, dInline)
+	return append(dst, d...)
+}
+
+func addrKey(pfx byte, pk *nostr.PubKey, kind int, d string) []byte {
+	k := make([]byte, 0, 1+32+2+1+len(d))
+	return appendAddress(append(k, pfx), pk, kind, d)
+}
+
+// bodyKey is E ^serial: later serials sort first, so that reading the
+// bodies of a newest-first result moves forward through the key space
+// (pebble turns forward seeks into cheap nexts, and the bodies of recent
+// events sit together).
+func bodyKey(serial uint64) []byte { return appendBodyKey(make([]byte, 0, 9), serial) }
+
+func appendBodyKey(dst []byte, serial uint64) []byte { return appendU64(append(dst, pfxBody), ^serial) }
+
+func idKey(id *nostr.ID) []byte {
+	k := make([]byte, 0, 33)
+	return append(append(k, pfxID), id[:]...)
+}
+
+func delIDKey(id *nostr.ID, deleter *nostr.PubKey) []byte {
+	k := make([]byte, 0, 65)
+	k = append(append(k, pfxDelID), id[:]...)
+	return append(k, deleter[:]...)
+}
+
+func vanishKey(pk *nostr.PubKey) []byte {
+	k := make([]byte, 0, 33)
+	return append(append(k, pfxVanish), pk[:]...)
+}
+
+func expiryKey(exp int64, serial uint64) []byte {
+	k := make([]byte, 0, 17)
+	return appendU64(appendU64(append(k, pfxExpiry), uint64(exp)), serial)
+}
+
+// appendTail appends inv(created_at) id.
+func appendTail(dst []byte, createdAt int64, id *nostr.ID) []byte {
+	return append(appendU64(dst, inv(createdAt)), id[:]...)
+}
+
+// decodeTail reads created_at and id from the last tailLen bytes of a
+// stream key.
+func decodeTail(k []byte) (createdAt int64, id nostr.ID, ok bool) {
+	if len(k) < tailLen {
+		return 0, id, false
+	}
+	t := k[len(k)-tailLen:]
+	createdAt = int64(^binary.BigEndian.Uint64(t))
+	copy(id[:], t[8:])
+	return createdAt, id, createdAt >= 0
+}
+
+// prefixEnd returns the smallest key greater than every key starting with
+// p, or nil if there is none (p is all 0xff).
+func prefixEnd(p []byte) []byte {
+	end := bytes.Clone(p)
+	for i := len(end) - 1; i >= 0; i-- {
+		end[i]++
+		if end[i] != 0 {
+			return end[:i+1]
+		}
+	}
+	return nil
+}
+
+// meta is the small per-event summary stored as (the end of) every index
+// value, so that planner post-filters and expiration checks need not load
+// the event body.
+type meta struct {
+	serial uint64
+	kind   uint16
+	pk8    [8]byte // first 8 bytes of the author's pubkey
+	hasExp bool
+	exp    int64 // NIP-40 expiration, when hasExp
+}
+
+const (
+	metaLen     = 8 + 2 + 8 + 1 // without the expiration
+	metaFlagExp = 0x01
+)
+
+func appendMeta(dst []byte, m *meta) []byte {
+	dst = appendU64(dst, m.serial)
+	dst = appendU16(dst, m.kind)
+	dst = append(dst, m.pk8[:]...)
+	if m.hasExp {
+		dst = append(dst, metaFlagExp)
+		return appendU64(dst, uint64(m.exp))
+	}
+	return append(dst, 0)
+}
+
+func decodeMeta(b []byte) (meta, bool) {
+	var m meta
+	if len(b) < metaLen {
+		return m, false
+	}
+	m.serial = binary.BigEndian.Uint64(b)
+	m.kind = binary.BigEndian.Uint16(b[8:])
+	copy(m.pk8[:], b[10:18])
+	switch b[18] {
+	case 0:
+		return m, len(b) == metaLen
+	case metaFlagExp:
+		if len(b) != metaLen+8 {
+			return m, false
+		}
+		m.hasExp = true
+		m.exp = int64(binary.BigEndian.Uint64(b[metaLen:]))
+		return m, m.exp >= 0
+	}
+	return m, false
+}
+
+// expired reports whether the event has expired at now.
+func (m *meta) expired(now int64) bool { return m.hasExp && m.exp <= now }
+
+// idValue is the value of an I key: created_at(8) meta.
+func appendIDValue(dst []byte, createdAt int64, m *meta) []byte {
+	return appendMeta(appendU64(dst, uint64(createdAt)), m)
+}
+
+func decodeIDValue(b []byte) (int64, meta, bool) {
+	if len(b) < 8 {
+		return 0, meta{}, false
+	}
+	ts := int64(binary.BigEndian.Uint64(b))
+	m, ok := decodeMeta(b[8:])
+	return ts, m, ok && ts >= 0
+}
+
+// addrValue is the value of an A key: created_at(8) id(32) meta.
+func appendAddrValue(dst []byte, createdAt int64, id *nostr.ID, m *meta) []byte {
+	dst = appendU64(dst, uint64(createdAt))
+	dst = append(dst, id[:]...)
+	return appendMeta(dst, m)
+}
+
+func decodeAddrValue(b []byte) (int64, nostr.ID, meta, bool) {
+	var id nostr.ID
+	if len(b) < 40 {
+		return 0, id, meta{}, false
+	}
+	ts := int64(binary.BigEndian.Uint64(b))
+	copy(id[:], b[8:40])
+	m, ok := decodeMeta(b[40:])
+	return ts, id, m, ok && ts >= 0
+}
+
+// decodeTS decodes an 8-byte created_at value (R and W keys).
+func decodeTS(b []byte) (int64, bool) {
+	if len(b) != 8 {
+		return 0, false
+	}
+	v := int64(binary.BigEndian.Uint64(b))
+	return v, v >= 0
+}
+
+// body values are pubkey(32) raw.
+func appendBody(dst []byte, pk *nostr.PubKey, raw []byte) []byte {
+	return append(append(dst, pk[:]...), raw...)
+}
+
+func decodeBody(b []byte) (nostr.PubKey, []byte, bool) {
+	var pk nostr.PubKey
+	if len(b) < 32 {
+		return pk, nil, false
+	}
+	copy(pk[:], b)
+	return pk, b[32:], true
+}
+
+// KeyInfo is a decoded key, for the fuzz targets and the scan tooling.
+type KeyInfo struct {
+	Table     byte // the prefix byte
+	Serial    uint64
+	ID        nostr.ID
+	PubKey    nostr.PubKey
+	CreatedAt int64
+	Kind      int
+	TagName   byte
+	TagType   byte
+	TagValue  []byte // inline bytes, 32 raw bytes or the 16-byte hash
+	DType     byte
+	D         []byte
+	Exp       int64
+}
+
+// DecodeKey decodes any key of the store. It never panics; malformed keys
+// return errCorrupt.
+func DecodeKey(k []byte) (KeyInfo, error) {
+	var ki KeyInfo
+	bad := fmt.Errorf("%w: key %x", errCorrupt, k)
+	if len(k) == 0 {
+		return ki, bad
+	}
+	ki.Table = k[0]
+	b := k[1:]
+	tail := func(rest []byte) error {
+		if len(rest) != tailLen {
+			return bad
+		}
+		var ok bool
+		ki.CreatedAt, ki.ID, ok = decodeTail(rest)
+		if !ok {
+			return bad
+		}
+		return nil
+	}
+	addr := func(rest []byte) error {
+		if len(rest) < 35 {
+			return bad
+		}
+		copy(ki.PubKey[:], rest)
+		ki.Kind = int(binary.BigEndian.Uint16(rest[32:]))
+		ki.DType = rest[34]
+		ki.D = rest[35:]
+		switch ki.DType {
+		case dInline:
+			if len(ki.D) > maxInlineD {
+				return bad
+			}
+		case dHashed:
+			if len(ki.D) != 32 {
+				return bad
+			}
+		default:
+			return bad
+		}
+		return nil
+	}
+	var err error
+	switch ki.Table {
+	case pfxMeta:
+		return ki, nil
+	case pfxBody:
+		if len(b) != 8 {
+			return ki, bad
+		}
+		ki.Serial = ^binary.BigEndian.Uint64(b)
+	case pfxID:
+		if len(b) != 32 {
+			return ki, bad
+		}
+		copy(ki.ID[:], b)
+	case pfxCreated:
+		err = tail(b)
+	case pfxAuthor:
+		if len(b) < 32 {
+			return ki, bad
+		}
+		copy(ki.PubKey[:], b)
+		err = tail(b[32:])
+	case pfxKind:
+		if len(b) < 2 {
+			return ki, bad
+		}
+		ki.Kind = int(binary.BigEndian.Uint16(b))
+		err = tail(b[2:])
+	case pfxAuthKind:
+		if len(b) < 34 {
+			return ki, bad
+		}
+		copy(ki.PubKey[:], b)
+		ki.Kind = int(binary.BigEndian.Uint16(b[32:]))
+		err = tail(b[34:])
+	case pfxTag:
+		if len(b) < 2 {
+			return ki, bad
+		}
+		ki.TagName, ki.TagType = b[0], b[1]
+		b = b[2:]
+		n := 0
+		switch ki.TagType {
+		case tagHex32:
+			n = 32
+		case tagHashed:
+			n = hashedTagLen
+		case tagInline:
+			if len(b) < 1 || int(b[0]) > maxInlineTag {
+				return ki, bad
+			}
+			n = int(b[0])
+			b = b[1:]
+		default:
+			return ki, bad
+		}
+		if len(b) < n {
+			return ki, bad
+		}
+		ki.TagValue = b[:n]
+		err = tail(b[n:])
+	case pfxAddr, pfxDelAddr:
+		err = addr(b)
+	case pfxExpiry:
+		if len(b) != 16 {
+			return ki, bad
+		}
+		ki.Exp = int64(binary.BigEndian.Uint64(b))
+		ki.Serial = binary.BigEndian.Uint64(b[8:])
+	case pfxDelID:
+		if len(b) != 64 {
+			return ki, bad
+		}
+		copy(ki.ID[:], b)
+		copy(ki.PubKey[:], b[32:])
+	case pfxVanish:
+		if len(b) != 32 {
+			return ki, bad
+		}
+		copy(ki.PubKey[:], b)
+	default:
+		return ki, bad
+	}
+	return ki, err
+}

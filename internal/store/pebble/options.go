@@ -1,0 +1,94 @@
+package pebble
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// Options configures Open. The zero value of every field but Path means
+// its default.
+type Options struct {
+	// Path is the directory holding the database; it is created if
+	// missing. Required.
+	Path string
+
+	// NoSync commits batches without waiting for the write-ahead log to
+	// reach the disk: a crash may then lose the last moments of writes
+	// that were reported saved. Meant for bulk imports. Default false
+	// (every commit is synced before Save returns or done is called).
+	NoSync bool
+
+	// CacheSize is the block cache size in bytes. Default 256 MiB.
+	CacheSize int64
+
+	// MemTableSize is the size of one memtable in bytes. Default 64 MiB.
+	MemTableSize uint64
+
+	// MaxBatch is the most events the writer puts in one commit (a single
+	// Save larger than this is still one commit). Default 1024.
+	MaxBatch int
+
+	// MaxBatchBytes is the most event bytes the writer puts in one commit
+	// (same caveat). Default 8 MiB.
+	MaxBatchBytes int
+
+	// QueueLen is the writer's queue length in requests (one Submit is
+	// one request, one Save is one request). Submit and Save block while
+	// it is full. Default 4096.
+	QueueLen int
+
+	// PurgeInterval is how often expired events are purged in the
+	// background. Default 1 minute; negative disables the background
+	// purge (PurgeExpired still works).
+	PurgeInterval time.Duration
+
+	// Logger receives the store's and pebble's messages. Default
+	// slog.Default().
+	Logger *slog.Logger
+
+	// FS is the filesystem pebble uses. Default: the operating system's.
+	// Tests use vfs.NewCrashableMem to simulate crashes.
+	FS vfs.FS
+}
+
+// Defaults.
+const (
+	DefaultCacheSize     = 256 << 20
+	DefaultMemTableSize  = 64 << 20
+	DefaultMaxBatch      = 1024
+	DefaultMaxBatchBytes = 8 << 20
+	DefaultQueueLen      = 4096
+	DefaultPurgeInterval = time.Minute
+)
+
+func (o *Options) withDefaults() (Options, error) {
+	r := *o
+	if r.Path == "" {
+		return r, fmt.Errorf("store/pebble: Options.Path is empty")
+	}
+	if r.CacheSize <= 0 {
+		r.CacheSize = DefaultCacheSize
+	}
+	if r.MemTableSize == 0 {
+		r.MemTableSize = DefaultMemTableSize
+	}
+	if r.MaxBatch <= 0 {
+		r.MaxBatch = DefaultMaxBatch
+	}
+	if r.MaxBatchBytes <= 0 {
+		r.MaxBatchBytes = DefaultMaxBatchBytes
+	}
+	if r.QueueLen <= 0 {
+		r.QueueLen = DefaultQueueLen
+	}
+	if r.PurgeInterval == 0 {
+		r.PurgeInterval = DefaultPurgeInterval
+	}
+	if r.Logger == nil {
+		r.Logger = slog.Default()
+	}
+	return r, nil
+}

@@ -1,0 +1,343 @@
+package pebble
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/bloom"
+	"github.com/petrel-relay/petrel/internal/nostr"
+	"github.com/petrel-relay/petrel/internal/store"
+)
+
+// ErrFormat is returned by Open for a database written in another format
+// (or by something else).
+var ErrFormat = errors.New("store/pebble: unknown database format")
+
+// Store is the embedded event store. It implements store.Store; all
+// methods are safe for concurrent use.
+//
+// Writes go through one writer goroutine (see writer.go); queries read
+// pebble snapshots and never block writes.
+type Store struct {
+	opts Options
+	db   *pebble.DB
+	log  *slog.Logger
+
+	// mu guards the transition to closed: operations that must not run
+	// on a closed database hold it for reading; Close takes it for
+	// writing once closed is set and closing is closed.
+	mu      sync.RWMutex
+	closed  atomic.Bool
+	closing chan struct{}
+
+	queue      chan *request
+	writerDone chan struct{}
+	purgeDone  chan struct{}
+
+	itersMu sync.Mutex
+	iters   map[*iterator]struct{}
+
+	lastSize atomic.Int64
+}
+
+var _ store.Store = (*Store)(nil)
+
+// Open opens (creating if needed) the store at opts.Path.
+func Open(opts Options) (*Store, error) {
+	o, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	popts := &pebble.Options{
+		FS:                          o.FS,
+		CacheSize:                   o.CacheSize,
+		MemTableSize:                o.MemTableSize,
+		MemTableStopWritesThreshold: 4,
+		FormatMajorVersion:          pebble.FormatNewest,
+		Logger:                      slogLogger{o.Logger},
+		L0CompactionThreshold:       4,
+		L0StopWritesThreshold:       24,
+		LBaseMaxBytes:               256 << 20,
+		MaxOpenFiles:                4096,
+	}
+	popts.TargetFileSizes[0] = 8 << 20
+	for i := range popts.Levels {
+		popts.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
+		popts.Levels[i].BlockSize = 16 << 10
+	}
+	popts.CompactionConcurrencyRange = func() (int, int) { return 1, 2 }
+	db, err := pebble.Open(o.Path, popts)
+	if err != nil {
+		return nil, fmt.Errorf("open pebble store %q: %w", o.Path, err)
+	}
+	s := &Store{
+		opts:       o,
+		db:         db,
+		log:        o.Logger,
+		closing:    make(chan struct{}),
+		queue:      make(chan *request, o.QueueLen),
+		writerDone: make(chan struct{}),
+		purgeDone:  make(chan struct{}),
+		iters:      make(map[*iterator]struct{}),
+	}
+	if err := s.checkFormat(); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open pebble store %q: %w", o.Path, err)
+	}
+	w, err := newWriter(s)
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open pebble store %q: %w", o.Path, err)
+	}
+	go w.run()
+	if o.PurgeInterval > 0 {
+		go s.purgeLoop(o.PurgeInterval)
+	} else {
+		close(s.purgeDone)
+	}
+	return s, nil
+}
+
+// checkFormat writes the format key into an empty database, and refuses a
+// database with another (or no) format key.
+func (s *Store) checkFormat() error {
+	v, closer, err := s.db.Get(formatKey)
+	if err == nil {
+		defer closer.Close()
+		if string(v) != formatVersion {
+			return fmt.Errorf("%w: %q, this build reads %q", ErrFormat, v, formatVersion)
+		}
+		return nil
+	}
+	if !errors.Is(err, pebble.ErrNotFound) {
+		return err
+	}
+	it, err := s.db.NewIter(nil)
+	if err != nil {
+		return err
+	}
+	nonEmpty := it.First()
+	if err := it.Close(); err != nil {
+		return err
+	}
+	if nonEmpty {
+		return fmt.Errorf("%w: no format key in a non-empty database", ErrFormat)
+	}
+	return s.db.Set(formatKey, []byte(formatVersion), pebble.Sync)
+}
+
+// purgeLoop purges expired events every interval until the store closes.
+func (s *Store) purgeLoop(interval time.Duration) {
+	defer close(s.purgeDone)
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.closing:
+			return
+		case <-t.C:
+			n, err := s.PurgeExpired(context.Background(), time.Now().Unix())
+			switch {
+			case errors.Is(err, store.ErrClosed):
+				return
+			case err != nil:
+				s.log.Error("store: purging expired events", "err", err)
+			case n > 0:
+				s.log.Debug("store: purged expired events", "count", n)
+			}
+		}
+	}
+}
+
+// enqueue hands a request to the writer. It blocks while the queue is
+// full, until ctx ends or the store closes.
+func (s *Store) enqueue(ctx context.Context, r *request) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed.Load() {
+		return store.ErrClosed
+	}
+	select {
+	case s.queue <- r:
+		return nil
+	default:
+	}
+	select {
+	case s.queue <- r:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-s.closing:
+		return store.ErrClosed
+	}
+}
+
+// wait waits for a request to be committed.
+func wait(ctx context.Context, r *request) error {
+	select {
+	case <-r.done:
+		return r.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Save implements store.Store.
+func (s *Store) Save(ctx context.Context, events []*nostr.Event) ([]store.SaveResult, error) {
+	r := &request{op: opSave, events: events, done: make(chan struct{})}
+	if err := s.enqueue(ctx, r); err != nil {
+		return nil, err
+	}
+	select {
+	case <-r.done:
+		return r.results, r.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// Submit implements store.Store.
+func (s *Store) Submit(ctx context.Context, ev *nostr.Event, done func(store.SaveResult)) error {
+	return s.enqueue(ctx, &request{op: opSubmit, events: []*nostr.Event{ev}, callback: done})
+}
+
+// Delete implements store.Store.
+func (s *Store) Delete(ctx context.Context, ids []nostr.ID) (int, error) {
+	r := &request{op: opDelete, ids: ids, done: make(chan struct{})}
+	if err := s.enqueue(ctx, r); err != nil {
+		return 0, err
+	}
+	if err := wait(ctx, r); err != nil {
+		return 0, err
+	}
+	return r.n, nil
+}
+
+// purgeChunk is the most expired events one writer request removes.
+const purgeChunk = 4096
+
+// PurgeExpired implements store.Store. It removes the expired events in
+// chunks of purgeChunk, one writer request each, so that it never holds up
+// other writes for long.
+func (s *Store) PurgeExpired(ctx context.Context, now int64) (int, error) {
+	total := 0
+	for {
+		r := &request{op: opPurge, now: now, done: make(chan struct{})}
+		if err := s.enqueue(ctx, r); err != nil {
+			return total, err
+		}
+		if err := wait(ctx, r); err != nil {
+			return total, err
+		}
+		total += r.n
+		if !r.more {
+			return total, nil
+		}
+	}
+}
+
+// Has implements store.Store.
+func (s *Store) Has(ctx context.Context, id nostr.ID) (bool, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed.Load() {
+		return false, store.ErrClosed
+	}
+	_, closer, err := s.db.Get(idKey(&id))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	closer.Close()
+	return true, nil
+}
+
+// Stats implements store.Store. SizeBytes is pebble's disk space usage
+// (sstables, WAL, manifests, blob files).
+func (s *Store) Stats() store.Stats {
+	st := store.Stats{Backend: "pebble"}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed.Load() {
+		st.SizeBytes = s.lastSize.Load()
+		return st
+	}
+	st.SizeBytes = int64(s.db.Metrics().DiskSpaceUsage())
+	s.lastSize.Store(st.SizeBytes)
+	return st
+}
+
+// DB returns the underlying pebble database, for tools (compaction,
+// checkpoints). Writing to it directly breaks the store's invariants.
+func (s *Store) DB() *pebble.DB { return s.db }
+
+// Close implements store.Store: it stops accepting work, lets the writer
+// commit everything queued, closes open iterators, then closes pebble.
+func (s *Store) Close() error {
+	if !s.closed.CompareAndSwap(false, true) {
+		return store.ErrClosed
+	}
+	close(s.closing)
+	s.mu.Lock() // wait for in-flight enqueues and reads
+	s.mu.Unlock()
+	<-s.purgeDone
+	close(s.queue)
+	<-s.writerDone
+	s.itersMu.Lock()
+	iters := s.iters
+	s.iters = nil
+	s.itersMu.Unlock()
+	for it := range iters {
+		it.forceClose()
+	}
+	s.lastSize.Store(int64(s.db.Metrics().DiskSpaceUsage()))
+	return s.db.Close()
+}
+
+// track registers an open iterator, or reports false after Close.
+func (s *Store) track(it *iterator) bool {
+	s.itersMu.Lock()
+	defer s.itersMu.Unlock()
+	if s.iters == nil {
+		return false
+	}
+	s.iters[it] = struct{}{}
+	return true
+}
+
+func (s *Store) untrack(it *iterator) {
+	s.itersMu.Lock()
+	defer s.itersMu.Unlock()
+	if s.iters != nil {
+		delete(s.iters, it)
+	}
+}
+
+// slogLogger adapts slog to pebble.Logger. Pebble's informational
+// messages go out at debug level.
+type slogLogger struct{ l *slog.Logger }
+
+func (l slogLogger) Infof(format string, args ...any) {
+	l.l.Debug("pebble: " + fmt.Sprintf(format, args...))
+}
+
+func (l slogLogger) Errorf(format string, args ...any) {
+	l.l.Error("pebble: " + fmt.Sprintf(format, args...))
+}
+
+func (l slogLogger) Fatalf(format string, args ...any) {
+	msg := "pebble: " + fmt.Sprintf(format, args...)
+	l.l.Error(msg)
+	panic(msg)
+}

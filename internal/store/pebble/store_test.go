@@ -1,0 +1,254 @@
+package pebble
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/petrel-relay/petrel/internal/nostr"
+
+	"github.com/petrel-relay/petrel/internal/store"
+	"github.com/petrel-relay/petrel/internal/store/storetest"
+)
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+func openTest(t testing.TB, opts Options) *Store {
+	t.Helper()
+	if opts.Path == "" {
+		opts.Path = t.TempDir()
+	}
+	if opts.Logger == nil {
+		opts.Logger = quiet
+	}
+	s, err := Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// checked is a Store whose Close first checks the database's integrity.
+type checked struct {
+	*Store
+	t *testing.T
+}
+
+func (c checked) Close() error {
+	if !c.closed.Load() {
+		if err := checkIntegrity(c.db); err != nil {
+			c.t.Errorf("before Close: %v", err)
+		}
+	}
+	return c.Store.Close()
+}
+
+func TestConformance(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) store.Store {
+		return checked{openTest(t, Options{NoSync: true}), t}
+	})
+}
+
+func TestReopen(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(1, 2))
+	var all []*nostr.Event
+	for round := 0; round < 3; round++ {
+		s := openTest(t, Options{Path: dir})
+		var evs []*nostr.Event
+		for i := 0; i < 500; i++ {
+			evs = append(evs, storetest.NewEvent(rng, storetest.Key(i%7), 1, storetest.BaseTime+int64(round*1000+i), nostr.Tags{{"t", "x"}}, "reopen"))
+		}
+		if _, err := s.Save(ctx, evs); err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, evs...)
+		// Tombstones survive a reopen: author 100 vanished in round 0.
+		vanished := storetest.NewEvent(rng, storetest.Key(100), 1, storetest.BaseTime, nil, "old")
+		want := store.Deleted
+		if round == 0 {
+			want = store.Stored
+			res, err := s.Save(ctx, []*nostr.Event{storetest.NewEvent(rng, storetest.Key(100), 62, storetest.BaseTime+5, nil, "")})
+			if err != nil || res[0].Outcome != store.Stored {
+				t.Fatal(res, err)
+			}
+			all = append(all, nil) // count the request itself
+			vanished.CreatedAt = storetest.BaseTime + 6
+			vanished.Raw = nostr.Serialize(vanished)
+			all = append(all, vanished)
+		}
+		if res, err := s.Save(ctx, []*nostr.Event{vanished}); err != nil || res[0].Outcome != want {
+			t.Fatalf("round %d: save of a vanished author's event: %v %v, want %v", round, res, err, want)
+		}
+		// So do deletions of events not yet seen: deleted in round 0,
+		// refused in every round.
+		target := storetest.NewEvent(rand.New(rand.NewPCG(77, 77)), storetest.Key(200), 1, storetest.BaseTime, nil, "target")
+		if round == 0 {
+			del := storetest.NewEvent(rng, storetest.Key(200), 5, storetest.BaseTime+1, nostr.Tags{{"e", target.ID.Hex()}}, "")
+			if res, err := s.Save(ctx, []*nostr.Event{del}); err != nil || res[0].Outcome != store.Stored {
+				t.Fatal(res, err)
+			}
+			all = append(all, del)
+		}
+		if res, err := s.Save(ctx, []*nostr.Event{target}); err != nil || res[0].Outcome != store.Deleted {
+			t.Fatalf("round %d: save of a deleted event: %v %v, want deleted", round, res, err)
+		}
+		// Everything saved in earlier rounds is still there, bodies intact.
+		if n, err := s.Count(ctx, []nostr.Filter{{}}); err != nil || n != int64(len(all)) {
+			t.Fatalf("round %d: count %d, %v; want %d", round, n, err, len(all))
+		}
+		it, err := s.Query(ctx, []nostr.Filter{{IDs: []nostr.ID{all[0].ID, evs[len(evs)-1].ID}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for it.Next() {
+			n++
+			r := it.Record()
+			want := all[0]
+			if r.ID != want.ID {
+				want = evs[len(evs)-1]
+			}
+			if string(r.Raw) != string(want.Raw) {
+				t.Fatalf("round %d: body of %s changed", round, r.ID.Hex()[:8])
+			}
+		}
+		it.Close()
+		if n != 2 {
+			t.Fatalf("round %d: %d of 2 found by id", round, n)
+		}
+		if err := checkIntegrity(s.db); err != nil {
+			t.Fatal(err)
+		}
+		if s.Stats().SizeBytes <= 0 {
+			t.Fatal("SizeBytes <= 0")
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestFormat(t *testing.T) {
+	dir := t.TempDir()
+	s := openTest(t, Options{Path: dir})
+	if err := s.db.Set(formatKey, []byte("petrel-pebble/0"), nil); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if _, err := Open(Options{Path: dir, Logger: quiet}); !errors.Is(err, ErrFormat) {
+		t.Fatalf("Open with another format = %v, want ErrFormat", err)
+	}
+	// A non-empty database without the key is refused too.
+	dir2 := t.TempDir()
+	db, err := pebble.Open(dir2, &pebble.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Set([]byte("some"), []byte("thing"), pebble.Sync)
+	db.Close()
+	if _, err := Open(Options{Path: dir2, Logger: quiet}); !errors.Is(err, ErrFormat) {
+		t.Fatalf("Open of a foreign database = %v, want ErrFormat", err)
+	}
+	if _, err := Open(Options{}); err == nil {
+		t.Fatal("Open without a path succeeded")
+	}
+}
+
+func TestPlanner(t *testing.T) {
+	s := openTest(t, Options{})
+	defer s.Close()
+	q, err := s.newQuery()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.close()
+	pk := storetest.Key(1).Hex()
+	many := storetest.FixtureAuthors(100)
+	f := func(fl nostr.Filter, want byte, scanPhase bool) {
+		t.Helper()
+		fs, err := q.plan(&fl, true, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fs == nil || fs.plannedIdx != want {
+			t.Fatalf("plan = %+v, want table %c", fs, want)
+		}
+		if (fs.budget >= 0) != scanPhase {
+			t.Fatalf("scan phase = %v, want %v", fs.budget >= 0, scanPhase)
+		}
+	}
+	one := []nostr.PubKey{storetest.Key(1)}
+	f(nostr.Filter{IDs: []nostr.ID{{1}}, Authors: one, Kinds: []int{1}}, pfxID, false)
+	f(nostr.Filter{Authors: one, Kinds: []int{1}}, pfxAuthKind, false)
+	f(nostr.Filter{Authors: one}, pfxAuthor, false)
+	f(nostr.Filter{Authors: one, Tags: []nostr.TagFilter{{Name: 'e', Values: []string{pk}}}}, pfxTag, false)
+	f(nostr.Filter{Authors: one, Tags: []nostr.TagFilter{{Name: 't', Values: []string{"x"}}}}, pfxAuthor, false)
+	f(nostr.Filter{Kinds: []int{1}, Tags: []nostr.TagFilter{{Name: 'p', Values: []string{pk}}}}, pfxTag, false)
+	f(nostr.Filter{Kinds: []int{1, 7}}, pfxKind, false)
+	f(nostr.Filter{Since: 5, HasSince: true}, pfxCreated, false)
+	f(nostr.Filter{Authors: many, Kinds: []int{1}, Limit: 10, HasLimit: true}, pfxAuthKind, true)
+	f(nostr.Filter{Authors: many, Kinds: []int{1}}, pfxAuthKind, false)
+	f(nostr.Filter{Authors: many, Limit: 10, HasLimit: true}, pfxAuthor, true)
+	if fs, _ := q.plan(&nostr.Filter{Kinds: []int{-1, 70000}}, true, true); fs != nil {
+		t.Fatal("kinds out of range planned")
+	}
+	if fs, _ := q.plan(&nostr.Filter{Since: 10, HasSince: true, Until: 5, HasUntil: true}, true, true); fs != nil {
+		t.Fatal("since > until planned")
+	}
+}
+
+func TestSubmitQueueFull(t *testing.T) {
+	s := openTest(t, Options{QueueLen: 1, MaxBatch: 1, NoSync: true})
+	rng := rand.New(rand.NewPCG(3, 4))
+	ev := func() *nostr.Event {
+		return storetest.NewEvent(rng, storetest.Key(1), 1, storetest.BaseTime, nil, "q")
+	}
+	ctx := context.Background()
+	// The first done blocks the writer until release is closed.
+	release := make(chan struct{})
+	entered := make(chan struct{})
+	if err := s.Submit(ctx, ev(), func(store.SaveResult) { close(entered); <-release }); err != nil {
+		t.Fatal(err)
+	}
+	<-entered
+	// One more fits in the queue.
+	var calls atomic.Int32
+	count := func(store.SaveResult) { calls.Add(1) }
+	if err := s.Submit(ctx, ev(), count); err != nil {
+		t.Fatal(err)
+	}
+	// The next one blocks until its context ends, and done is not called.
+	tctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	if err := s.Submit(tctx, ev(), count); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Submit on a full queue = %v, want DeadlineExceeded", err)
+	}
+	// Close while a Submit is blocked: the Submit gets ErrClosed, Close
+	// commits what was queued.
+	blocked := make(chan error, 1)
+	go func() { blocked <- s.Submit(ctx, ev(), count) }()
+	time.Sleep(20 * time.Millisecond)
+	closed := make(chan error, 1)
+	go func() { closed <- s.Close() }()
+	if err := <-blocked; !errors.Is(err, store.ErrClosed) {
+		// It may also have got into the queue before Close started.
+		if err != nil {
+			t.Fatalf("blocked Submit = %v", err)
+		}
+	}
+	close(release)
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+	if n := calls.Load(); n < 1 || n > 2 {
+		t.Fatalf("%d done calls, want the queued one (and maybe the blocked one)", n)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 
 	"github.com/petrel-relay/petrel/internal/config"
 	"github.com/petrel-relay/petrel/internal/nostr"
+	"github.com/petrel-relay/petrel/internal/policy"
 	"github.com/petrel-relay/petrel/internal/relay"
 	"github.com/petrel-relay/petrel/internal/server"
 )
@@ -99,7 +101,10 @@ func serve(cfg config.Config) error {
 		_, why := nostr.LibsecpVerifier()
 		log.Warn("signature verification on the pure-Go fallback (3-4x slower); install libsecp256k1-1 for the fast path", "reason", why)
 	}
-	rl, err := relay.New(cfg.Relay, relay.Options{Store: st, Verifier: verifier, Logger: log, Info: cfg.Info})
+	rl, err := relay.New(cfg.Relay, relay.Options{
+		Store: st, Verifier: verifier, Logger: log, Info: cfg.Info,
+		Policy: cfg.Policy, Persister: policyPersister(cfg),
+	})
 	if err != nil {
 		st.Close()
 		return err
@@ -136,4 +141,13 @@ func serve(cfg config.Config) error {
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// policyPersister returns where NIP-86 changes (ban lists, relay name,
+// description and icon) are kept. TEMPORARY: a directory beside the store
+// ("<store.path>-policy"), one JSON file per list, until the store offers
+// a persister of its own.
+func policyPersister(cfg config.Config) policy.Persister {
+	p := filepath.Clean(cfg.Store.Path)
+	return policy.DirPersister{Dir: filepath.Join(filepath.Dir(p), filepath.Base(p)+"-policy")}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 
+	"github.com/petrel-relay/petrel/internal/policy"
 	"github.com/petrel-relay/petrel/internal/relay"
 	"github.com/petrel-relay/petrel/internal/server"
 )
@@ -19,6 +20,7 @@ type Config struct {
 	Server server.Config `toml:"server"`
 	Relay  relay.Config  `toml:"relay"`
 	Info   relay.Info    `toml:"info"`
+	Policy policy.Config `toml:"policy"`
 	Store  Store         `toml:"store"`
 	Log    Log           `toml:"log"`
 }
@@ -50,6 +52,7 @@ type Log struct {
 func (c Config) Normalize() Config {
 	c.Server = c.Server.Normalize()
 	c.Relay = c.Relay.Normalize()
+	c.Policy = c.Policy.Normalize()
 	if c.Store.Backend == "" {
 		c.Store.Backend = "pebble"
 	}

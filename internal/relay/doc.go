@@ -23,6 +23,14 @@
 //   - Flushers hand each session's queued frames to its transport in one
 //     write.
 //   - The sweeper pings idle connections, closes dead and stuck ones.
+//   - With a write-policy plugin (policy.go): the plugin's own goroutines
+//     call back with each decision and never block; one poster goroutine
+//     takes plugin-accepted events from a bounded queue (capacity
+//     policy.Config.PluginMaxInflight; full: "rate-limited:") and does what
+//     may block, the store's Submit or the dispatcher's queue.
+//   - One vanish worker deletes the gift wraps addressed to an author whose
+//     NIP-62 request to vanish was committed (vanish.go); the dispatcher
+//     hands it requests through a queue of 64 without blocking.
 //
 // # Lock order
 //
@@ -30,4 +38,12 @@
 // lock (a leaf). The dispatcher holds index.mu (read) while taking
 // outbox.mu of candidate sessions; it never takes Session.mu. Nothing is
 // written to a socket while any of these is held.
+//
+// A session's NIP-42 state (auth.go) is an immutable value behind an
+// atomic pointer: written only by the session's message handler, read by
+// the dispatcher (canSee) and the query workers (canSeeRecord) without a
+// lock. The write lists are lock-free for readers. The rate limits'
+// shard locks and the plugin's lock are leaves, taken with none of the
+// locks above held. ingest.mu (read: enqueuers and plugin callbacks
+// handing off; write: close) guards only the closing of its queues.
 package relay

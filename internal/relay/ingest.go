@@ -1,10 +1,12 @@
 package relay
 
 import (
+	"net/netip"
 	"sync"
 	"time"
 
 	"github.com/petrel-relay/petrel/internal/nostr"
+	"github.com/petrel-relay/petrel/internal/policy"
 	"github.com/petrel-relay/petrel/internal/store"
 )
 
@@ -18,6 +20,14 @@ type verifyJob struct {
 // ingest is the EVENT pipeline after the cheap checks: a bounded queue into
 // a pool of verifiers, which hand valid events to the store's writer (or,
 // for ephemeral events, straight to the dispatcher).
+//
+// With a write-policy plugin, a verified event waits for the plugin's
+// decision without holding a verifier: the plugin calls back on its own
+// goroutine, which must not block, so an accepted event is handed to one
+// dedicated goroutine (the poster) through a bounded queue, and the
+// poster does what may block (the store's Submit, the dispatcher's
+// queue). When that queue is full the event is refused with
+// "rate-limited:".
 type ingest struct {
 	r        *Relay
 	mu       sync.RWMutex // read: enqueuers; write: close
@@ -25,10 +35,20 @@ type ingest struct {
 	queue    chan verifyJob
 	workers  sync.WaitGroup
 	inflight sync.WaitGroup // events submitted to the store, not yet answered
+
+	post       chan verifyJob // plugin-accepted events for the poster; nil without plugin
+	postClosed bool           // guarded by mu
+	postDone   chan struct{}  // closed when the poster exits
+	plugged    sync.WaitGroup // events submitted to the plugin, not yet decided
 }
 
 func newIngest(r *Relay) *ingest {
 	in := &ingest{r: r, queue: make(chan verifyJob, r.cfg.VerifyQueue)}
+	if r.plugin != nil {
+		in.post = make(chan verifyJob, max(r.postQueue, 1))
+		in.postDone = make(chan struct{})
+		go in.poster()
+	}
 	for i := 0; i < r.cfg.VerifyWorkers; i++ {
 		in.workers.Add(1)
 		go in.run()
@@ -62,29 +82,113 @@ func (in *ingest) run() {
 			j.s.finishEvent(j, nostr.Reject(nostr.PrefixInvalid, "bad signature"), "")
 			continue
 		}
-		if j.ev.Class() == nostr.Ephemeral {
-			r.stats.EventsEphemeral.Add(1)
-			r.dispatch.push(dispatchItem{ev: j.ev, okTo: j.s, t0: j.t0, accepted: true})
+		// Checks that trust the pubkey: after verification (policy.go).
+		if r.limEventPK != nil {
+			if rej := r.limEventPK.AllowEvent(netip.Addr{}, j.ev.PubKey); rej != nil {
+				r.stats.LimitTrips[limEventRatePubKey].Add(1)
+				j.s.finishEvent(j, rej, "")
+				continue
+			}
+		}
+		if r.plugin != nil && j.ev.Kind != nostr.KindRequestToVanish {
+			in.checkPlugin(j)
 			continue
 		}
-		in.inflight.Add(1)
-		j := j
-		r.pending.add(j.ev.ID) // before the commit: see pendingFanout
-		err := r.store.Submit(r.ctx, j.ev, func(res store.SaveResult) {
-			defer in.inflight.Done()
-			r.dispatch.push(dispatchItem{ev: j.ev, okTo: j.s, t0: j.t0, res: res, stored: true})
-		})
-		if err != nil {
-			r.pending.done(j.ev.ID)
-			in.inflight.Done()
-			r.stats.DBErrors.Add(1)
-			j.s.finishEvent(j, nostr.Reject(nostr.PrefixError, "could not store event: "+err.Error()), "")
-		}
+		in.accept(j)
 	}
 }
 
-// close stops taking events, verifies and submits what is queued, and
-// waits until the store has answered every submitted event.
+// accept hands a verified, accepted event on: ephemeral events to the
+// dispatcher, others to the store's writer. It may block (backpressure
+// from the writer or the dispatcher).
+func (in *ingest) accept(j verifyJob) {
+	r := in.r
+	if j.ev.Class() == nostr.Ephemeral {
+		r.stats.EventsEphemeral.Add(1)
+		r.dispatch.push(dispatchItem{ev: j.ev, okTo: j.s, t0: j.t0, accepted: true})
+		return
+	}
+	in.inflight.Add(1)
+	r.pending.add(j.ev.ID) // before the commit: see pendingFanout
+	err := r.store.Submit(r.ctx, j.ev, func(res store.SaveResult) {
+		defer in.inflight.Done()
+		r.dispatch.push(dispatchItem{ev: j.ev, okTo: j.s, t0: j.t0, res: res, stored: true})
+	})
+	if err != nil {
+		r.pending.done(j.ev.ID)
+		in.inflight.Done()
+		r.stats.DBErrors.Add(1)
+		j.s.finishEvent(j, nostr.Reject(nostr.PrefixError, "could not store event: "+err.Error()), "")
+	}
+}
+
+// checkPlugin submits a verified event to the write-policy plugin; its
+// decision arrives on a plugin goroutine.
+func (in *ingest) checkPlugin(j verifyJob) {
+	r := in.r
+	var authed nostr.PubKey
+	if info := j.s.auth.load(); info.authed() {
+		authed = info.pubkeys[0]
+		if info.has(&j.ev.PubKey) {
+			authed = j.ev.PubKey
+		}
+	}
+	meta := policy.MetaFromIP(j.s.addr, authed)
+	meta.ReceivedAt = j.t0
+	in.plugged.Add(1)
+	rej := r.plugin.Check(j.ev, meta, func(d policy.Decision) {
+		// On a plugin goroutine: must not block.
+		defer in.plugged.Done()
+		switch d.Action {
+		case policy.Accept:
+			in.handOff(j)
+		case policy.ShadowReject:
+			r.stats.EventsShadowRejected.Add(1)
+			j.s.finishEvent(j, nil, "")
+		default:
+			rej := d.Rejection()
+			if rej == nil {
+				rej = nostr.Reject(nostr.PrefixError, "write policy plugin gave no decision")
+			}
+			j.s.finishEvent(j, rej, "")
+		}
+	})
+	if rej != nil {
+		in.plugged.Done()
+		j.s.finishEvent(j, rej, "")
+	}
+}
+
+// handOff queues a plugin-accepted event for the poster without blocking.
+func (in *ingest) handOff(j verifyJob) {
+	in.mu.RLock()
+	if in.postClosed {
+		in.mu.RUnlock()
+		j.s.finishEvent(j, nostr.Reject(nostr.PrefixError, "relay is shutting down"), "")
+		return
+	}
+	select {
+	case in.post <- j:
+		in.mu.RUnlock()
+	default:
+		in.mu.RUnlock()
+		in.r.stats.LimitTrips[limVerifyQueue].Add(1)
+		j.s.finishEvent(j, nostr.Reject(nostr.PrefixRateLimited, "relay is at capacity, slow down"), "")
+	}
+}
+
+// poster submits plugin-accepted events until the post queue is closed.
+func (in *ingest) poster() {
+	defer close(in.postDone)
+	for j := range in.post {
+		in.accept(j)
+	}
+}
+
+// close stops taking events, verifies and submits what is queued (events
+// waiting for the plugin get its decision; a plugin the relay started is
+// closed, which rejects what it still holds), and waits until the store
+// has answered every submitted event.
 func (in *ingest) close() {
 	in.mu.Lock()
 	if !in.closed {
@@ -93,6 +197,17 @@ func (in *ingest) close() {
 	}
 	in.mu.Unlock()
 	in.workers.Wait()
+	if in.post != nil {
+		in.r.closePlugin()
+		in.plugged.Wait()
+		in.mu.Lock()
+		if !in.postClosed {
+			in.postClosed = true
+			close(in.post)
+		}
+		in.mu.Unlock()
+		<-in.postDone
+	}
 	in.inflight.Wait()
 }
 

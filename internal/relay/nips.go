@@ -1,9 +1,16 @@
 package relay
 
+import "slices"
+
 // SupportedNIPs lists the NIPs this relay implements, for NIP-11. A NIP is
 // listed only when it works end to end.
 func (r *Relay) SupportedNIPs() []int {
-	return []int{1, 9, 11, 40, 45, 77}
+	nips := []int{1, 9, 11, 40, 42, 45, 62, 70, 77}
+	if r.minPoW > 0 {
+		nips = append(nips, 13)
+	}
+	slices.Sort(nips)
+	return nips
 }
 
 // Limitation is the NIP-11 "limitation" object.
@@ -36,6 +43,10 @@ func (r *Relay) Limitation() Limitation {
 		MaxSubIDLength:   c.MaxSubIDLength,
 		MaxEventTags:     c.MaxTags,
 		MaxContentLength: c.MaxEventBytes,
+		MinPowDifficulty: r.minPoW,
+		AuthRequired:     c.AuthRequired,
+		RestrictedWrites: r.restrictedWrites || c.AuthRequired || r.minPoW > 0 ||
+			len(r.lists.AllowedPubKeys()) > 0 || len(r.lists.AllowedKinds()) > 0,
 	}
 	if c.MaxContentBytes > 0 {
 		l.MaxContentLength = c.MaxContentBytes

@@ -19,6 +19,7 @@ type queryJob struct {
 	subID     string
 	filters   []nostr.Filter
 	count     bool
+	cnt       *countJob      // COUNT state between slices (count.go)
 	it        store.Iterator // owned by whoever runs or releases the job
 	t0        time.Time
 	sent      int
@@ -287,17 +288,6 @@ func (q *queryScheduler) fail(j *queryJob, err error) {
 	}
 }
 
-func (q *queryScheduler) runCount(j *queryJob) {
-	r := q.r
-	defer j.release()
-	n, err := r.store.Count(r.ctx, j.filters)
-	if err != nil {
-		q.fail(j, err)
-		return
-	}
-	j.s.sendControl(func(b []byte) []byte { return nostr.AppendCount(b, j.subID, n, false, nil) })
-}
-
 // clampFilters applies MaxLimit to every filter (a missing limit becomes
 // MaxLimit) and reports whether any limit was lowered.
 func (r *Relay) clampFilters(filters []nostr.Filter) {
@@ -317,8 +307,13 @@ func (r *Relay) clampFilters(filters []nostr.Filter) {
 // meanwhile are held and sent after EOSE unless the stored query sent them.
 func (s *Session) handleReq(subID string, filters []nostr.Filter) {
 	r := s.r
-	if rej := s.checkRead(filters); rej != nil {
-		s.closedMsg(subID, rej.Error())
+	rej := s.allowReq()
+	if rej == nil {
+		rej = s.checkReq(filters)
+	}
+	if rej != nil {
+		s.handleClose(subID) // a refused REQ still replaces one with its id
+		s.refuseReq(subID, rej)
 		return
 	}
 	r.clampFilters(filters)
@@ -355,15 +350,19 @@ func (s *Session) handleReq(subID string, filters []nostr.Filter) {
 	r.queries.enqueue(j)
 }
 
-// handleCount answers a NIP-45 COUNT.
+// handleCount answers a NIP-45 COUNT (count.go runs it).
 func (s *Session) handleCount(subID string, filters []nostr.Filter) {
 	r := s.r
-	if rej := s.checkRead(filters); rej != nil {
-		s.closedMsg(subID, rej.Error())
+	rej := s.allowReq()
+	if rej == nil {
+		rej = s.checkReq(filters)
+	}
+	if rej != nil {
+		s.refuseReq(subID, rej)
 		return
 	}
 	r.stats.Counts.Add(1)
-	r.queries.enqueue(&queryJob{s: s, subID: subID, filters: filters, count: true, t0: r.now()})
+	r.queries.enqueue(&queryJob{s: s, subID: subID, filters: filters, count: true, cnt: &countJob{}, t0: r.now()})
 }
 
 func itoa(n int) string {

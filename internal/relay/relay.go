@@ -3,6 +3,7 @@ package relay
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"sync"
@@ -12,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/petrel-relay/petrel/internal/nostr"
+	"github.com/petrel-relay/petrel/internal/policy"
 	"github.com/petrel-relay/petrel/internal/store"
 )
 
@@ -22,6 +24,18 @@ type Options struct {
 	Logger   *slog.Logger   // default slog.Default()
 	Now      func() time.Time
 	Info     Info // NIP-11 information
+
+	// Policy configures the write lists, the rate limits, the plugin and
+	// the NIP-13 minimum proof of work (the [policy] section). The zero
+	// value switches them all off.
+	Policy policy.Config
+	// Persister keeps what the NIP-86 management API changes: the dynamic
+	// layer of the write lists and the relay's name, description and
+	// icon. Default: in memory (changes are lost at restart).
+	Persister policy.Persister
+	// Plugin, if set, is used instead of starting Policy.Plugin; the relay
+	// does not close it.
+	Plugin *policy.Plugin
 }
 
 // Relay is the protocol engine shared by all sessions.
@@ -54,6 +68,24 @@ type Relay struct {
 
 	queryBytesPeak atomic.Int64 // high-water mark of stats.QueryBytesQueued
 
+	// Write policy and NIP-42 (policy.go, auth.go); fixed after New, the
+	// lists change inside (lock-free for readers).
+	lists            *policy.Lists
+	limEventIP       *policy.RateLimits // EVENTs per address; nil: off
+	limEventPK       *policy.RateLimits // events per pubkey; nil: off
+	limReq           *policy.RateLimits // REQ and COUNT per address; nil: off
+	plugin           *policy.Plugin     // nil: none
+	ownPlugin        bool               // plugin was started by New
+	postQueue        int                // capacity of ingest.post
+	persister        policy.Persister
+	minPoW           int
+	restrictedWrites bool
+	prot             *kindBits // protected kinds (read protection); nil: none
+	protKinds        []int     // the same, sorted
+	protText         string    // "4, 14 and 1059", for messages
+	ownURL           string    // normalized Config.URL; "" if not set
+	vanishQ          chan *nostr.Event
+
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -84,6 +116,18 @@ func New(cfg Config, opts Options) (*Relay, error) {
 	if r.now == nil {
 		r.now = time.Now
 	}
+	if cfg.URL != "" {
+		u, ok := normalizeRelayURL(cfg.URL)
+		if !ok {
+			return nil, fmt.Errorf("relay: url %q is not a ws:// or wss:// URL", cfg.URL)
+		}
+		r.ownURL = u
+	}
+	r.initProtected()
+	if err := r.initPolicy(opts); err != nil {
+		return nil, err
+	}
+	r.vanishQ = make(chan *nostr.Event, vanishQueue)
 	r.limits = nostr.Limits{
 		MaxFilters:      cfg.MaxFilters,
 		MaxFilterValues: cfg.MaxFilterValues,
@@ -107,8 +151,9 @@ func New(cfg Config, opts Options) (*Relay, error) {
 	r.dispatch = newDispatcher(r)
 	r.queries = newQueryScheduler(r)
 	r.ingest = newIngest(r)
-	r.wg.Add(1)
+	r.wg.Add(2)
 	go r.sweep()
+	go r.vanishWorker()
 	return r, nil
 }
 
@@ -130,6 +175,7 @@ func (r *Relay) Stats() Snapshot {
 	s.StoreBackend = st.Backend
 	s.SubscriptionsActive = int64(r.idx.count())
 	s.NegStats = r.NegStats()
+	s.Policy = r.PolicyStats()
 	return s
 }
 

@@ -2,6 +2,7 @@ package relay
 
 import (
 	"fmt"
+	"net/netip"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -84,6 +85,8 @@ type Session struct {
 	t  Transport
 	IP string // remote address (no port), for limits and logs
 
+	addr netip.Addr // IP parsed, for the write policy (zero if unparseable)
+
 	out outbox
 
 	mu      sync.Mutex      // guards subs
@@ -104,7 +107,7 @@ type Session struct {
 
 // NewSession registers a new connection with the relay.
 func (r *Relay) NewSession(t Transport, ip string) *Session {
-	s := &Session{r: r, t: t, IP: ip}
+	s := &Session{r: r, t: t, IP: ip, addr: parseAddr(ip)}
 	now := r.now().UnixNano()
 	s.lastRead.Store(now)
 	s.out.progress.Store(now)

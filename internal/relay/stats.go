@@ -31,6 +31,8 @@ var limitNames = [...]string{
 	"max_pending_events", "verify_queue", "max_connections",
 	"max_connections_per_ip", "drain_timeout", "idle_timeout",
 	"control_backlog", "max_limit_clamped",
+	"event_rate_ip", "event_rate_pubkey", "req_rate_ip", "max_auth_pubkeys",
+	"count_scan_limit",
 }
 
 const (
@@ -55,6 +57,11 @@ const (
 	limIdleTimeout
 	limControlBacklog
 	limLimitClamped
+	limEventRateIP
+	limEventRatePubKey
+	limReqRateIP
+	limAuthPubKeys
+	limCountScan
 	numLimits
 )
 
@@ -87,6 +94,14 @@ type Stats struct {
 	Notices             atomic.Int64
 	LimitTrips          [numLimits]atomic.Int64
 	QueryBytesQueued    atomic.Int64 // stored-query bytes in out-queues, relay-wide
+
+	AuthAccepted         atomic.Int64 // NIP-42 AUTH answered OK true
+	AuthRejected         atomic.Int64 // NIP-42 AUTH answered OK false
+	ConnectionsBlocked   atomic.Int64 // sessions closed for a blocked address or banned pubkey
+	EventsShadowRejected atomic.Int64 // answered OK true, neither stored nor broadcast (plugin)
+	// ReqRefused counts REQ, COUNT and NEG-OPEN refused by policy
+	// (authentication, read protection, rate limits), by prefix.
+	ReqRefused [len(reasonNames)]atomic.Int64
 }
 
 // Snapshot is a point-in-time copy of the counters.
@@ -119,6 +134,13 @@ type Snapshot struct {
 	LimitTrips          map[string]int64 `json:"limits_tripped"`
 	QueryBytesQueued    int64            `json:"query_bytes_queued"`
 	NegStats
+
+	AuthAccepted         int64            `json:"auth_accepted"`
+	AuthRejected         int64            `json:"auth_rejected"`
+	ConnectionsBlocked   int64            `json:"connections_blocked"`
+	EventsShadowRejected int64            `json:"events_shadow_rejected"`
+	RequestsRefused      map[string]int64 `json:"requests_refused"`
+	Policy               PolicyStats      `json:"policy"`
 }
 
 func (st *Stats) snapshot() Snapshot {
@@ -147,9 +169,16 @@ func (st *Stats) snapshot() Snapshot {
 		Notices:             st.Notices.Load(),
 		LimitTrips:          make(map[string]int64, numLimits),
 		QueryBytesQueued:    st.QueryBytesQueued.Load(),
+
+		AuthAccepted:         st.AuthAccepted.Load(),
+		AuthRejected:         st.AuthRejected.Load(),
+		ConnectionsBlocked:   st.ConnectionsBlocked.Load(),
+		EventsShadowRejected: st.EventsShadowRejected.Load(),
+		RequestsRefused:      make(map[string]int64, len(reasonNames)),
 	}
 	for i, n := range reasonNames {
 		s.EventsRejected[n] = st.Rejected[i].Load()
+		s.RequestsRefused[n] = st.ReqRefused[i].Load()
 	}
 	for i, n := range limitNames {
 		s.LimitTrips[n] = st.LimitTrips[i].Load()

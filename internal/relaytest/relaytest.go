@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/petrel-relay/petrel/internal/policy"
 	"github.com/petrel-relay/petrel/internal/relay"
 	"github.com/petrel-relay/petrel/internal/server"
 	"github.com/petrel-relay/petrel/internal/store"
@@ -25,6 +26,10 @@ type Options struct {
 	// Logger defaults to a discarding logger (set PETREL_TEST_LOG=1 to see
 	// logs).
 	Logger *slog.Logger
+	// Policy, Persister and Plugin are passed to the relay (relay.Options).
+	Policy    policy.Config
+	Persister policy.Persister
+	Plugin    *policy.Plugin
 }
 
 // OpenStore opens the default store for test relays in dir: the embedded
@@ -64,7 +69,8 @@ func Start(t testing.TB, opts Options) *Relay {
 	if log == nil {
 		log = testLogger()
 	}
-	rl, err := relay.New(opts.Relay, relay.Options{Store: st, Logger: log, Info: opts.Info})
+	rl, err := relay.New(opts.Relay, relay.Options{Store: st, Logger: log, Info: opts.Info,
+		Policy: opts.Policy, Persister: opts.Persister, Plugin: opts.Plugin})
 	if err != nil {
 		t.Fatalf("relay: %v", err)
 	}

@@ -22,6 +22,11 @@ type Config struct {
 	// Pollers is the number of epoll goroutines. Default: the number of
 	// CPUs.
 	Pollers int `toml:"pollers"`
+	// Admins lists the hex pubkeys allowed to call the NIP-86 management
+	// API (a POST of type application/nostr+json+rpc to "/", authorized
+	// with NIP-98). Default empty: every call is answered 401, and NIP-11
+	// does not list 86.
+	Admins []string `toml:"admins"`
 }
 
 // Normalize returns c with defaults filled in.

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"html/template"
 	"net/http"
+	"slices"
 
 	"github.com/petrel-relay/petrel/internal/relay"
 )
@@ -39,12 +40,17 @@ func setCORS(w http.ResponseWriter) {
 
 func (s *Server) nip11Doc() nip11 {
 	info := s.relay.Info()
+	nips := s.relay.SupportedNIPs()
+	if s.admins > 0 {
+		nips = append(nips, 86) // served here, not by the relay
+		slices.Sort(nips)
+	}
 	return nip11{
 		Name:           info.Name,
 		Description:    info.Description,
 		PubKey:         info.PubKey,
 		Contact:        info.Contact,
-		SupportedNIPs:  s.relay.SupportedNIPs(),
+		SupportedNIPs:  nips,
 		Software:       softwareURL,
 		Version:        s.version,
 		Icon:           info.Icon,

@@ -57,13 +57,19 @@ var (
 	dNegTimedOut  = desc("neg_sessions_timed_out_total", "NIP-77 sessions closed for idleness.")
 	dNegMessages  = desc("neg_messages_total", "NEG-MSGs answered.")
 	dNegItems     = desc("neg_items_held", "Items held by NIP-77 sessions, relay-wide.")
+	dAuth         = desc("auth_total", "NIP-42 AUTH messages answered, by result.", "result")
+	dConnBlocked  = desc("connections_blocked_total", "Connections closed for a blocked address or a banned pubkey.")
+	dEvShadow     = desc("events_shadow_rejected_total", "Events answered OK but neither stored nor broadcast (plugin shadowReject).")
+	dReqRefused   = desc("requests_refused_total", "REQ, COUNT and NEG-OPEN refused by policy, by NIP-01 reason prefix.", "reason")
+	dPlugin       = desc("plugin_decisions_total", "Write-policy plugin outcomes, by outcome.", "outcome")
 )
 
 func (c *statsCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{dConnActive, dConnTotal, dConnRejected, dSlots, dSubsActive, dSubsTotal,
 		dEvRecv, dEvAcc, dEvDup, dEvEph, dEvRej, dDropped, dDBErr, dMsgIn, dMsgOut, dBytesIn, dBytesOut, dDeliv,
 		dStored, dQueries, dCounts, dNotices, dLimits, dQBytes, dDBSize, dUptime, dVerifier,
-		dNegOpened, dNegActive, dNegRefused, dNegTimedOut, dNegMessages, dNegItems} {
+		dNegOpened, dNegActive, dNegRefused, dNegTimedOut, dNegMessages, dNegItems,
+		dAuth, dConnBlocked, dEvShadow, dReqRefused, dPlugin} {
 		ch <- d
 	}
 }
@@ -113,4 +119,19 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 	k(dNegTimedOut, st.NegStats.TimedOut)
 	k(dNegMessages, st.NegStats.Messages)
 	g(dNegItems, float64(st.NegStats.ItemsHeld))
+	k(dAuth, st.AuthAccepted, "accepted")
+	k(dAuth, st.AuthRejected, "rejected")
+	k(dConnBlocked, st.ConnectionsBlocked)
+	k(dEvShadow, st.EventsShadowRejected)
+	for r, v := range st.RequestsRefused {
+		k(dReqRefused, v, r)
+	}
+	if p := st.Policy.Plugin; p != nil {
+		k(dPlugin, p.Accepted, "accepted")
+		k(dPlugin, p.Rejected, "rejected")
+		k(dPlugin, p.ShadowRejected, "shadow_rejected")
+		k(dPlugin, p.Timeouts, "timeout")
+		k(dPlugin, p.Failed, "failed")
+		k(dPlugin, p.Refused, "refused")
+	}
 }

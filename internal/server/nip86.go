@@ -66,6 +66,9 @@ type NIP86Deps struct {
 	// Logger receives an audit line per successful change. Nil:
 	// slog.Default().
 	Logger *slog.Logger
+	// OnChange, if set, is called after each successful change with the
+	// method's name (after its audit line), on the request's goroutine.
+	OnChange func(method string)
 }
 
 // nip86Handler serves NIP-86. It is safe for concurrent use.
@@ -447,6 +450,9 @@ func (h *nip86Handler) register() {
 	l := h.d.Lists
 	audit := func(admin nostr.PubKey, method string, args ...any) {
 		h.d.Logger.Info("nip86: "+method, append([]any{"admin", admin.Hex()}, args...)...)
+		if h.d.OnChange != nil {
+			h.d.OnChange(method)
+		}
 	}
 	pkMethod := func(name string, do func(context.Context, nostr.PubKey, string) error) {
 		add(name, func(ctx context.Context, admin nostr.PubKey, params []json.RawMessage) (any, error) {

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/lesismal/nbio/nbhttp/websocket"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/petrel-relay/petrel/internal/nostr"
 	"github.com/petrel-relay/petrel/internal/relay"
 )
 
@@ -40,6 +42,8 @@ type Server struct {
 	slots    *slots
 	registry *prometheus.Registry
 	metrics  http.Handler
+	nip86    http.Handler // the NIP-86 management API
+	admins   int          // number of NIP-86 admins
 
 	lnMu sync.Mutex
 	lns  []*stoppableListener
@@ -66,6 +70,9 @@ func New(cfg Config, opts Options) (*Server, error) {
 	}
 	if s.version == "" {
 		s.version = "dev"
+	}
+	if err := s.initNIP86(); err != nil {
+		return nil, err
 	}
 	s.slots = newSlots(cfg.MaxConnections, cfg.MaxConnectionsPerIP)
 	s.initMetrics()
@@ -245,3 +252,41 @@ func (n nbioLogger) Error(f string, v ...any) {
 }
 
 var _ = nbio.Conn{}
+
+// initNIP86 builds the NIP-86 management API over the relay: its write
+// lists, its NIP-11 information (changes persisted by Relay.UpdateInfo)
+// and its store (banevent deletes the stored copy). A ban of a pubkey or
+// a block of an address also closes the connections it concerns.
+func (s *Server) initNIP86() error {
+	var admins []nostr.PubKey
+	for _, a := range s.cfg.Admins {
+		pk, err := nostr.ParsePubKey(strings.ToLower(strings.TrimSpace(a)))
+		if err != nil {
+			return fmt.Errorf("server: admins: %q is not a hex pubkey", a)
+		}
+		admins = append(admins, pk)
+	}
+	s.admins = len(admins)
+	rl := s.relay
+	s.nip86 = NewNIP86Handler(NIP86Deps{
+		Lists:   rl.Lists(),
+		Admins:  admins,
+		URL:     rl.Config().URL,
+		GetInfo: rl.Info,
+		SetInfo: rl.UpdateInfo,
+		DeleteEvent: func(ctx context.Context, id nostr.ID) error {
+			_, err := rl.Store().Delete(ctx, []nostr.ID{id})
+			return err
+		},
+		Logger: s.log,
+		OnChange: func(method string) {
+			switch method {
+			case "banpubkey", "blockip":
+				if n := rl.DisconnectBlocked(); n > 0 {
+					s.log.Info("nip86: closed connections", "method", method, "count", n)
+				}
+			}
+		},
+	})
+	return nil
+}

@@ -2,6 +2,7 @@ package server
 
 import (
 	"errors"
+	"mime"
 	"net"
 	"net/http"
 	"strings"
@@ -97,13 +98,22 @@ func (s *Server) handleRoot(w http.ResponseWriter, r *http.Request) {
 		s.upgrade(w, r)
 		return
 	}
+	if r.Method == http.MethodPost && isNIP86(r) {
+		// NIP-86: the management API lives on the WebSocket URI.
+		s.nip86.ServeHTTP(w, r)
+		return
+	}
 	if r.Method == http.MethodOptions {
+		if strings.EqualFold(r.Header.Get("Access-Control-Request-Method"), http.MethodPost) {
+			s.nip86.ServeHTTP(w, r) // preflight of a NIP-86 call
+			return
+		}
 		setCORS(w)
 		w.WriteHeader(http.StatusNoContent)
 		return
 	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		w.Header().Set("Allow", "GET, HEAD, OPTIONS")
+		w.Header().Set("Allow", "GET, HEAD, POST, OPTIONS")
 		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
 		return
 	}
@@ -112,6 +122,12 @@ func (s *Server) handleRoot(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.serveLanding(w, r)
+}
+
+// isNIP86 reports whether r has the NIP-86 Content-Type.
+func isNIP86(r *http.Request) bool {
+	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	return err == nil && mt == NIP86ContentType
 }
 
 func isUpgrade(r *http.Request) bool {

@@ -1,0 +1,80 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+func TestLoadPolicyAndAuth(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "petrel.toml")
+	err := os.WriteFile(path, []byte(`
+[relay]
+url = "wss://relay.example.com"
+auth_on_connect = true
+auth_required = true
+auth_window = "5m"
+protected_kinds = []
+count_scan_limit = 1000
+
+[server]
+admins = ["3bf0c63fcb93463407af97a5e5ee64fa883d107ef9e558472c4eb9aaaefa459d"]
+
+[policy]
+event_rate = 2.5
+banned_pubkeys = ["3bf0c63fcb93463407af97a5e5ee64fa883d107ef9e558472c4eb9aaaefa459d"]
+min_pow_difficulty = 12
+plugin_timeout = "3s"
+`), 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := Load(path, []string{"PETREL_POLICY_REQ_RATE=4", "PETREL_POLICY_DISALLOWED_KINDS=7,9"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c = c.Normalize()
+	r, p := c.Relay, c.Policy
+	if !r.AuthOnConnect || !r.AuthRequired || r.AuthWindow != 5*time.Minute || r.CountScanLimit != 1000 || r.URL != "wss://relay.example.com" {
+		t.Fatalf("relay %+v", r)
+	}
+	if r.ProtectedKinds == nil || len(r.ProtectedKinds) != 0 {
+		t.Fatalf("protected_kinds = [] must protect nothing, got %v", r.ProtectedKinds)
+	}
+	if len(c.Server.Admins) != 1 {
+		t.Fatalf("admins %v", c.Server.Admins)
+	}
+	if p.EventRate != 2.5 || p.EventBurst != 3 || p.ReqRate != 4 || p.MinPoWDifficulty != 12 || p.PluginTimeout != 3*time.Second ||
+		len(p.BannedPubKeys) != 1 || len(p.DisallowedKinds) != 2 {
+		t.Fatalf("policy %+v", p)
+	}
+	if err := p.Validate(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestDefaultsAuth(t *testing.T) {
+	c, err := Load("", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c = c.Normalize()
+	if got := c.Relay.ProtectedKinds; len(got) != 3 || got[0] != 4 || got[1] != 14 || got[2] != 1059 {
+		t.Fatalf("default protected_kinds %v", got)
+	}
+	if c.Relay.AuthWindow != 10*time.Minute || c.Relay.AuthRequired || c.Relay.AuthOnConnect || c.Relay.MaxAuthPubKeys != 16 {
+		t.Fatalf("relay defaults %+v", c.Relay)
+	}
+	if c.Policy.EventRate != 0 || c.Policy.Plugin != "" || c.Policy.MinPoWDifficulty != 0 {
+		t.Fatalf("policy defaults %+v", c.Policy)
+	}
+}
+
+func TestUnknownPolicyKey(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "petrel.toml")
+	os.WriteFile(path, []byte("[policy]\nevent_rat = 1\n"), 0o644)
+	if _, err := Load(path, nil); err == nil {
+		t.Fatal("a misspelt [policy] key was accepted")
+	}
+}

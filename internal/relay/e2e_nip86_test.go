@@ -1,0 +1,202 @@
+package relay_test
+
+// The NIP-86 management API, wired into the server, end to end.
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/petrel-relay/petrel/internal/nostr"
+	"github.com/petrel-relay/petrel/internal/policy"
+	"github.com/petrel-relay/petrel/internal/relay"
+	"github.com/petrel-relay/petrel/internal/relaytest"
+	"github.com/petrel-relay/petrel/internal/server"
+)
+
+// nip86 calls method on r as k and returns the HTTP status and the
+// decoded body.
+func nip86(t testing.TB, r *relaytest.Relay, k relaytest.Key, method string, params ...any) (int, map[string]any) {
+	t.Helper()
+	if params == nil {
+		params = []any{}
+	}
+	body, _ := json.Marshal(map[string]any{"method": method, "params": params})
+	sum := sha256.Sum256(body)
+	url := r.HTTPURL() + "/"
+	auth := k.Event(nostr.KindHTTPAuth, "", nostr.Tags{{"u", url}, {"method", "POST"}, {"payload", hex.EncodeToString(sum[:])}}, 0)
+	req, err := http.NewRequest("POST", url, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/nostr+json+rpc")
+	req.Header.Set("Authorization", "Nostr "+base64.StdEncoding.EncodeToString(auth.Raw))
+	cl := &http.Client{Timeout: relaytest.DefaultTimeout, Transport: &http.Transport{DisableKeepAlives: true}}
+	resp, err := cl.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	var out map[string]any
+	if err := json.Unmarshal(raw, &out); err != nil {
+		t.Fatalf("%s: %d %s", method, resp.StatusCode, raw)
+	}
+	return resp.StatusCode, out
+}
+
+func nip11Doc(t testing.TB, r *relaytest.Relay) map[string]any {
+	t.Helper()
+	_, body := getHTTP(t, r, "GET", "/", map[string]string{"Accept": "application/nostr+json"})
+	var doc map[string]any
+	if err := json.Unmarshal(body, &doc); err != nil {
+		t.Fatal(err)
+	}
+	return doc
+}
+
+func TestNIP86BanPubKey(t *testing.T) {
+	t.Parallel()
+	admin, mallory, alice := relaytest.NewKey("admin"), relaytest.NewKey("mallory"), relaytest.NewKey("alice")
+	r := relaytest.Start(t, relaytest.Options{
+		Relay:  relay.Config{AuthOnConnect: true},
+		Server: server.Config{Admins: []string{admin.PK.Hex()}},
+	})
+	// mallory is connected, authenticated, and publishing.
+	mc := dialAuthed(t, r, mallory)
+	mc.MustPublish(mallory.Note("before"))
+	other := relaytest.Dial(t, r.URL)
+	expectChallenge(t, other)
+	other.MustPublish(mallory.Note("also before"))
+
+	// A non-admin may not.
+	if code, body := nip86(t, r, alice, "banpubkey", mallory.PK.Hex(), "spam"); code != 401 || !strings.HasPrefix(body["error"].(string), "unauthorized") {
+		t.Fatalf("non-admin: %d %v", code, body)
+	}
+	if code, body := nip86(t, r, admin, "banpubkey", mallory.PK.Hex(), "spam"); code != 200 || body["result"] != true {
+		t.Fatalf("banpubkey: %d %v", code, body)
+	}
+	// mallory's authenticated connection is closed; her next EVENT on
+	// any connection is refused.
+	if code := mc.WaitClosed(relaytest.DefaultTimeout); code != 1008 {
+		t.Fatalf("close code %d", code)
+	}
+	if m := other.Publish(mallory.Note("after")); m.OK || m.Message != "blocked: this pubkey is banned from this relay" {
+		t.Fatalf("after ban: %+v", m)
+	}
+	other.MustPublish(alice.Note("others are fine"))
+	_, body := nip86(t, r, admin, "listbannedpubkeys")
+	if list := body["result"].([]any); len(list) != 1 || list[0].(map[string]any)["pubkey"] != mallory.PK.Hex() {
+		t.Fatalf("listbannedpubkeys %v", body)
+	}
+	doc := nip11Doc(t, r)
+	if nips := doc["supported_nips"].([]any); !containsAny(nips, 86) {
+		t.Fatalf("supported_nips %v", nips)
+	}
+	if doc["limitation"].(map[string]any)["restricted_writes"] != false {
+		t.Fatalf("limitation %v", doc["limitation"])
+	}
+	// An allow list restricts writes from then on.
+	if code, body := nip86(t, r, admin, "allowpubkey", alice.PK.Hex()); code != 200 || body["result"] != true {
+		t.Fatalf("allowpubkey: %d %v", code, body)
+	}
+	if doc := nip11Doc(t, r); doc["limitation"].(map[string]any)["restricted_writes"] != true {
+		t.Fatalf("limitation after allowpubkey %v", doc["limitation"])
+	}
+	if m := other.Publish(relaytest.NewKey("bob").Note("not on the list")); m.OK || !strings.HasPrefix(m.Message, "blocked: ") {
+		t.Fatalf("not allowed: %+v", m)
+	}
+}
+
+func containsAny(list []any, v float64) bool {
+	for _, x := range list {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+func TestNIP86RelayInfoPersists(t *testing.T) {
+	t.Parallel()
+	admin := relaytest.NewKey("admin")
+	p := &policy.MemPersister{}
+	opts := relaytest.Options{
+		Server:    server.Config{Admins: []string{admin.PK.Hex()}},
+		Info:      relay.Info{Name: "from config", Description: "config description"},
+		Persister: p,
+	}
+	r := relaytest.Start(t, opts)
+	for _, c := range [][2]string{{"changerelayname", "renamed"}, {"changerelaydescription", "new words"}, {"changerelayicon", "https://example.com/i.png"}} {
+		if code, body := nip86(t, r, admin, c[0], c[1]); code != 200 || body["result"] != true {
+			t.Fatalf("%s: %d %v", c[0], code, body)
+		}
+	}
+	doc := nip11Doc(t, r)
+	if doc["name"] != "renamed" || doc["description"] != "new words" || doc["icon"] != "https://example.com/i.png" {
+		t.Fatalf("NIP-11 after changes: %v", doc)
+	}
+	// A restarted relay with the same persister keeps them.
+	r.Stop()
+	r2 := relaytest.Start(t, opts)
+	if doc := nip11Doc(t, r2); doc["name"] != "renamed" || doc["description"] != "new words" {
+		t.Fatalf("NIP-11 after restart: %v", doc)
+	}
+}
+
+func TestNIP86BlockIPAndDeleteEvent(t *testing.T) {
+	t.Parallel()
+	admin, alice := relaytest.NewKey("admin"), relaytest.NewKey("alice")
+	r := relaytest.Start(t, relaytest.Options{Server: server.Config{Admins: []string{admin.PK.Hex()}}})
+	c := relaytest.Dial(t, r.URL)
+	ev := alice.Note("to be banned")
+	c.MustPublish(ev)
+	if code, body := nip86(t, r, admin, "banevent", ev.ID.Hex(), "bad"); code != 200 || body["result"] != true {
+		t.Fatalf("banevent: %d %v", code, body)
+	}
+	if has, _ := r.Store.Has(t.Context(), ev.ID); has {
+		t.Fatal("banned event still stored")
+	}
+	if m := c.Publish(ev); m.OK || m.Message != "blocked: this event is banned from this relay" {
+		t.Fatalf("banned event again: %+v", m)
+	}
+	if code, body := nip86(t, r, admin, "blockip", "127.0.0.1", "test"); code != 200 || body["result"] != true {
+		t.Fatalf("blockip: %d %v", code, body)
+	}
+	if code := c.WaitClosed(relaytest.DefaultTimeout); code != 1008 {
+		t.Fatalf("close code %d", code)
+	}
+	// New connections from the address are refused.
+	c2 := relaytest.Dial(t, r.URL)
+	if m := c2.Read(); m.Type != "NOTICE" || !strings.HasPrefix(m.Message, "blocked: ") {
+		t.Fatalf("after blockip: %s", describe(m))
+	}
+	// The CORS preflight of a NIP-86 call allows its headers.
+	resp, _ := getHTTP(t, r, "OPTIONS", "/", map[string]string{
+		"Origin": "https://admin.example", "Access-Control-Request-Method": "POST",
+		"Access-Control-Request-Headers": "authorization, content-type",
+	})
+	if h := resp.Header.Get("Access-Control-Allow-Headers"); !strings.Contains(h, "Authorization") || !strings.Contains(h, "Content-Type") {
+		t.Fatalf("preflight Access-Control-Allow-Headers %q", h)
+	}
+	if m := resp.Header.Get("Access-Control-Allow-Methods"); !strings.Contains(m, "POST") {
+		t.Fatalf("preflight Access-Control-Allow-Methods %q", m)
+	}
+}
+
+func TestNIP86NoAdmins(t *testing.T) {
+	t.Parallel()
+	r := relaytest.Start(t, relaytest.Options{})
+	if code, _ := nip86(t, r, relaytest.NewKey("anyone"), "supportedmethods"); code != 401 {
+		t.Fatalf("no admins: %d", code)
+	}
+	if nips := nip11Doc(t, r)["supported_nips"].([]any); containsAny(nips, 86) {
+		t.Fatalf("supported_nips %v lists 86 without admins", nips)
+	}
+}

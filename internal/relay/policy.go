@@ -1,0 +1,249 @@
+package relay
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"time"
+
+	"github.com/petrel-relay/petrel/internal/nostr"
+	"github.com/petrel-relay/petrel/internal/policy"
+	"github.com/petrel-relay/petrel/internal/store"
+)
+
+// Write policy (internal/policy) wired into the relay: the write lists,
+// the rate limits and the plugin, built by New from Options.Policy, and
+// the NIP-11 information that NIP-86 may change, persisted through
+// Options.Persister.
+//
+// Where each check runs:
+//   - Lists.CheckIP when a session opens (onOpen): a blocked address gets a
+//     NOTICE and close 1008.
+//   - The per-address EVENT rate limit and Lists.CheckEvent among the cheap
+//     checks of an EVENT (policy()), before signature verification.
+//   - The per-pubkey EVENT rate limit and the plugin after signature
+//     verification (ingest.go): an unverified event may carry anyone's
+//     pubkey, and must not drain that pubkey's bucket or reach a stateful
+//     plugin in someone else's name. (The policy package suggests running
+//     the plugin before verification where it can; petrel does not.)
+//   - The per-address REQ rate limit on REQ and COUNT.
+
+// infoKey is the Persister key of the NIP-11 fields changed through
+// NIP-86.
+const infoKey = "relay/info"
+
+// persistedInfo is what infoKey holds.
+type persistedInfo struct {
+	Name        string `json:"name"`
+	Description string `json:"description"`
+	Icon        string `json:"icon"`
+}
+
+// initPolicy builds the lists, rate limits and plugin of opts, and loads
+// the persisted NIP-11 changes. It runs before any goroutine starts.
+func (r *Relay) initPolicy(opts Options) error {
+	pc := opts.Policy
+	if err := pc.Validate(); err != nil {
+		return err
+	}
+	pc = pc.Normalize()
+	r.persister = opts.Persister
+	if r.persister == nil {
+		r.persister = &policy.MemPersister{}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	lists, err := policy.NewLists(ctx, pc, r.persister)
+	if err != nil {
+		return err
+	}
+	r.lists = lists
+	if pc.EventRate > 0 {
+		r.limEventIP = policy.NewRateLimits(policy.Config{EventRate: pc.EventRate, EventBurst: pc.EventBurst, RateMaxKeys: pc.RateMaxKeys})
+	}
+	if pc.PubKeyEventRate > 0 {
+		r.limEventPK = policy.NewRateLimits(policy.Config{PubKeyEventRate: pc.PubKeyEventRate, PubKeyEventBurst: pc.PubKeyEventBurst, RateMaxKeys: pc.RateMaxKeys})
+	}
+	if pc.ReqRate > 0 {
+		r.limReq = policy.NewRateLimits(policy.Config{ReqRate: pc.ReqRate, ReqBurst: pc.ReqBurst, RateMaxKeys: pc.RateMaxKeys})
+	}
+	r.minPoW = pc.MinPoWDifficulty
+	r.restrictedWrites = pc.Plugin != "" || opts.Plugin != nil // lists: see Limitation
+	r.postQueue = pc.PluginMaxInflight
+	switch {
+	case opts.Plugin != nil:
+		r.plugin = opts.Plugin
+	case pc.Plugin != "":
+		p, err := policy.StartPlugin(pc, r.log)
+		if err != nil {
+			return err
+		}
+		r.plugin, r.ownPlugin = p, true
+	}
+	b, err := r.persister.Load(ctx, infoKey)
+	switch {
+	case err == nil:
+		var pi persistedInfo
+		if err := json.Unmarshal(b, &pi); err != nil {
+			r.closePlugin()
+			return fmt.Errorf("relay: persisted %s: %w", infoKey, err)
+		}
+		r.info.Name, r.info.Description, r.info.Icon = pi.Name, pi.Description, pi.Icon
+	case errors.Is(err, policy.ErrNotFound) || errors.Is(err, store.ErrNotFound):
+	default:
+		r.closePlugin()
+		return fmt.Errorf("relay: load %s: %w", infoKey, err)
+	}
+	return nil
+}
+
+// closePlugin stops the plugin if the relay started it.
+func (r *Relay) closePlugin() {
+	if r.ownPlugin && r.plugin != nil {
+		r.plugin.Close()
+	}
+}
+
+// initProtected builds the set of protected kinds.
+func (r *Relay) initProtected() {
+	var kinds []int
+	for _, k := range r.cfg.ProtectedKinds {
+		if k >= 0 && k <= nostr.MaxKind && !slices.Contains(kinds, k) {
+			kinds = append(kinds, k)
+		}
+	}
+	if len(kinds) == 0 {
+		return
+	}
+	slices.Sort(kinds)
+	r.prot = new(kindBits)
+	for _, k := range kinds {
+		r.prot[k>>6] |= 1 << (k & 63)
+	}
+	r.protKinds = kinds
+	r.protText = protectedText(kinds)
+}
+
+// Lists returns the relay's write lists, for the NIP-86 management API.
+// Changes made through it apply to the next event at once; call
+// DisconnectBlocked after a ban or block to close open connections too.
+func (r *Relay) Lists() *policy.Lists { return r.lists }
+
+// UpdateInfo persists info's name, description and icon through the
+// persister (from then on they override the configuration's [info]
+// values at start), then makes info the relay's NIP-11 information.
+func (r *Relay) UpdateInfo(info Info) error {
+	b, err := json.Marshal(persistedInfo{Name: info.Name, Description: info.Description, Icon: info.Icon})
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := r.persister.Save(ctx, infoKey, b); err != nil {
+		return fmt.Errorf("relay: save %s: %w", infoKey, err)
+	}
+	r.SetInfo(info)
+	return nil
+}
+
+// DisconnectBlocked closes, with 1008, every open connection whose address
+// the lists now block or that authenticated as a banned pubkey, and
+// returns how many it closed. It walks every session: call it after a
+// NIP-86 ban or block, not per message.
+func (r *Relay) DisconnectBlocked() int {
+	banned := make(map[nostr.PubKey]bool)
+	for _, e := range r.lists.BannedPubKeys() {
+		banned[e.PubKey] = true
+	}
+	n := 0
+	r.forEachSession(func(s *Session) {
+		if rej := r.lists.CheckIP(s.addr); rej != nil {
+			if s.close(ClosePolicy, rej.Error()) {
+				n++
+			}
+			return
+		}
+		if info := s.auth.load(); info.authed() && len(banned) > 0 {
+			for _, pk := range info.pubkeys {
+				if banned[pk] {
+					if s.close(ClosePolicy, "blocked: this pubkey is banned from this relay") {
+						n++
+					}
+					return
+				}
+			}
+		}
+	})
+	r.stats.ConnectionsBlocked.Add(int64(n))
+	return n
+}
+
+// RateLimitStats are the counters of one rate limit in /stats.
+type RateLimitStats struct {
+	Limited int64 `json:"limited"` // requests refused with "rate-limited:"
+	Evicted int64 `json:"evicted"` // partly drained buckets forgotten (table full)
+	Keys    int   `json:"keys"`    // addresses or pubkeys tracked now
+}
+
+// PolicyStats are the write-policy counters in /stats.
+type PolicyStats struct {
+	EventRateIP     RateLimitStats      `json:"event_rate_ip"`
+	EventRatePubKey RateLimitStats      `json:"event_rate_pubkey"`
+	ReqRateIP       RateLimitStats      `json:"req_rate_ip"`
+	Plugin          *policy.PluginStats `json:"plugin,omitempty"`
+}
+
+func rateStats(l policy.LimitStats) RateLimitStats {
+	return RateLimitStats{Limited: l.Limited, Evicted: l.Evicted, Keys: l.Keys}
+}
+
+// PolicyStats returns the rate-limit and plugin counters.
+func (r *Relay) PolicyStats() PolicyStats {
+	var ps PolicyStats
+	if r.limEventIP != nil {
+		ps.EventRateIP = rateStats(r.limEventIP.Stats().EventIP)
+	}
+	if r.limEventPK != nil {
+		ps.EventRatePubKey = rateStats(r.limEventPK.Stats().EventPubKey)
+	}
+	if r.limReq != nil {
+		ps.ReqRateIP = rateStats(r.limReq.Stats().ReqIP)
+	}
+	if r.plugin != nil {
+		st := r.plugin.Stats()
+		ps.Plugin = &st
+	}
+	return ps
+}
+
+// allowReq applies the per-address REQ rate limit to a REQ or COUNT.
+func (s *Session) allowReq() *nostr.Rejection {
+	r := s.r
+	if r.limReq == nil {
+		return nil
+	}
+	if rej := r.limReq.AllowReq(s.addr); rej != nil {
+		r.stats.LimitTrips[limReqRateIP].Add(1)
+		return rej
+	}
+	return nil
+}
+
+// refuseReq answers a REQ or COUNT with CLOSED and counts the refusal.
+func (s *Session) refuseReq(subID string, rej *nostr.Rejection) {
+	s.r.stats.ReqRefused[reasonIndex(rej.Prefix)].Add(1)
+	s.closedMsg(subID, rej.Error())
+}
+
+// parseAddr parses a session's address for the policy checks; an
+// unparseable one is the zero Addr (never blocked or rate limited).
+func parseAddr(ip string) netip.Addr {
+	a, err := netip.ParseAddr(ip)
+	if err != nil {
+		return netip.Addr{}
+	}
+	return a.Unmap()
+}

@@ -278,6 +278,10 @@ const (
 	maxBackoff = 30 * time.Second
 )
 
+// cancelGrace bounds how long an interrupted upload waits for the OKs of
+// the events it already sent.
+const cancelGrace = 5 * time.Second
+
 func (w *relaySink) put(ctx context.Context, events []*nostr.Event, t *Transfer) error {
 	o := &w.s.o
 	c := w.c
@@ -296,9 +300,19 @@ func (w *relaySink) put(ctx context.Context, events []*nostr.Event, t *Transfer)
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	var msg []byte
+	// On cancellation no new event is sent, but the OKs of those in
+	// flight are still awaited (for at most cancelGrace), so that an
+	// interrupted run leaves nothing half-known and the next run does not
+	// upload the same events again.
+	done := ctx.Done()
+	var cancelled error
+	var graceEnd time.Time
 	for len(queue) > 0 || len(inflight) > 0 {
 		now := time.Now()
-		for len(queue) > 0 && len(inflight) < o.Window && !now.Before(pauseUntil) {
+		if cancelled != nil && (now.After(graceEnd) || len(inflight) == 0) {
+			break
+		}
+		for cancelled == nil && len(queue) > 0 && len(inflight) < o.Window && !now.Before(pauseUntil) {
 			p := queue[0]
 			queue = queue[1:]
 			if _, dup := inflight[p.ev.ID]; dup {
@@ -318,6 +332,9 @@ func (w *relaySink) put(ctx context.Context, events []*nostr.Event, t *Transfer)
 			wait = pauseUntil.Sub(now) // waiting only for the pause to end
 		} else if now.Before(pauseUntil) {
 			wait = min(wait, pauseUntil.Sub(now))
+		}
+		if cancelled != nil {
+			wait = min(wait, graceEnd.Sub(now))
 		}
 		timer.Reset(max(wait, 0))
 		select {
@@ -344,7 +361,7 @@ func (w *relaySink) put(ctx context.Context, events []*nostr.Event, t *Transfer)
 				t.refuse(reason)
 			}
 		case <-timer.C:
-			if len(inflight) > 0 && time.Since(lastOK) >= o.Timeout {
+			if cancelled == nil && len(inflight) > 0 && time.Since(lastOK) >= o.Timeout {
 				for range inflight {
 					t.refuse("timeout")
 				}
@@ -352,8 +369,11 @@ func (w *relaySink) put(ctx context.Context, events []*nostr.Event, t *Transfer)
 			}
 		case <-c.done:
 			return c.err
-		case <-ctx.Done():
-			return ctx.Err()
+		case <-done:
+			cancelled = ctx.Err()
+			done = nil
+			queue = nil
+			graceEnd = time.Now().Add(min(o.Timeout, cancelGrace))
 		}
 		if !timer.Stop() {
 			select {
@@ -362,7 +382,7 @@ func (w *relaySink) put(ctx context.Context, events []*nostr.Event, t *Transfer)
 			}
 		}
 	}
-	return nil
+	return cancelled
 }
 
 // okPrefix returns the NIP-01 machine-readable prefix of an OK message,

@@ -105,7 +105,8 @@ type Session struct {
 	auth authState
 }
 
-// NewSession registers a new connection with the relay.
+// NewSession registers a new connection with the relay. It queues nothing:
+// call Start once the transport is wired to the session.
 func (r *Relay) NewSession(t Transport, ip string) *Session {
 	s := &Session{r: r, t: t, IP: ip, addr: parseAddr(ip)}
 	now := r.now().UnixNano()
@@ -114,9 +115,14 @@ func (r *Relay) NewSession(t Transport, ip string) *Session {
 	r.register(s)
 	r.stats.ConnectionsActive.Add(1)
 	r.stats.ConnectionsTotal.Add(1)
-	r.onOpen(s)
 	return s
 }
+
+// Start runs the session's opening actions (the blocked-IP check, an AUTH
+// challenge on connect). The transport must be able to route Written for
+// this session before Start is called: anything Start queues may be
+// written, and reported, at once.
+func (s *Session) Start() { s.r.onOpen(s) }
 
 // Touch records inbound activity (a pong, any frame) for the idle timeout.
 func (s *Session) Touch() {

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"sync/atomic"
+	"syscall"
 
 	"github.com/lesismal/nbio"
 	"github.com/lesismal/nbio/nbhttp/websocket"
@@ -30,7 +31,16 @@ func (t *transport) Write(b []byte) error {
 	return err
 }
 
-// Close sends a close frame (best effort) and closes the socket.
+// Close sends a close frame (best effort) and shuts the socket down.
+//
+// It does not close the descriptor: Close is called from relay goroutines
+// (flushers, the sweeper, the dispatcher), and nbio v1.6.8 frees the
+// descriptor at once when a connection is closed off its poller goroutine,
+// while the poller may still hold epoll events for that descriptor number
+// from its current batch; a connection accepted meanwhile reuses the number
+// and receives the stale events (seen as new connections dropped during
+// their handshake). shutdown(2) sends the FIN and wakes the poller, which
+// then closes the connection itself, on its own goroutine.
 func (t *transport) Close(code int, reason string) {
 	if !t.closing.CompareAndSwap(false, true) {
 		return
@@ -39,7 +49,27 @@ func (t *transport) Close(code int, reason string) {
 		reason = reason[:120]
 	}
 	_ = t.wsc.WriteClose(code, reason)
-	_ = t.nbc.Close()
+	if !shutdownConn(t.nbc) {
+		_ = t.nbc.Close()
+	}
+}
+
+// shutdownConn shuts both directions of c's socket down without closing
+// its descriptor, and reports whether it could.
+func shutdownConn(c net.Conn) bool {
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		return false
+	}
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		return false
+	}
+	var serr error
+	if err := raw.Control(func(fd uintptr) { serr = syscall.Shutdown(int(fd), syscall.SHUT_RDWR) }); err != nil {
+		return false
+	}
+	return serr == nil
 }
 
 // admit runs on the accept goroutine for each new TCP connection, before
@@ -146,6 +176,10 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request) {
 	t := &transport{wsc: wsc, nbc: nbc}
 	t.sess = s.relay.NewSession(t, ip)
 	wsc.SetSession(t)
+	// Only now may the session write: onWritten finds it through
+	// wsc.Session(), and bytes it could not attribute would leave the
+	// out-queue believing the socket is still busy.
+	t.sess.Start()
 }
 
 func (s *Server) onMessage(c *websocket.Conn, mt websocket.MessageType, data []byte) {

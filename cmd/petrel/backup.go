@@ -1,0 +1,134 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"time"
+
+	cpebble "github.com/cockroachdb/pebble/v2"
+	"github.com/spf13/cobra"
+
+	"github.com/petrel-relay/petrel/internal/nostr"
+	"github.com/petrel-relay/petrel/internal/store/pebble"
+)
+
+func init() { extraCommands = append(extraCommands, backupCmd) }
+
+// backupFlags are the flags of `petrel backup`.
+type backupFlags struct {
+	common  commonFlags
+	verify  bool
+	jsonOut bool
+}
+
+func backupCmd() *cobra.Command {
+	var f backupFlags
+	cmd := &cobra.Command{
+		Use:   "backup <dest-dir>",
+		Short: "Copy the store into a new directory as a consistent pebble checkpoint",
+		Long: `Backup writes a pebble checkpoint of the store into <dest-dir>, which
+must not exist: a complete, consistent copy of the database that
+petrel serve --data <dest-dir> opens as it is. Files are hard-linked when
+<dest-dir> is on the same filesystem (the backup is instant and takes no
+space until the store moves on; copy it elsewhere to keep it safe), and
+copied otherwise.
+
+--verify opens the copy afterwards and checks that it holds as many
+events as the store.
+
+Backup needs the data directory to itself: stop petrel serve first. For
+a backup while the relay runs, see docs/operations.md (filesystem
+snapshots, or petrel sync into another store).`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runBackupCmd(cmd.Context(), &f, args[0], cmd.OutOrStdout())
+		},
+	}
+	f.common.register(cmd)
+	fs := cmd.Flags()
+	fs.BoolVar(&f.verify, "verify", false, "open the copy and compare its event count with the store's")
+	fs.BoolVar(&f.jsonOut, "json", false, "print the result as one JSON object instead of the summary line")
+	return cmd
+}
+
+// backupResult is what a backup did.
+type backupResult struct {
+	Dest    string  `json:"dest"`
+	Bytes   int64   `json:"bytes"`            // size of the files in the copy
+	Events  int64   `json:"events,omitempty"` // with --verify
+	Seconds float64 `json:"seconds"`
+}
+
+func runBackupCmd(ctx context.Context, f *backupFlags, dest string, stdout io.Writer) error {
+	if _, err := os.Stat(dest); !errors.Is(err, fs.ErrNotExist) {
+		if err == nil {
+			return fmt.Errorf("%s already exists: backup writes a new directory", dest)
+		}
+		return err
+	}
+	cfg, log, err := toolSetup(&f.common)
+	if err != nil {
+		return err
+	}
+	st, err := openToolStore(cfg, log, toolStoreOptions{})
+	if err != nil {
+		return err
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	start := time.Now()
+	res := backupResult{Dest: dest}
+	err = backupStore(st, dest)
+	if err == nil && f.verify {
+		res.Events, err = st.Count(ctx, []nostr.Filter{{}})
+	}
+	if cerr := st.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("close store: %w", cerr)
+	}
+	if err != nil {
+		return err
+	}
+	if f.verify {
+		cpCfg := cfg
+		cpCfg.Store.Path = dest
+		cp, err := openToolStore(cpCfg, log, toolStoreOptions{})
+		if err != nil {
+			return fmt.Errorf("verify: %w", err)
+		}
+		n, err := cp.Count(ctx, []nostr.Filter{{}})
+		cp.Close()
+		if err != nil {
+			return fmt.Errorf("verify: %w", err)
+		}
+		if n != res.Events {
+			return fmt.Errorf("verify: the copy holds %d events, the store %d", n, res.Events)
+		}
+	}
+	res.Seconds = time.Since(start).Seconds()
+	if res.Bytes, err = dirSize(dest); err != nil {
+		return err
+	}
+	if f.jsonOut {
+		return printJSON(stdout, res)
+	}
+	msg := fmt.Sprintf("backup of %s written to %s (%s) in %.1fs", cfg.Store.Path, dest, humanBytes(res.Bytes), res.Seconds)
+	if f.verify {
+		msg += fmt.Sprintf("; verified: %d events", res.Events)
+	}
+	fmt.Fprintln(stdout, msg)
+	return nil
+}
+
+// backupStore writes a checkpoint of st into dest, which must not exist.
+// Writes committed before the call are in it (the WAL is synced first).
+func backupStore(st *pebble.Store, dest string) error {
+	if err := st.DB().Checkpoint(dest, cpebble.WithFlushedWAL()); err != nil {
+		return fmt.Errorf("checkpoint into %s: %w", dest, err)
+	}
+	return nil
+}

@@ -1,0 +1,265 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"slices"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/petrel-relay/petrel/internal/nostr"
+	"github.com/petrel-relay/petrel/internal/store"
+)
+
+func init() { extraCommands = append(extraCommands, exportCmd) }
+
+// exportFlags are the flags of `petrel export`.
+type exportFlags struct {
+	common      commonFlags
+	sel         filterFlags
+	out         string
+	oldestFirst bool
+	quiet       bool
+}
+
+func exportCmd() *cobra.Command {
+	var f exportFlags
+	cmd := &cobra.Command{
+		Use:   "export [--filter JSON] [-o file]",
+		Short: "Write stored events as JSONL (newest first), to stdout or a file",
+		Long: `Export writes the stored events matching --filter (all by default), one
+event JSON per line, exactly as stored (the raw JSON the author signed).
+The output loads back with petrel import, and with the import tools of
+most relays.
+
+Events come newest first (created_at descending), the store's natural
+order. --oldest-first writes them oldest first instead; it first collects
+the (created_at, id) of every match, 40 bytes per event in memory, then
+reads the events in that order.
+
+With -o, the file is written under a temporary name and renamed into
+place when complete; a name ending in .gz is gzip-compressed. A summary
+goes to stderr when the events go to stdout. Export needs the data
+directory to itself: stop petrel serve first (or see docs/operations.md
+for online backups).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runExportCmd(cmd.Context(), &f, cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
+	}
+	f.common.register(cmd)
+	f.sel.register(cmd, "{}")
+	fs := cmd.Flags()
+	fs.StringVarP(&f.out, "output", "o", "-", `output file ("-": stdout); .gz compresses`)
+	fs.BoolVar(&f.oldestFirst, "oldest-first", false, "write the oldest events first")
+	fs.BoolVarP(&f.quiet, "quiet", "q", false, "no progress bar and no summary")
+	return cmd
+}
+
+// exportOptions configures exportEvents.
+type exportOptions struct {
+	// OldestFirst writes created_at ascending (ties by id) instead of the
+	// store's newest-first order.
+	OldestFirst bool
+	// Progress, if not nil, is called with the number of events written
+	// since its last call.
+	Progress func(n int64)
+}
+
+// exportResult is what exportEvents wrote.
+type exportResult struct {
+	Events  int64   `json:"events"`
+	Bytes   int64   `json:"bytes"` // uncompressed
+	Seconds float64 `json:"seconds"`
+}
+
+func runExportCmd(ctx context.Context, f *exportFlags, stdout, stderr io.Writer) error {
+	filters, err := f.sel.filters()
+	if err != nil {
+		return err
+	}
+	cfg, log, err := toolSetup(&f.common)
+	if err != nil {
+		return err
+	}
+	st, err := openToolStore(cfg, log, toolStoreOptions{})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	out, err := createOutput(f.out, stdout)
+	if err != nil {
+		return err
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var total int64 = -1
+	if !f.quiet && isTerminal(stderr) && !anyLimit(filters) {
+		// Counting reads the indexes only: cheap next to the export.
+		if n, err := st.Count(ctx, filters); err == nil {
+			total = n
+		}
+	}
+	bar := newBar(stderr, f.quiet, "exporting", total, false)
+	o := exportOptions{OldestFirst: f.oldestFirst}
+	if bar != nil {
+		o.Progress = func(n int64) { bar.Add64(n) }
+	}
+	res, err := exportEvents(ctx, st, out, filters, o)
+	finishBar(bar)
+	if err != nil {
+		out.abort()
+		return err
+	}
+	if err := out.commit(); err != nil {
+		return fmt.Errorf("write %s: %w", f.out, err)
+	}
+	if !f.quiet {
+		w := stdout
+		if !out.toFile() {
+			w = stderr
+		}
+		fmt.Fprintf(w, "exported %d events (%s) in %.1fs\n", res.Events, humanBytes(res.Bytes), res.Seconds)
+	}
+	return nil
+}
+
+// exportEvents writes the events of st matching filters to w, one raw
+// event JSON and a newline each. It reads one store snapshot (newest
+// first) or, with OldestFirst, the list of matches and then their bodies
+// by id.
+func exportEvents(ctx context.Context, st store.Store, w io.Writer, filters []nostr.Filter, o exportOptions) (exportResult, error) {
+	start := time.Now()
+	var res exportResult
+	write := func(raw []byte) error {
+		if _, err := w.Write(raw); err != nil {
+			return err
+		}
+		if _, err := w.Write(newline); err != nil {
+			return err
+		}
+		res.Events++
+		res.Bytes += int64(len(raw)) + 1
+		if o.Progress != nil && res.Events%256 == 0 {
+			o.Progress(256)
+		}
+		return nil
+	}
+	var err error
+	if o.OldestFirst {
+		err = exportOldestFirst(ctx, st, filters, write)
+	} else {
+		err = queryEach(ctx, st, filters, func(r *store.Record) error { return write(r.Raw) })
+	}
+	if o.Progress != nil {
+		o.Progress(res.Events % 256)
+	}
+	res.Seconds = time.Since(start).Seconds()
+	return res, err
+}
+
+var newline = []byte{'\n'}
+
+// queryEach calls fn for each event matching filters, newest first. The
+// record is valid during the call only.
+func queryEach(ctx context.Context, st store.Store, filters []nostr.Filter, fn func(*store.Record) error) error {
+	it, err := st.Query(ctx, filters)
+	if err != nil {
+		return fmt.Errorf("query: %w", err)
+	}
+	defer it.Close()
+	for n := 0; it.Next(); n++ {
+		if n&1023 == 1023 {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+		}
+		if err := fn(it.Record()); err != nil {
+			return err
+		}
+	}
+	if err := it.Err(); err != nil {
+		return fmt.Errorf("query: %w", err)
+	}
+	return nil
+}
+
+// exportFetch is how many events one by-id query reads.
+const exportFetch = 512
+
+// exportOldestFirst lists the matches oldest first, then reads their
+// bodies by id, exportFetch at a time, and passes them to write in that
+// order.
+func exportOldestFirst(ctx context.Context, st store.Store, filters []nostr.Filter, write func([]byte) error) error {
+	items, err := matchingItems(ctx, st, filters)
+	if err != nil {
+		return err
+	}
+	slices.SortFunc(items, func(a, b store.Item) int {
+		if a.CreatedAt != b.CreatedAt {
+			if a.CreatedAt < b.CreatedAt {
+				return -1
+			}
+			return 1
+		}
+		return slices.Compare(a.ID[:], b.ID[:])
+	})
+	raws := make(map[nostr.ID][]byte, exportFetch)
+	ids := make([]nostr.ID, 0, exportFetch)
+	for len(items) > 0 {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		n := min(len(items), exportFetch)
+		ids = ids[:0]
+		for _, it := range items[:n] {
+			ids = append(ids, it.ID)
+		}
+		clear(raws)
+		err := queryEach(ctx, st, []nostr.Filter{{IDs: ids, Present: nostr.PresentIDs}}, func(r *store.Record) error {
+			raws[r.ID] = slices.Clone(r.Raw)
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		for _, it := range items[:n] {
+			raw, ok := raws[it.ID]
+			if !ok {
+				continue // removed meanwhile (only possible for expired events)
+			}
+			if err := write(raw); err != nil {
+				return err
+			}
+		}
+		items = items[n:]
+	}
+	return nil
+}
+
+// matchingItems returns the (created_at, id) of the events matching
+// filters, honouring each filter's limit (its newest matches), in no
+// particular order. Without limits it reads only the indexes.
+func matchingItems(ctx context.Context, st store.Store, filters []nostr.Filter) ([]store.Item, error) {
+	if !anyLimit(filters) {
+		items, err := st.Items(ctx, filters, 0)
+		if err != nil {
+			return nil, fmt.Errorf("list matches: %w", err)
+		}
+		return items, nil
+	}
+	var items []store.Item
+	err := queryEach(ctx, st, filters, func(r *store.Record) error {
+		items = append(items, store.Item{CreatedAt: r.CreatedAt, ID: r.ID})
+		return nil
+	})
+	return items, err
+}

@@ -1,0 +1,153 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/petrel-relay/petrel/internal/nostr"
+	"github.com/petrel-relay/petrel/internal/store"
+)
+
+func init() { extraCommands = append(extraCommands, scanCmd) }
+
+// scanFlags are the flags of `petrel scan`.
+type scanFlags struct {
+	common  commonFlags
+	sel     filterFlags
+	count   bool
+	ids     bool
+	explain bool
+}
+
+func scanCmd() *cobra.Command {
+	var f scanFlags
+	cmd := &cobra.Command{
+		Use:   "scan [--filter JSON] [--count | --ids] [--explain]",
+		Short: "Print the stored events matching a filter (a debugging tool)",
+		Long: `Scan runs a filter against the store as a REQ would and prints the
+matching events (raw JSON, newest first, one per line), or with --count
+only their number (as COUNT does: limits are ignored), or with --ids only
+their ids.
+
+--explain prints to stderr, for each filter, the index the planner chose,
+how many streams it merges and which conditions it checks after the
+index, then the time the query took.
+
+Without --filter, scan prints every event: pass a limit, for example
+--filter '{"limit":10}'. Scan needs the data directory to itself: stop
+petrel serve first.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runScanCmd(cmd.Context(), &f, cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
+	}
+	f.common.register(cmd)
+	f.sel.register(cmd, "{}")
+	fs := cmd.Flags()
+	fs.BoolVar(&f.count, "count", false, "print only the number of matching events (limits ignored)")
+	fs.BoolVar(&f.ids, "ids", false, "print only the ids of the matching events")
+	fs.BoolVar(&f.explain, "explain", false, "print the query plan and the time taken to stderr")
+	return cmd
+}
+
+// scanMode is what scanEvents prints.
+type scanMode uint8
+
+const (
+	scanEventsMode scanMode = iota // raw JSON lines
+	scanIDsMode                    // ids
+	scanCountMode                  // one number
+)
+
+func runScanCmd(ctx context.Context, f *scanFlags, stdout, stderr io.Writer) error {
+	if f.count && f.ids {
+		return errors.New("--count and --ids exclude each other")
+	}
+	filters, err := f.sel.filters()
+	if err != nil {
+		return err
+	}
+	cfg, log, err := toolSetup(&f.common)
+	if err != nil {
+		return err
+	}
+	st, err := openToolStore(cfg, log, toolStoreOptions{})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if f.explain {
+		planned := filters
+		if f.count { // COUNT ignores limits: plan what it runs
+			planned = slices.Clone(filters)
+			for i := range planned {
+				planned[i].HasLimit, planned[i].Limit = false, 0
+			}
+		}
+		plans, err := st.Explain(planned)
+		if err != nil {
+			return fmt.Errorf("explain: %w", err)
+		}
+		for i, p := range plans {
+			fmt.Fprintf(stderr, "filter %d: %s\n", i, p)
+		}
+	}
+	mode := scanEventsMode
+	switch {
+	case f.count:
+		mode = scanCountMode
+	case f.ids:
+		mode = scanIDsMode
+	}
+	start := time.Now()
+	n, err := scanEvents(ctx, st, stdout, filters, mode)
+	if err != nil {
+		return err
+	}
+	if f.explain {
+		fmt.Fprintf(stderr, "%d events in %v\n", n, time.Since(start).Round(time.Microsecond))
+	}
+	return nil
+}
+
+// scanEvents prints what mode says about the events matching filters to w
+// and returns how many there were.
+func scanEvents(ctx context.Context, st store.Store, w io.Writer, filters []nostr.Filter, mode scanMode) (int64, error) {
+	if mode == scanCountMode {
+		n, err := st.Count(ctx, filters)
+		if err != nil {
+			return 0, fmt.Errorf("count: %w", err)
+		}
+		_, err = fmt.Fprintln(w, n)
+		return n, err
+	}
+	bw := bufio.NewWriterSize(w, 64<<10)
+	var n int64
+	hexBuf := make([]byte, 0, 65)
+	err := queryEach(ctx, st, filters, func(r *store.Record) error {
+		n++
+		if mode == scanIDsMode {
+			hexBuf = append(append(hexBuf[:0], r.ID.Hex()...), '\n')
+			_, err := bw.Write(hexBuf)
+			return err
+		}
+		if _, err := bw.Write(r.Raw); err != nil {
+			return err
+		}
+		return bw.WriteByte('\n')
+	})
+	if ferr := bw.Flush(); err == nil {
+		err = ferr
+	}
+	return n, err
+}

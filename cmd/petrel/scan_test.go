@@ -1,0 +1,53 @@
+package main
+
+import (
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestScanCommand(t *testing.T) {
+	evs := toolEvents()
+	data := fillStore(t, evs)
+	f := func(want []string, wantErr string, args ...string) {
+		t.Helper()
+		out, errOut, err := runTool(t, scanCmd, "", append([]string{"--data", data}, args...)...)
+		if err != nil {
+			t.Fatalf("%v: %v", args, err)
+		}
+		got := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+		if out == "" {
+			got = nil
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("%v: stdout\n%q\nwant\n%q", args, got, want)
+		}
+		if !strings.Contains(errOut, wantErr) {
+			t.Fatalf("%v: stderr %q, want %q", args, errOut, wantErr)
+		}
+	}
+	f([]string{"40"}, "", "--count")
+	f([]string{"10"}, "", "--count", "--filter", `{"kinds":[7],"limit":2}`) // COUNT ignores limits
+	f([]string{evs[39].ID.Hex(), evs[38].ID.Hex()}, "", "--ids", "--filter", `{"kinds":[7],"limit":2}`)
+	f([]string{string(evs[39].Raw)}, "", "--filter", `{"limit":1}`)
+	f(nil, "", "--filter", `{"authors":[]}`)
+	f([]string{"10"}, "filter 0: index kind (K), 1 stream(s)", "--count", "--explain", "--filter", `{"kinds":[7]}`)
+	f([]string{string(evs[31].Raw)}, "filter 0: index id (I", "--explain", "--filter", `{"ids":["`+evs[31].ID.Hex()+`"]}`)
+	f([]string{"31"}, "filter 1: index tag value (T)", "--explain", "--count", "--filter",
+		`[{"authors":["`+evs[0].PubKey.Hex()+`"],"limit":1},{"#e":["`+evs[0].ID.Hex()+`"]}]`)
+	f([]string{"2"}, "2 events in", "--explain", "--count", "--filter", `{"kinds":[1]}`, "--since", "1700000014")
+
+	bad := func(want string, args ...string) {
+		t.Helper()
+		_, _, err := runTool(t, scanCmd, "", args...)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("%v: error %v, want %q", args, err, want)
+		}
+	}
+	bad("exclude each other", "--data", data, "--count", "--ids")
+	bad("--filter", "--data", data, "--filter", "[")
+	bad("no store", "--data", filepath.Join(t.TempDir(), "none"))
+	openStoreAt(t, data)
+	bad("is petrel serve running?", "--data", data, "--count")
+}

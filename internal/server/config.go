@@ -27,6 +27,10 @@ type Config struct {
 	// with NIP-98). Default empty: every call is answered 401, and NIP-11
 	// does not list 86.
 	Admins []string `toml:"admins"`
+	// PprofListen, when set, serves Go's net/http/pprof profiles on this
+	// separate address (keep it on loopback: profiles expose internals).
+	// Default "": off.
+	PprofListen string `toml:"pprof_listen"`
 }
 
 // Normalize returns c with defaults filled in.

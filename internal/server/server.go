@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"strings"
 	"sync"
 	"time"
@@ -50,6 +51,8 @@ type Server struct {
 	addr net.Addr
 
 	stopOnce sync.Once
+	pprof    *http.Server
+	settle   *settler
 }
 
 // New builds a server; Start begins listening.
@@ -125,6 +128,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 	s.engine.OnClose(s.onClose)
 	s.engine.OnWrittenSize(s.onWritten)
 	raceHandoff(s.engine.Engine)
+	s.settle = newSettler(cfg.HeaderTimeout)
 	return s, nil
 }
 
@@ -132,6 +136,21 @@ func New(cfg Config, opts Options) (*Server, error) {
 func (s *Server) Start() error {
 	if err := s.engine.Start(); err != nil {
 		return fmt.Errorf("listen on %s: %w", s.cfg.Listen, err)
+	}
+	if s.cfg.PprofListen != "" {
+		ln, err := net.Listen("tcp", s.cfg.PprofListen)
+		if err != nil {
+			return fmt.Errorf("pprof listen on %s: %w", s.cfg.PprofListen, err)
+		}
+		mux := http.NewServeMux()
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		s.pprof = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		go s.pprof.Serve(ln)
+		s.log.Info("pprof listening", "addr", ln.Addr().String())
 	}
 	return nil
 }
@@ -152,6 +171,10 @@ func (s *Server) URL() string { return "ws://" + s.Addr().String() }
 func (s *Server) Shutdown(ctx context.Context) error {
 	var err error
 	s.stopOnce.Do(func() {
+		if s.pprof != nil {
+			s.pprof.Close()
+		}
+		s.settle.close()
 		s.lnMu.Lock()
 		for _, ln := range s.lns {
 			ln.stop()

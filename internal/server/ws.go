@@ -1,13 +1,16 @@
 package server
 
 import (
+	"context"
 	"errors"
+	"log/slog"
 	"mime"
 	"net"
 	"net/http"
 	"strings"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/lesismal/nbio"
 	"github.com/lesismal/nbio/nbhttp/websocket"
@@ -53,6 +56,11 @@ func (t *transport) Close(code int, reason string) {
 		_ = t.nbc.Close()
 	}
 }
+
+// simulateLateDeadline makes upgrade re-arm the HTTP read deadline, as
+// nbio does when its accept goroutine loses the race with the upgrade
+// (tests only; see settler).
+var simulateLateDeadline bool
 
 // shutdownConn shuts both directions of c's socket down without closing
 // its descriptor, and reports whether it could.
@@ -106,6 +114,9 @@ func (s *Server) admit(std net.Conn) (net.Conn, bool) {
 // releases exactly once.
 func (s *Server) onClose(c net.Conn, err error) {
 	s.slots.release(c)
+	if err != nil && s.log.Enabled(context.Background(), slog.LevelDebug) {
+		s.log.Debug("connection closed", "remote", c.RemoteAddr().String(), "err", err)
+	}
 }
 
 // onWritten reports socket progress to the session that owns the bytes.
@@ -176,6 +187,11 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request) {
 	t := &transport{wsc: wsc, nbc: nbc}
 	t.sess = s.relay.NewSession(t, ip)
 	wsc.SetSession(t)
+	if simulateLateDeadline {
+		// Tests: what nbio's accept goroutine does when it loses the race.
+		_ = nbc.SetReadDeadline(time.Now().Add(s.cfg.HeaderTimeout))
+	}
+	s.settle.add(t)
 	// Only now may the session write: onWritten finds it through
 	// wsc.Session(), and bytes it could not attribute would leave the
 	// out-queue believing the socket is still busy.

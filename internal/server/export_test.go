@@ -1,0 +1,5 @@
+package server
+
+// SetSimulateLateDeadline exposes simulateLateDeadline to the external
+// test package.
+func SetSimulateLateDeadline(v bool) { simulateLateDeadline = v }

@@ -227,3 +227,12 @@ type Store interface {
 	// Calling it again returns ErrClosed.
 	Close() error
 }
+
+// Searcher is implemented by stores that may support NIP-50 search.
+// SupportsSearch reports whether Query honours filters with Search (ranked
+// by relevance); when it is false, or the store does not implement
+// Searcher, such filters match nothing and the relay must not advertise
+// NIP-50. The answer does not change while the store is open.
+type Searcher interface {
+	SupportsSearch() bool
+}

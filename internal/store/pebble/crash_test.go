@@ -49,7 +49,7 @@ func crashWorkload(s *Store, seed uint64, stop <-chan struct{}, confirm func(nos
 					var batch []*nostr.Event
 					for j := 0; j < 1+rng.IntN(16); j++ {
 						kind := []int{1, 1, 7, 0, 30023}[rng.IntN(5)]
-						batch = append(batch, storetest.NewEvent(rng, author, kind, ts+int64(j), nostr.Tags{{"d", "x"}, {"t", "crash"}}, "save"))
+						batch = append(batch, crashEvent(rng, author, kind, ts+int64(j), nostr.Tags{{"d", "x"}, {"t", "crash"}}, "save"))
 					}
 					res, err := s.Save(ctx, batch)
 					if err != nil {
@@ -62,7 +62,7 @@ func crashWorkload(s *Store, seed uint64, stop <-chan struct{}, confirm func(nos
 					}
 					continue
 				}
-				ev := storetest.NewEvent(rng, author, 1, ts, nostr.Tags{{"t", "crash"}}, "submit")
+				ev := crashEvent(rng, author, 1, ts, nostr.Tags{{"t", "crash"}}, "submit")
 				err := s.Submit(ctx, ev, func(r store.SaveResult) {
 					if r.Outcome == store.Stored {
 						ok(ev.ID)
@@ -76,6 +76,19 @@ func crashWorkload(s *Store, seed uint64, stop <-chan struct{}, confirm func(nos
 	}
 	wg.Wait()
 }
+
+// crashEvent builds a workload event whose content has a word of its own
+// (wordOf its id), so that the check after the crash can find each event
+// by search.
+func crashEvent(rng *rand.Rand, author nostr.PubKey, kind int, ts int64, tags nostr.Tags, how string) *nostr.Event {
+	ev := storetest.NewEvent(rng, author, kind, ts, tags, how)
+	ev.Content = how + " " + wordOf(ev.ID)
+	ev.Raw = nostr.Serialize(ev)
+	return ev
+}
+
+// wordOf returns the search word of a crash workload event.
+func wordOf(id nostr.ID) string { return "w" + id.Hex()[:16] }
 
 // checkConfirmed reopens nothing: it checks that every confirmed id is in
 // s, with its body, and that the database is consistent.
@@ -95,7 +108,9 @@ func checkConfirmed(t *testing.T, s *Store, confirmed []nostr.ID) {
 	if missing > 0 {
 		t.Fatalf("%d of %d confirmed events lost in the crash", missing, len(confirmed))
 	}
-	// Every confirmed event is queryable with its body.
+	// Every confirmed event is queryable with its body, and the notes
+	// (kind 1; kind 7 content is not indexed) are found by search.
+	var notes []nostr.ID
 	for i := 0; i < len(confirmed); i += 200 {
 		ids := confirmed[i:min(i+200, len(confirmed))]
 		it, err := s.Query(ctx, []nostr.Filter{{IDs: ids}})
@@ -107,6 +122,9 @@ func checkConfirmed(t *testing.T, s *Store, confirmed []nostr.ID) {
 			if _, err := nostr.ParseEvent(it.Record().Raw, nil); err != nil {
 				t.Fatalf("body of %s: %v", it.Record().ID.Hex()[:8], err)
 			}
+			if it.Record().Kind == 1 {
+				notes = append(notes, it.Record().ID)
+			}
 			n++
 		}
 		it.Close()
@@ -114,10 +132,29 @@ func checkConfirmed(t *testing.T, s *Store, confirmed []nostr.ID) {
 			t.Fatalf("query by id returned %d of %d", n, len(ids))
 		}
 	}
+	for _, id := range notes {
+		it, err := s.Query(ctx, []nostr.Filter{{Search: wordOf(id)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []nostr.ID
+		for it.Next() {
+			got = append(got, it.Record().ID)
+		}
+		if err := it.Err(); err != nil {
+			t.Fatal(err)
+		}
+		it.Close()
+		if len(got) != 1 || got[0] != id {
+			t.Fatalf("search for the word of %s found %d events", id.Hex()[:8], len(got))
+		}
+	}
+	// Every index entry, search postings included, points at a stored
+	// event, and every stored event has all its entries.
 	if err := checkIntegrity(s.db); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("%d confirmed events all present after the crash", len(confirmed))
+	t.Logf("%d confirmed events all present after the crash (%d found by search)", len(confirmed), len(notes))
 }
 
 // TestCrashMemFS simulates a machine crash with pebble's crashable

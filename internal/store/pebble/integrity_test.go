@@ -7,12 +7,29 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/petrel-relay/petrel/internal/nostr"
+	"github.com/petrel-relay/petrel/internal/search"
 )
 
+// getKey reads one key.
+func getKey(db *pebble.DB, key []byte) ([]byte, bool, error) {
+	v, closer, err := db.Get(key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	v = bytes.Clone(v)
+	closer.Close()
+	return v, true, nil
+}
+
 // checkIntegrity scans the whole database and checks that the tables agree:
-// every body has its id entry, stream entries, address pointer and
-// expiration entry, with the right meta; every index entry points at a body
-// that has it. It returns the first problem found.
+// every body has its id entry, stream entries, address pointer, expiration
+// entry and (when the database has a search index) search postings, with
+// the right values; every index entry points at a body that has it; the
+// search figures are the sums over the bodies. It returns the first
+// problems found.
 func checkIntegrity(db *pebble.DB) error {
 	it, err := db.NewIter(nil)
 	if err != nil {
@@ -23,6 +40,12 @@ func checkIntegrity(db *pebble.DB) error {
 	got := make(map[string][]byte)  // index key -> value, from the db
 	var ks keySet
 	bodies := 0
+	var an search.Analyzer
+	var st search.Stats
+	_, indexed, err := getKey(db, searchKey)
+	if err != nil {
+		return err
+	}
 	for valid := it.First(); valid; valid = it.Next() {
 		k, v := bytes.Clone(it.Key()), bytes.Clone(it.Value())
 		ki, err := DecodeKey(k)
@@ -31,7 +54,12 @@ func checkIntegrity(db *pebble.DB) error {
 		}
 		switch ki.Table {
 		case pfxMeta:
-			if !bytes.Equal(k, formatKey) || string(v) != formatVersion {
+			switch {
+			case bytes.Equal(k, formatKey) && string(v) == formatVersion:
+			case bytes.Equal(k, searchKey) && string(v) == search.Version:
+			case bytes.Equal(k, searchStatsKey) && indexed:
+				got[string(k)] = v
+			default:
 				return fmt.Errorf("meta key %q = %q", k, v)
 			}
 		case pfxBody:
@@ -60,6 +88,21 @@ func checkIntegrity(db *pebble.DB) error {
 			if m.hasExp {
 				want[string(expiryKey(m.exp, ki.Serial))] = ev.ID[:]
 			}
+			if doc := an.Analyze(ev); indexed && !doc.Empty() {
+				st.Docs++
+				st.TotalLen += int64(doc.Len)
+				want[string(appendDocKey(nil, ki.Serial))] = appendDocValue(nil, &ev.ID, ev.CreatedAt, &m)
+				p := posting{kind: uint16(ev.Kind), docLen: uint64(doc.Len)}
+				for _, t := range doc.Terms {
+					p.freq = uint8(t.Freq)
+					want[string(appendPostingKey(nil, t.Text, ki.Serial))] = appendPosting(nil, p)
+				}
+			}
+		case pfxSearch, pfxDoc:
+			if !indexed {
+				return fmt.Errorf("search entry %x without a search index", k)
+			}
+			got[string(k)] = v
 		case pfxID, pfxCreated, pfxAuthor, pfxKind, pfxAuthKind, pfxTag, pfxAddr, pfxExpiry:
 			got[string(k)] = v
 		case pfxDelID:
@@ -74,6 +117,9 @@ func checkIntegrity(db *pebble.DB) error {
 	}
 	if err := it.Error(); err != nil {
 		return err
+	}
+	if indexed {
+		want[string(searchStatsKey)] = appendSearchStats(nil, st)
 	}
 	var errs []error
 	for k, v := range want {

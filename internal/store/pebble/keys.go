@@ -8,6 +8,7 @@ import (
 	"fmt"
 
 	"github.com/petrel-relay/petrel/internal/nostr"
+	"github.com/petrel-relay/petrel/internal/search"
 )
 
 // Key prefixes: the first byte of every key names its table. The layouts
@@ -26,13 +27,28 @@ const (
 	pfxDelID    = 'D'  // D id(32) deleter(32) -> (empty)
 	pfxDelAddr  = 'R'  // R address -> created_at(8)
 	pfxVanish   = 'W'  // W pubkey(32) -> created_at(8)
+	pfxSearch   = 'S'  // S len(1) term ^serial(8) -> freq(1) kind(2) doclen(uvarint)
+	pfxDoc      = 'F'  // F ^serial(8) -> id(32) created_at(8) meta: searchable events
 )
 
 // formatKey holds the on-disk format version; formatVersion is what this
-// code writes and reads.
+// code writes and reads. A database in formatV1 (the same layout without
+// the search tables) is upgraded at Open.
 var formatKey = []byte("\x00format")
 
-const formatVersion = "petrel-pebble/1"
+const (
+	formatVersion = "petrel-pebble/2"
+	formatV1      = "petrel-pebble/1"
+)
+
+// searchKey holds the search.Version the search index (S keys) was built
+// with; it is absent when there is no index (Options.DisableSearch, or an
+// index being built). searchStatsKey holds the collection figures BM25
+// needs: documents(8) total length(8).
+var (
+	searchKey      = []byte("\x00search")
+	searchStatsKey = []byte("\x00searchstats")
+)
 
 // Tag value encodings (the byte after the tag name in T keys).
 const (
@@ -311,6 +327,7 @@ type KeyInfo struct {
 	PubKey    nostr.PubKey
 	CreatedAt int64
 	Kind      int
+	Term      []byte // search term (S keys)
 	TagName   byte
 	TagType   byte
 	TagValue  []byte // inline bytes, 32 raw bytes or the 16-byte hash
@@ -442,8 +459,92 @@ func DecodeKey(k []byte) (KeyInfo, error) {
 			return ki, bad
 		}
 		copy(ki.PubKey[:], b)
+	case pfxDoc:
+		if len(b) != 8 {
+			return ki, bad
+		}
+		ki.Serial = ^binary.BigEndian.Uint64(b)
+	case pfxSearch:
+		if len(b) < 1 || int(b[0]) == 0 || int(b[0]) > search.MaxTermLen || len(b) != 1+int(b[0])+8 {
+			return ki, bad
+		}
+		ki.Term = b[1 : 1+b[0]]
+		ki.Serial = ^binary.BigEndian.Uint64(b[1+b[0]:])
 	default:
 		return ki, bad
 	}
 	return ki, err
+}
+
+// appendSearchPrefix appends S len(1) term: the prefix of one term's
+// posting list. term is at most search.MaxTermLen bytes.
+func appendSearchPrefix(dst []byte, term []byte) []byte {
+	return append(append(dst, pfxSearch, byte(len(term))), term...)
+}
+
+// appendPostingKey appends S len(1) term ^serial: newest documents first.
+func appendPostingKey(dst []byte, term []byte, serial uint64) []byte {
+	return appendU64(appendSearchPrefix(dst, term), ^serial)
+}
+
+// posting is the value of an S key: the term's weighted frequency in the
+// document, the event's kind (so that a kinds condition is checked while
+// scoring), and the document's length (so that scoring reads nothing but
+// the posting list).
+type posting struct {
+	freq   uint8
+	kind   uint16
+	docLen uint64
+}
+
+func appendPosting(dst []byte, p posting) []byte {
+	dst = append(dst, p.freq)
+	dst = appendU16(dst, p.kind)
+	return binary.AppendUvarint(dst, p.docLen)
+}
+
+func decodePosting(b []byte) (posting, bool) {
+	if len(b) < 4 {
+		return posting{}, false
+	}
+	p := posting{freq: b[0], kind: binary.BigEndian.Uint16(b[1:])}
+	n := 0
+	p.docLen, n = binary.Uvarint(b[3:])
+	return p, n > 0 && 3+n == len(b) && p.freq > 0
+}
+
+// docKey is F ^serial: the search document entry of an event, in the same
+// order as its body.
+func appendDocKey(dst []byte, serial uint64) []byte { return appendU64(append(dst, pfxDoc), ^serial) }
+
+// appendDocValue appends id(32) created_at(8) meta: what a search match
+// is checked against (and returned with) before its body is read.
+func appendDocValue(dst []byte, id *nostr.ID, createdAt int64, m *meta) []byte {
+	return appendMeta(appendU64(append(dst, id[:]...), uint64(createdAt)), m)
+}
+
+func decodeDocValue(b []byte) (nostr.ID, int64, meta, bool) {
+	var id nostr.ID
+	if len(b) < 40 {
+		return id, 0, meta{}, false
+	}
+	copy(id[:], b)
+	ts := int64(binary.BigEndian.Uint64(b[32:]))
+	m, ok := decodeMeta(b[40:])
+	return id, ts, m, ok && ts >= 0
+}
+
+// postingSerial returns the serial at the end of an S key.
+func postingSerial(k []byte) uint64 { return ^binary.BigEndian.Uint64(k[len(k)-8:]) }
+
+func appendSearchStats(dst []byte, st search.Stats) []byte {
+	return appendU64(appendU64(dst, uint64(st.Docs)), uint64(st.TotalLen))
+}
+
+func decodeSearchStats(b []byte) (search.Stats, bool) {
+	if len(b) != 16 {
+		return search.Stats{}, false
+	}
+	st := search.Stats{Docs: int64(binary.BigEndian.Uint64(b)), TotalLen: int64(binary.BigEndian.Uint64(b[8:]))}
+	return st, st.Docs >= 0 && st.TotalLen >= 0
 }

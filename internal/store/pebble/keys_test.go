@@ -45,6 +45,10 @@ func encodeKey(ki *KeyInfo) []byte {
 		k = append(append(k, ki.ID[:]...), ki.PubKey[:]...)
 	case pfxVanish:
 		k = append(k, ki.PubKey[:]...)
+	case pfxSearch:
+		k = appendPostingKey(k[:0], ki.Term, ki.Serial)
+	case pfxDoc:
+		k = appendDocKey(k[:0], ki.Serial)
 	}
 	return k
 }
@@ -70,6 +74,12 @@ func FuzzDecodeKey(f *testing.F) {
 	f.Add(expiryKey(1800000000, 3))
 	f.Add(delIDKey(&id, &pk))
 	f.Add(vanishKey(&pk))
+	f.Add(appendPostingKey(nil, []byte("bitcoin"), 7))
+	f.Add(appendPostingKey(nil, []byte("東京"), 1<<40))
+	f.Add(appendPostingKey(nil, bytes.Repeat([]byte("x"), 128), 0))
+	f.Add([]byte{pfxSearch, 0, 1, 2, 3, 4, 5, 6, 7, 8})
+	f.Add(searchKey)
+	f.Add(appendDocKey(nil, 12345))
 	f.Fuzz(func(t *testing.T, k []byte) {
 		ki, err := DecodeKey(k)
 		if err != nil || ki.Table == pfxMeta {

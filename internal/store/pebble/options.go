@@ -49,6 +49,21 @@ type Options struct {
 	// slog.Default().
 	Logger *slog.Logger
 
+	// DisableSearch turns the NIP-50 search index off: events are not
+	// indexed, filters with Search match nothing, and SupportsSearch
+	// reports false (the relay must then not advertise NIP-50). Opening
+	// a database that has an index with DisableSearch drops the index;
+	// opening one without an index (or with an index built by another
+	// version of the analyzer) with search on builds it from the stored
+	// events before Open returns. Default false (search on).
+	DisableSearch bool
+
+	// SearchPostingsPerTerm bounds the work of one search filter: each
+	// of its terms' posting lists is read (or sought) at most this many
+	// times, newest documents first, so a query for a very common word
+	// scores only the newest matches. Default 20000.
+	SearchPostingsPerTerm int
+
 	// FS is the filesystem pebble uses. Default: the operating system's.
 	// Tests use vfs.NewCrashableMem to simulate crashes.
 	FS vfs.FS
@@ -62,6 +77,8 @@ const (
 	DefaultMaxBatchBytes = 8 << 20
 	DefaultQueueLen      = 4096
 	DefaultPurgeInterval = time.Minute
+
+	DefaultSearchPostingsPerTerm = 20000
 )
 
 func (o *Options) withDefaults() (Options, error) {
@@ -86,6 +103,9 @@ func (o *Options) withDefaults() (Options, error) {
 	}
 	if r.PurgeInterval == 0 {
 		r.PurgeInterval = DefaultPurgeInterval
+	}
+	if r.SearchPostingsPerTerm <= 0 {
+		r.SearchPostingsPerTerm = DefaultSearchPostingsPerTerm
 	}
 	if r.Logger == nil {
 		r.Logger = slog.Default()

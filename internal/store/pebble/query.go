@@ -147,11 +147,14 @@ func (s *source) releaseBuf() {
 // Items call: a pebble snapshot, one iterator over it for index scans,
 // and the time used for expiration.
 type query struct {
+	s      *Store
 	srcs   []*source // every range source, to recycle their buffers
 	slabs  [][]entry // shared initial buffers, recycled at close
 	snap   *pebble.Snapshot
 	it     *pebble.Iterator // index scans
 	bodyIt *pebble.Iterator // body reads, created on first use
+	docIt  *pebble.Iterator // search doc reads, created on first use
+	cands  []*[]cand        // search candidate heaps, recycled at close
 	now    int64
 	keyBuf []byte
 }
@@ -163,7 +166,7 @@ func (s *Store) newQuery() (*query, error) {
 		snap.Close()
 		return nil, err
 	}
-	return &query{snap: snap, it: it, now: time.Now().Unix()}, nil
+	return &query{s: s, snap: snap, it: it, now: time.Now().Unix()}, nil
 }
 
 func (q *query) close() error {
@@ -176,17 +179,23 @@ func (q *query) close() error {
 	for _, b := range q.slabs {
 		putEntries(b)
 	}
-	q.srcs, q.slabs = nil, nil
+	for _, c := range q.cands {
+		putCands(*c)
+		*c = nil
+	}
+	q.srcs, q.slabs, q.cands = nil, nil, nil
 	err := q.it.Close()
-	if q.bodyIt != nil {
-		if cerr := q.bodyIt.Close(); err == nil {
-			err = cerr
+	for _, it := range []*pebble.Iterator{q.bodyIt, q.docIt} {
+		if it != nil {
+			if cerr := it.Close(); err == nil {
+				err = cerr
+			}
 		}
 	}
 	if cerr := q.snap.Close(); err == nil {
 		err = cerr
 	}
-	q.it, q.bodyIt, q.snap = nil, nil, nil
+	q.it, q.bodyIt, q.docIt, q.snap = nil, nil, nil, nil
 	return err
 }
 
@@ -848,6 +857,8 @@ type iterator struct {
 	s      *Store
 	q      *query
 	m      *merger
+	ss     []*searchStream       // the filters with Search, in order, before the others
+	seen   map[nostr.ID]struct{} // ids returned by search streams, when other streams follow
 	rec    store.Record
 	err    error
 	closed bool
@@ -872,8 +883,11 @@ func (s *Store) Query(ctx context.Context, filters []nostr.Filter) (store.Iterat
 		q.close()
 		return nil, err
 	}
-	it := &iterator{s: s, q: q, m: m}
-	if len(m.streams) == 0 {
+	it := &iterator{s: s, q: q, m: m, ss: q.newSearches(filters, true, true)}
+	if len(it.ss) > 1 || len(it.ss) > 0 && len(m.streams) > 0 {
+		it.seen = make(map[nostr.ID]struct{})
+	}
+	if len(m.streams) == 0 && len(it.ss) == 0 {
 		q.close()
 		it.q = nil
 		return it, nil
@@ -892,19 +906,59 @@ func (it *iterator) Next() bool {
 	if it.closed || it.err != nil || it.q == nil {
 		return false
 	}
-	fs, err := it.m.next()
-	if err != nil {
-		it.err = err
-		it.release()
-		return false
+	for len(it.ss) > 0 {
+		ss := it.ss[0]
+		ok, err := ss.next()
+		if err != nil {
+			it.err = err
+			it.release()
+			return false
+		}
+		if !ok {
+			it.ss = it.ss[1:]
+			continue
+		}
+		e := &ss.cur
+		if it.seen != nil {
+			if _, dup := it.seen[e.id]; dup {
+				continue
+			}
+			it.seen[e.id] = struct{}{}
+		}
+		it.rec = store.Record{ID: e.id, PubKey: ss.post.pk, CreatedAt: e.createdAt, Kind: int(e.m.kind), Raw: ss.post.raw}
+		return true
 	}
-	if fs == nil {
-		it.release()
-		return false
+	for {
+		fs, err := it.m.next()
+		if err != nil {
+			it.err = err
+			it.release()
+			return false
+		}
+		if fs == nil {
+			it.release()
+			return false
+		}
+		e := &fs.cur
+		if it.seen != nil {
+			if _, dup := it.seen[e.id]; dup {
+				continue
+			}
+		}
+		it.rec = store.Record{ID: e.id, PubKey: fs.pk, CreatedAt: e.createdAt, Kind: int(e.m.kind), Raw: fs.raw}
+		return true
 	}
-	e := &fs.cur
-	it.rec = store.Record{ID: e.id, PubKey: fs.pk, CreatedAt: e.createdAt, Kind: int(e.m.kind), Raw: fs.raw}
-	return true
+}
+
+// newSearches returns the streams of the filters with Search, in order.
+func (q *query) newSearches(filters []nostr.Filter, forQuery, wantBody bool) []*searchStream {
+	var out []*searchStream
+	for i := range filters {
+		if ss := q.newSearch(&filters[i], forQuery, wantBody); ss != nil {
+			out = append(out, ss)
+		}
+	}
+	return out
 }
 
 // Record implements store.Iterator.
@@ -937,6 +991,7 @@ func (it *iterator) release() {
 	}
 	it.q = nil
 	it.m = nil
+	it.ss = nil
 	it.s.untrack(it)
 }
 
@@ -946,7 +1001,7 @@ func (it *iterator) forceClose() {
 	defer it.mu.Unlock()
 	if it.q != nil {
 		it.q.close()
-		it.q, it.m = nil, nil
+		it.q, it.m, it.ss = nil, nil, nil
 		if it.err == nil && !it.closed {
 			it.err = store.ErrClosed
 		}
@@ -974,6 +1029,35 @@ func (s *Store) scan(ctx context.Context, filters []nostr.Filter, fn func(e *ent
 	if err != nil {
 		return err
 	}
+	// Search matches first (they need their bodies parsed anyway), then
+	// the other filters' matches that are not among them.
+	var seen map[nostr.ID]struct{}
+	for _, ss := range q.newSearches(filters, false, false) {
+		if seen == nil {
+			seen = make(map[nostr.ID]struct{})
+		}
+		for n := 0; ; n++ {
+			if n&1023 == 1023 {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+			}
+			ok, err := ss.next()
+			if err != nil {
+				return err
+			}
+			if !ok {
+				break
+			}
+			if _, dup := seen[ss.cur.id]; dup {
+				continue
+			}
+			seen[ss.cur.id] = struct{}{}
+			if err := fn(&ss.cur); err != nil {
+				return err
+			}
+		}
+	}
 	for n := 0; ; n++ {
 		if n&1023 == 1023 {
 			if err := ctx.Err(); err != nil {
@@ -983,6 +1067,11 @@ func (s *Store) scan(ctx context.Context, filters []nostr.Filter, fn func(e *ent
 		fs, err := m.next()
 		if err != nil || fs == nil {
 			return err
+		}
+		if seen != nil {
+			if _, dup := seen[fs.cur.id]; dup {
+				continue
+			}
 		}
 		if err := fn(&fs.cur); err != nil {
 			return err

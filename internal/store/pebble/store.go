@@ -12,6 +12,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
 	"github.com/petrel-relay/petrel/internal/nostr"
+	"github.com/petrel-relay/petrel/internal/search"
 	"github.com/petrel-relay/petrel/internal/store"
 )
 
@@ -46,7 +47,10 @@ type Store struct {
 	lastSize atomic.Int64
 }
 
-var _ store.Store = (*Store)(nil)
+var (
+	_ store.Store    = (*Store)(nil)
+	_ store.Searcher = (*Store)(nil)
+)
 
 // Open opens (creating if needed) the store at opts.Path.
 func Open(opts Options) (*Store, error) {
@@ -86,7 +90,11 @@ func Open(opts Options) (*Store, error) {
 		purgeDone:  make(chan struct{}),
 		iters:      make(map[*iterator]struct{}),
 	}
-	if err := s.checkFormat(); err != nil {
+	upgrade, err := s.checkFormat()
+	if err == nil {
+		err = s.openSearch(upgrade)
+	}
+	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open pebble store %q: %w", o.Path, err)
 	}
@@ -104,32 +112,50 @@ func Open(opts Options) (*Store, error) {
 	return s, nil
 }
 
-// checkFormat writes the format key into an empty database, and refuses a
-// database with another (or no) format key.
-func (s *Store) checkFormat() error {
+// checkFormat writes the format key (and an empty search index) into an
+// empty database, and refuses a database with another (or no) format key.
+// It reports whether the database is in formatV1, to be upgraded by
+// openSearch.
+func (s *Store) checkFormat() (upgrade bool, err error) {
 	v, closer, err := s.db.Get(formatKey)
 	if err == nil {
 		defer closer.Close()
-		if string(v) != formatVersion {
-			return fmt.Errorf("%w: %q, this build reads %q", ErrFormat, v, formatVersion)
+		switch string(v) {
+		case formatVersion:
+			return false, nil
+		case formatV1:
+			return true, nil
 		}
-		return nil
+		return false, fmt.Errorf("%w: %q, this build reads %q (and upgrades %q)", ErrFormat, v, formatVersion, formatV1)
 	}
 	if !errors.Is(err, pebble.ErrNotFound) {
-		return err
+		return false, err
 	}
 	it, err := s.db.NewIter(nil)
 	if err != nil {
-		return err
+		return false, err
 	}
 	nonEmpty := it.First()
 	if err := it.Close(); err != nil {
-		return err
+		return false, err
 	}
 	if nonEmpty {
-		return fmt.Errorf("%w: no format key in a non-empty database", ErrFormat)
+		return false, fmt.Errorf("%w: no format key in a non-empty database", ErrFormat)
 	}
-	return s.db.Set(formatKey, []byte(formatVersion), pebble.Sync)
+	b := s.db.NewBatch()
+	defer b.Close()
+	if err := b.Set(formatKey, []byte(formatVersion), nil); err != nil {
+		return false, err
+	}
+	if !s.opts.DisableSearch {
+		if err := b.Set(searchKey, []byte(search.Version), nil); err != nil {
+			return false, err
+		}
+		if err := b.Set(searchStatsKey, appendSearchStats(nil, search.Stats{}), nil); err != nil {
+			return false, err
+		}
+	}
+	return false, b.Commit(pebble.Sync)
 }
 
 // purgeLoop purges expired events every interval until the store closes.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/petrel-relay/petrel/internal/nostr"
+	"github.com/petrel-relay/petrel/internal/search"
 	"github.com/petrel-relay/petrel/internal/store"
 )
 
@@ -74,6 +75,15 @@ type writer struct {
 
 	// tombstoned filters the ids that have D keys (see idFilter).
 	tombstoned *idFilter
+
+	// Search index (nil analyzer when Options.DisableSearch): the
+	// committed collection figures, and the current batch's change to
+	// them, written to searchStatsKey at the end of the batch.
+	an          *search.Analyzer
+	searchStats search.Stats
+	searchDelta search.Stats
+	keyBuf      []byte
+	valBuf      []byte
 }
 
 func newWriter(s *Store) (*writer, error) {
@@ -113,6 +123,19 @@ func newWriter(s *Store) (*writer, error) {
 	w.tombstoned = newIDFilter(len(dead))
 	for i := range dead {
 		w.tombstoned.add(&dead[i])
+	}
+	if !s.opts.DisableSearch {
+		w.an = new(search.Analyzer)
+		v, closer, err := s.db.Get(searchStatsKey)
+		if err != nil {
+			return nil, fmt.Errorf("search stats: %w", err)
+		}
+		st, ok := decodeSearchStats(v)
+		closer.Close()
+		if !ok {
+			return nil, fmt.Errorf("%w: search stats %x", errCorrupt, v)
+		}
+		w.searchStats = st
 	}
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{pfxBody}, UpperBound: []byte{pfxBody + 1}})
 	if err != nil {
@@ -180,6 +203,10 @@ func (w *writer) commit(reqs []*request) {
 			break
 		}
 	}
+	if err == nil && w.searchDelta != (search.Stats{}) {
+		st := search.Stats{Docs: w.searchStats.Docs + w.searchDelta.Docs, TotalLen: w.searchStats.TotalLen + w.searchDelta.TotalLen}
+		err = w.b.Set(searchStatsKey, appendSearchStats(nil, st), nil)
+	}
 	if err == nil && !w.b.Empty() {
 		opt := pebble.Sync
 		if w.s.opts.NoSync {
@@ -195,7 +222,10 @@ func (w *writer) commit(reqs []*request) {
 		clear(w.pendingVanish)
 	} else {
 		w.keepVanish()
+		w.searchStats.Docs += w.searchDelta.Docs
+		w.searchStats.TotalLen += w.searchDelta.TotalLen
 	}
+	w.searchDelta = search.Stats{}
 	for _, r := range reqs {
 		w.report(r, err)
 	}
@@ -393,6 +423,56 @@ func (w *writer) insert(ev *nostr.Event, aKey []byte) error {
 			return err
 		}
 	}
+	return w.index(ev, &m, false)
+}
+
+// index writes (or, with remove, deletes) the search postings and doc
+// entry of ev, stored with meta m (only m.serial is used to remove), and
+// counts the change to the collection figures. It does nothing when
+// search is disabled or ev has nothing searchable.
+func (w *writer) index(ev *nostr.Event, m *meta, remove bool) error {
+	if w.an == nil {
+		return nil
+	}
+	doc := w.an.Analyze(ev)
+	if doc.Empty() {
+		return nil
+	}
+	serial := m.serial
+	w.keyBuf = appendDocKey(w.keyBuf[:0], serial)
+	var err error
+	if remove {
+		err = w.b.Delete(w.keyBuf, nil)
+	} else {
+		w.valBuf = appendDocValue(w.valBuf[:0], &ev.ID, ev.CreatedAt, m)
+		err = w.b.Set(w.keyBuf, w.valBuf, nil)
+	}
+	if err != nil {
+		return err
+	}
+	p := posting{kind: uint16(ev.Kind), docLen: uint64(doc.Len)}
+	for i := range doc.Terms {
+		t := &doc.Terms[i]
+		w.keyBuf = appendPostingKey(w.keyBuf[:0], t.Text, serial)
+		var err error
+		if remove {
+			err = w.b.Delete(w.keyBuf, nil)
+		} else {
+			p.freq = uint8(t.Freq)
+			w.valBuf = appendPosting(w.valBuf[:0], p)
+			err = w.b.Set(w.keyBuf, w.valBuf, nil)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if remove {
+		w.searchDelta.Docs--
+		w.searchDelta.TotalLen -= int64(doc.Len)
+	} else {
+		w.searchDelta.Docs++
+		w.searchDelta.TotalLen += int64(doc.Len)
+	}
 	return nil
 }
 
@@ -475,7 +555,7 @@ func (w *writer) removeSerial(serial uint64) error {
 			return err
 		}
 	}
-	return nil
+	return w.index(ev, &meta{serial: serial}, true)
 }
 
 // setMaxTS stores ts under key unless a larger value is there.

@@ -2,12 +2,14 @@ package storetest
 
 import (
 	"context"
+	"encoding/binary"
 	"math/rand/v2"
 	"strconv"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/petrel-relay/petrel/internal/bench"
 	"github.com/petrel-relay/petrel/internal/nostr"
 	"github.com/petrel-relay/petrel/internal/store"
 )
@@ -174,4 +176,37 @@ func BenchIngest(b *testing.B, st store.Store, batch int) {
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "events/s")
 	reportCPU(b, cpu0)
+}
+
+// SearchFixtureEvents generates n kind-1 notes with the content and tags
+// of petrel bench's generator (internal/bench: 100 to 300 bytes of words
+// from bench.Vocabulary, "p", "e" and a "t" tag from bench.Hashtags), by
+// 100 authors, 100 per second from BaseTime, with random ids and
+// signatures (stores do not verify them). Each vocabulary word is in
+// about one note in eight, so a search for one has thousands of matches
+// in 100,000 notes. Deterministic; the events are passed to fn in batches
+// of up to batch events (the slice is reused between calls).
+func SearchFixtureEvents(n, batch int, fn func([]*nostr.Event) error) error {
+	g := bench.NewGenerator(bench.GenConfig{Seed: 50, Authors: 100, Start: BaseTime, PerSecond: 100})
+	rng := rand.New(rand.NewPCG(50, uint64(n)))
+	buf := make([]*nostr.Event, 0, batch)
+	for i := 0; i < n; i++ {
+		ev := g.Unsigned(i)
+		ev.PubKey = g.Authors()[g.AuthorOf(i)]
+		for j := 0; j < len(ev.ID); j += 8 {
+			binary.LittleEndian.PutUint64(ev.ID[j:], rng.Uint64())
+		}
+		for j := 0; j < len(ev.Sig); j += 8 {
+			binary.LittleEndian.PutUint64(ev.Sig[j:], rng.Uint64())
+		}
+		ev.Raw = nostr.Serialize(ev)
+		buf = append(buf, ev)
+		if len(buf) == batch || i == n-1 {
+			if err := fn(buf); err != nil {
+				return err
+			}
+			buf = buf[:0]
+		}
+	}
+	return nil
 }

@@ -48,6 +48,7 @@ func testDifferential(t *testing.T, st store.Store) {
 		}
 		ok := t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			d := &differ{t: t, st: st, m: NewModel(), g: newGen(seed)}
+			d.g.search = SupportsSearch(st)
 			d.run(events, queries)
 		})
 		if !ok {
@@ -85,6 +86,8 @@ type gen struct {
 	ids     []nostr.ID     // ids of generated events (stored or not), plus a few unknown
 	evs     []*nostr.Event
 	words   []string
+	text    []string // content words, for search
+	search  bool     // draw search filters
 	dvals   []string
 	longs   []string
 	now     int64
@@ -98,6 +101,7 @@ func newGen(seed uint64) *gen {
 	}
 	s := strconv.FormatUint(seed, 36)
 	g.words = []string{"nostr" + s, "go" + s, "Go" + s, "" + s, "x" + s}
+	g.text = []string{"alpha" + s, "Beta" + s, "gamma" + s, "delta" + s, "eps" + s, "nostr" + s}
 	g.dvals = []string{"", "a" + s, "b" + s, "c" + s}
 	g.longs = []string{strings.Repeat("long"+s, 40), strings.Repeat("long"+s, 40) + "!"}
 	for i := 0; i < 3; i++ {
@@ -191,10 +195,47 @@ func (g *gen) event() *nostr.Event {
 	if g.pick(100) == 0 {
 		kind = 20001 // refused
 	}
-	ev := NewEvent(g.rng, pk, kind, created, tags, "c")
+	ev := NewEvent(g.rng, pk, kind, created, tags, g.content(kind, &tags))
 	g.evs = append(g.evs, ev)
 	g.ids = append(g.ids, ev.ID)
 	return ev
+}
+
+// content draws an event's content: a few words (for search), as JSON for
+// a profile; sometimes adds a title tag.
+func (g *gen) content(kind int, tags *nostr.Tags) string {
+	var words []string
+	for n := g.pick(5); n > 0; n-- {
+		words = append(words, g.text[g.pick(len(g.text))])
+	}
+	if g.pick(8) == 0 {
+		*tags = append(*tags, nostr.Tag{"title", g.text[g.pick(len(g.text))]})
+	}
+	switch kind {
+	case 0:
+		return `{"name":"` + strings.Join(words, " ") + `","about":"c"}`
+	case 5, 62:
+		return ""
+	}
+	return "c " + strings.Join(words, []string{" ", ", ", "! ", " - "}[g.pick(4)])
+}
+
+// searchString draws a search string: one or two content words, sometimes
+// with an extension or a word nobody uses.
+func (g *gen) searchString() string {
+	q := g.text[g.pick(len(g.text))]
+	if g.pick(3) == 0 {
+		q += " " + strings.ToUpper(g.text[g.pick(len(g.text))])
+	}
+	switch g.pick(8) {
+	case 0:
+		q += " language:en"
+	case 1:
+		q += " nobody" + strconv.FormatUint(g.seed, 36)
+	case 2:
+		q = g.words[g.pick(len(g.words))] // a hashtag value
+	}
+	return q
 }
 
 // filter draws a random filter.
@@ -241,6 +282,9 @@ func (g *gen) filter() nostr.Filter {
 	if g.pick(50) == 0 {
 		f.Present |= []uint8{nostr.PresentIDs, nostr.PresentAuthors, nostr.PresentKinds}[g.pick(3)]
 	}
+	if g.search && g.pick(6) == 0 {
+		f.Search = g.searchString()
+	}
 	return f
 }
 
@@ -252,6 +296,7 @@ type differ struct {
 
 	outcomes  [store.Failed + 1]int
 	removed   int
+	searches  int
 	nonEmpty  int
 	returned  int
 	queryRuns int
@@ -309,8 +354,8 @@ func (d *differ) run(events, queries int) {
 	for ; q < queries; q++ {
 		d.compare()
 	}
-	d.t.Logf("outcomes stored/dup/superseded/deleted/failed %v, removed %d; queries %d, non-empty %d, records %d",
-		d.outcomes[1:], d.removed, d.queryRuns, d.nonEmpty, d.returned)
+	d.t.Logf("outcomes stored/dup/superseded/deleted/failed %v, removed %d; queries %d (with search %d), non-empty %d, records %d",
+		d.outcomes[1:], d.removed, d.queryRuns, d.searches, d.nonEmpty, d.returned)
 	for i := 0; i < 200; i++ {
 		id := d.g.knownID()
 		a, err := d.st.Has(ctx, id)
@@ -364,7 +409,10 @@ func (d *differ) compare() {
 	if len(want) > 0 {
 		d.nonEmpty++
 	}
-	if !sameRecords(got, want) {
+	if hasSearch(filters) {
+		d.searches++
+		d.compareSearch(filters, got, want)
+	} else if !sameRecords(got, want) {
 		d.t.Fatalf("Query %s:\n store %s\n model %s", fmtFilters(filters), fmtRecs(got), fmtRecs(want))
 	}
 	n1, err := d.st.Count(ctx, filters)
@@ -385,6 +433,78 @@ func (d *differ) compare() {
 	}
 	if errors.Is(err1, store.ErrTooMany) != errors.Is(err2, store.ErrTooMany) || !slices.Equal(i1, i2) {
 		d.t.Fatalf("Items %s max %d: store %d %v, model %d %v", fmtFilters(filters), max, len(i1), err1, len(i2), err2)
+	}
+}
+
+func hasSearch(filters []nostr.Filter) bool {
+	for i := range filters {
+		if filters[i].Search != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// compareSearch compares the results of a query with search filters as
+// sets, since stores rank differently: without a limit that cuts a search
+// filter's matches the sets are equal; with one, the store returns only
+// events the model would return without that limit, each once, and as
+// many as the model (dedup aside, which the check allows for).
+func (d *differ) compareSearch(filters []nostr.Filter, got, want []store.Record) {
+	ctx := context.Background()
+	cut := false
+	unlimited := slices.Clone(filters)
+	for i := range unlimited {
+		f := &unlimited[i]
+		if f.Search == "" || !f.HasLimit || f.Limit <= 0 {
+			continue
+		}
+		if n, _ := d.m.Count(ctx, filters[i:i+1]); n > int64(f.Limit) {
+			cut = true
+		}
+		f.HasLimit, f.Limit = false, 0
+	}
+	all := make(map[nostr.ID]store.Record)
+	mit, _ := d.m.Query(ctx, unlimited)
+	for mit.Next() {
+		all[mit.Record().ID] = *mit.Record()
+	}
+	seen := make(map[nostr.ID]bool)
+	for i := range got {
+		r, ok := all[got[i].ID]
+		if seen[got[i].ID] || !ok || !sameRecords(got[i:i+1], []store.Record{r}) {
+			d.t.Fatalf("Query %s: store returned %s (repeated, or not a match, or different)\n store %s\n model %s",
+				fmtFilters(filters), got[i].ID.Hex()[:8], fmtRecs(got), fmtRecs(want))
+		}
+		seen[got[i].ID] = true
+	}
+	if !cut {
+		if len(got) != len(want) {
+			d.t.Fatalf("Query %s: store %d records, model %d\n store %s\n model %s", fmtFilters(filters), len(got), len(want), fmtRecs(got), fmtRecs(want))
+		}
+		return
+	}
+	// Each search filter with a cutting limit yields exactly its limit;
+	// overlaps between filters may make the union smaller than the
+	// model's, but never smaller than the largest single filter's share.
+	for i := range filters {
+		f := &filters[i]
+		if f.Search == "" || !f.HasLimit || f.Limit <= 0 {
+			continue
+		}
+		it, err := d.st.Query(ctx, filters[i:i+1])
+		if err != nil {
+			d.t.Fatal(err)
+		}
+		n := 0
+		for it.Next() {
+			n++
+		}
+		it.Close()
+		m, _ := d.m.Count(ctx, filters[i:i+1])
+		if int64(n) != min(int64(f.Limit), m) {
+			d.t.Fatalf("Query %s: store returned %d, want min(limit %d, matches %d)", fmtFilters(filters[i:i+1]), n, f.Limit, m)
+		}
 	}
 }
 

@@ -8,6 +8,13 @@
 // suite's differential test compares a backend with it on thousands of
 // random events and filters.
 //
+// Search (NIP-50) is optional: a store that implements store.Searcher
+// and reports SupportsSearch gets the Search subtests, and search filters
+// in the differential test, compared with the model as sets (stores rank
+// differently; the model ranks by the sum of the query terms'
+// frequencies, and matches by internal/search's analysis, like a real
+// index). A store without search gets SearchUnsupported instead.
+//
 // The helpers (NewEvent, WithID, Key, FixtureEvents, LoadFixture,
 // BenchQuery, BenchIngest) build events that carry random ids and
 // signatures: the store does not verify them, but each event's Raw is its

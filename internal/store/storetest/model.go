@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/petrel-relay/petrel/internal/nostr"
+	"github.com/petrel-relay/petrel/internal/search"
 	"github.com/petrel-relay/petrel/internal/store"
 )
 
@@ -27,6 +28,11 @@ type Model struct {
 	// Set it before first use.
 	Now func() int64
 
+	// NoSearch turns search off, like a store without a search index:
+	// filters with Search then match nothing and SupportsSearch is
+	// false. Set it before first use.
+	NoSearch bool
+
 	mu       sync.Mutex
 	closed   bool
 	events   []*nostr.Event
@@ -44,7 +50,13 @@ type deletedKey struct {
 	deleter nostr.PubKey
 }
 
-var _ store.Store = (*Model)(nil)
+var (
+	_ store.Store    = (*Model)(nil)
+	_ store.Searcher = (*Model)(nil)
+)
+
+// SupportsSearch implements store.Searcher.
+func (m *Model) SupportsSearch() bool { return !m.NoSearch }
 
 // NewModel returns an empty model.
 func NewModel() *Model {
@@ -239,10 +251,11 @@ func CompareItems(a, b store.Item) int {
 }
 
 // Active reports whether a filter can contribute to a Query: it is not
-// Empty, has no Search (the model has no search index), and does not have
-// a limit of zero or less. Count and Items ignore the limit part.
+// Empty, and does not have a limit of zero or less. Count and Items ignore
+// the limit part. (A filter with Search needs a store that supports
+// search, too.)
 func Active(f *nostr.Filter, forQuery bool) bool {
-	if f.Empty() || f.Search != "" {
+	if f.Empty() {
 		return false
 	}
 	if forQuery && f.HasLimit && f.Limit <= 0 {
@@ -251,37 +264,91 @@ func Active(f *nostr.Filter, forQuery bool) bool {
 	return true
 }
 
-// matches returns the stored, unexpired events matching any of filters,
-// newest first; with forQuery each filter contributes at most its limit.
-// m.mu must be held.
+// SearchScore is the model's relevance of an event for a search: the sum
+// of the frequencies of the query's terms in the event (search.Analyze),
+// or 0 when the event lacks one of them (it does not match). Real stores
+// rank by BM25; the suite compares the model with them on the sets of
+// matches, not their order.
+func SearchScore(ev *nostr.Event, q *search.Query) int {
+	d := search.Analyze(ev)
+	if !d.Matches(q) {
+		return 0
+	}
+	s := 0
+	for _, t := range q.Terms {
+		s += d.Freq(t)
+	}
+	return s
+}
+
+// matches returns the stored, unexpired events matching any of filters:
+// first the matches of the filters with Search, in filter order, each
+// filter's best first (SearchScore, then newest first); then the other
+// filters' matches newest first. Each event appears once. With forQuery
+// each filter contributes at most its limit. m.mu must be held.
 func (m *Model) matches(filters []nostr.Filter, forQuery bool) []*nostr.Event {
 	now := m.now()
 	seen := make(map[nostr.ID]bool)
-	var out []*nostr.Event
-	for i := range filters {
+	var out, rest []*nostr.Event
+	order := make([]int, 0, len(filters))
+	for pass := 0; pass < 2; pass++ {
+		for i := range filters {
+			if (filters[i].Search != "") == (pass == 0) {
+				order = append(order, i)
+			}
+		}
+	}
+	for _, i := range order {
 		f := &filters[i]
-		if !Active(f, forQuery) {
+		if !Active(f, forQuery) || (f.Search != "" && m.NoSearch) {
 			continue
 		}
 		var got []*nostr.Event
-		for _, ev := range m.events {
-			if f.Matches(ev) && !ev.IsExpired(now) {
-				got = append(got, ev)
-			}
+		var q search.Query
+		score := make(map[*nostr.Event]int)
+		if f.Search != "" {
+			q = search.ParseQuery(f.Search)
 		}
-		slices.SortFunc(got, CompareNewestFirst)
+		for _, ev := range m.events {
+			if !f.Matches(ev) || ev.IsExpired(now) {
+				continue
+			}
+			if f.Search != "" {
+				s := SearchScore(ev, &q)
+				if s == 0 {
+					continue
+				}
+				score[ev] = s
+			}
+			got = append(got, ev)
+		}
+		if f.Search != "" {
+			slices.SortFunc(got, func(a, b *nostr.Event) int {
+				if score[a] != score[b] {
+					return score[b] - score[a]
+				}
+				return CompareNewestFirst(a, b)
+			})
+		} else {
+			slices.SortFunc(got, CompareNewestFirst)
+		}
 		if forQuery && f.HasLimit && len(got) > f.Limit {
 			got = got[:f.Limit]
 		}
 		for _, ev := range got {
-			if !seen[ev.ID] {
-				seen[ev.ID] = true
+			if seen[ev.ID] {
+				continue
+			}
+			seen[ev.ID] = true
+			if f.Search != "" {
 				out = append(out, ev)
+			} else {
+				rest = append(rest, ev)
 			}
 		}
 	}
-	slices.SortFunc(out, CompareNewestFirst)
-	return out
+	slices.SortFunc(rest, CompareNewestFirst)
+	return append(out, rest...)
 }
 
 // Query implements store.Store. The returned iterator holds copies of the

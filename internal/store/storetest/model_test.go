@@ -11,3 +11,13 @@ import (
 func TestModel(t *testing.T) {
 	Run(t, func(t *testing.T) store.Store { return NewModel() })
 }
+
+// TestModelNoSearch runs the suite against the model without search, as
+// against a store without a search index.
+func TestModelNoSearch(t *testing.T) {
+	Run(t, func(t *testing.T) store.Store {
+		m := NewModel()
+		m.NoSearch = true
+		return m
+	})
+}

@@ -16,7 +16,9 @@ import (
 // Run runs the conformance suite. open must return a fresh, empty store
 // each time it is called (it may register its own cleanups on t); Run
 // closes it when the subtest ends, and ignores the ErrClosed of a store a
-// subtest already closed.
+// subtest already closed. The Search subtests run only on a store that
+// reports SupportsSearch (store.Searcher); SearchUnsupported runs only on
+// one that does not.
 func Run(t *testing.T, open func(t *testing.T) store.Store) {
 	tests := []struct {
 		name string
@@ -49,6 +51,13 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Closed", testClosed},
 		{"CloseFlushes", testCloseFlushes},
 		{"Differential", testDifferential},
+		{"SearchUnsupported", testSearchUnsupported},
+		{"SearchMatch", testSearchMatch},
+		{"SearchFields", testSearchFields},
+		{"SearchFilters", testSearchFilters},
+		{"SearchLimitOrder", testSearchLimitOrder},
+		{"SearchRemoval", testSearchRemoval},
+		{"SearchExpiration", testSearchExpiration},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -572,8 +581,14 @@ func testEmptyFilters(t *testing.T, st store.Store) {
 	f(nostr.Filter{Tags: []nostr.TagFilter{{Name: 't'}}})
 	f(nostr.Filter{Tags: []nostr.TagFilter{{Name: 't', Values: []string{}}}})
 	f(nostr.Filter{Since: BaseTime + 1, HasSince: true, Until: BaseTime, HasUntil: true})
-	f(nostr.Filter{Search: "content"})
-	f(nostr.Filter{Search: "content", Kinds: []int{1}})
+	if SupportsSearch(st) {
+		f(nostr.Filter{Search: "content"}, e)
+		f(nostr.Filter{Search: "content", Kinds: []int{1}}, e)
+		f(nostr.Filter{Search: "content", Kinds: []int{2}})
+	} else {
+		f(nostr.Filter{Search: "content"})
+		f(nostr.Filter{Search: "content", Kinds: []int{1}})
+	}
 	// A limit of zero returns nothing from Query, but Count and Items
 	// ignore limits.
 	h.expect(fs(nostr.Filter{Limit: 0, HasLimit: true}))

@@ -1,0 +1,153 @@
+package pebble
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/petrel-relay/petrel/internal/bench"
+	"github.com/petrel-relay/petrel/internal/nostr"
+	"github.com/petrel-relay/petrel/internal/search"
+	"github.com/petrel-relay/petrel/internal/store"
+	"github.com/petrel-relay/petrel/internal/store/storetest"
+)
+
+// searchFixture returns a store holding n notes of storetest's search
+// fixture (petrel bench's vocabulary), built once into $PETREL_BENCH_DIR
+// like the other fixtures.
+func searchFixture(b *testing.B, n int) *Store {
+	b.Helper()
+	fixturesMu.Lock()
+	defer fixturesMu.Unlock()
+	if s := fixtures[-n]; s != nil {
+		return s
+	}
+	root := os.Getenv("PETREL_BENCH_DIR")
+	if root == "" {
+		root = os.TempDir()
+	}
+	name := strings.ReplaceAll(formatVersion+"-"+search.Version, "/", "-")
+	dir := filepath.Join(root, fmt.Sprintf("petrel-bench-search-%s-%d", name, n))
+	marker := filepath.Join(dir, "FIXTURE-COMPLETE")
+	if _, err := os.Stat(marker); err != nil {
+		os.RemoveAll(dir)
+		start := time.Now()
+		s, err := Open(Options{Path: dir, NoSync: true, Logger: quiet, PurgeInterval: -1, MaxBatch: 8192})
+		if err != nil {
+			b.Fatal(err)
+		}
+		err = storetest.SearchFixtureEvents(n, 4096, func(evs []*nostr.Event) error {
+			_, err := s.Save(context.Background(), evs)
+			return err
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := s.db.Compact(context.Background(), []byte{0}, []byte{0xff}, true); err != nil {
+			b.Fatal(err)
+		}
+		if err := s.Close(); err != nil {
+			b.Fatal(err)
+		}
+		if err := os.WriteFile(marker, nil, 0o644); err != nil {
+			b.Fatal(err)
+		}
+		b.Logf("built search fixture of %d events in %v at %s", n, time.Since(start).Round(time.Millisecond), dir)
+	}
+	s, err := Open(Options{Path: dir, Logger: quiet, PurgeInterval: -1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	fixtures[-n] = s
+	return s
+}
+
+// BenchmarkSearch: NIP-50 queries with limit 500 over 100,000 notes of
+// petrel bench's vocabulary (each word is in about 12,000 of them), as
+// `petrel bench search` sends them: one word; two words (about 1,500
+// notes have both); one word restricted to 10 authors (post-filtered on
+// the bodies); a hashtag.
+func BenchmarkSearch(b *testing.B) {
+	authors := make([]nostr.PubKey, 10)
+	g := bench.NewGenerator(bench.GenConfig{Seed: 50, Authors: 100, Start: storetest.BaseTime})
+	copy(authors, g.Authors())
+	cases := []struct {
+		name string
+		f    nostr.Filter
+		want int
+	}{
+		{"word", nostr.Filter{Search: bench.Vocabulary[37], Limit: 500, HasLimit: true}, 500},
+		{"two-words", nostr.Filter{Search: bench.Vocabulary[37] + " " + bench.Vocabulary[74], Limit: 500, HasLimit: true}, 500},
+		{"word+authors", nostr.Filter{Search: bench.Vocabulary[37], Authors: authors, Limit: 500, HasLimit: true}, 500},
+		{"hashtag", nostr.Filter{Search: "photography", Kinds: []int{1}, Limit: 500, HasLimit: true}, 500},
+	}
+	for _, n := range []int{100_000} {
+		b.Run(fmt.Sprintf("events=%d", n), func(b *testing.B) {
+			s := searchFixture(b, n)
+			for _, c := range cases {
+				b.Run(c.name, func(b *testing.B) { storetest.BenchQuery(b, s, []nostr.Filter{c.f}, c.want) })
+			}
+		})
+	}
+}
+
+// BenchmarkSearchIndexSize reports the share of the 100,000-note fixture
+// taken by the search index (pebble's estimate of the S table's disk
+// usage) next to the whole store.
+func BenchmarkSearchIndexSize(b *testing.B) {
+	s := searchFixture(b, 100_000)
+	for i := 0; i < b.N; i++ {
+		idx, err := s.db.EstimateDiskUsage([]byte{pfxSearch}, []byte{pfxSearch + 1})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(float64(idx), "index-bytes")
+		b.ReportMetric(float64(s.Stats().SizeBytes), "store-bytes")
+	}
+}
+
+// BenchmarkIngestSearch: Save throughput with and without the search
+// index, for notes of petrel bench's vocabulary (about 30 distinct words
+// each): the difference is the indexing cost per event. Unsynced batches
+// of 1024 show the CPU cost; synced batches of 64 a relay's group commit.
+func BenchmarkIngestSearch(b *testing.B) {
+	for _, cfg := range []struct {
+		sync  bool
+		batch int
+	}{{false, 1024}, {true, 64}} {
+		for _, on := range []bool{false, true} {
+			b.Run(fmt.Sprintf("sync=%v/batch=%d/search=%v", cfg.sync, cfg.batch, on), func(b *testing.B) {
+				s := openTest(b, Options{NoSync: !cfg.sync, PurgeInterval: -1, DisableSearch: !on})
+				defer s.Close()
+				all := make([]*nostr.Event, 0, b.N)
+				if err := storetest.SearchFixtureEvents(b.N, 4096, func(evs []*nostr.Event) error {
+					all = append(all, evs...)
+					return nil
+				}); err != nil {
+					b.Fatal(err)
+				}
+				ctx := context.Background()
+				b.ReportAllocs()
+				b.ResetTimer()
+				start := time.Now()
+				for i := 0; i < len(all); i += cfg.batch {
+					res, err := s.Save(ctx, all[i:min(i+cfg.batch, len(all))])
+					if err != nil {
+						b.Fatal(err)
+					}
+					for _, r := range res {
+						if r.Outcome != store.Stored {
+							b.Fatalf("outcome %v", r.Outcome)
+						}
+					}
+				}
+				b.StopTimer()
+				b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "events/s")
+			})
+		}
+	}
+}

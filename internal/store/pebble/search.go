@@ -1,0 +1,614 @@
+package pebble
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/petrel-relay/petrel/internal/nostr"
+	"github.com/petrel-relay/petrel/internal/search"
+)
+
+// NIP-50 search: the index is a posting list per term (S keys, newest
+// documents first) plus the collection figures (searchStatsKey), written
+// by the writer in the same batch as the event they index. See
+// docs/storage.md, "Search".
+
+// SupportsSearch implements store.Searcher: it reports whether the store
+// keeps a search index (Options.DisableSearch is false).
+func (s *Store) SupportsSearch() bool { return !s.opts.DisableSearch }
+
+// Search build limits: events per batch while (re)building the index.
+const buildBatchEvents = 4096
+
+// openSearch brings the search index in line with the options before the
+// writer starts: with search off it drops an index that exists; with
+// search on it builds the index when it is missing or was built by
+// another analyzer version. upgrade (a formatV1 database) also rewrites
+// the format key, in the same batch that completes the index, so a crash
+// midway leaves a database that is upgraded again at the next Open.
+func (s *Store) openSearch(upgrade bool) error {
+	have, ok, err := s.getMeta(searchKey)
+	if err != nil {
+		return err
+	}
+	if s.opts.DisableSearch {
+		if !ok && !upgrade && !s.anySearchKeys() {
+			return nil
+		}
+		b := s.db.NewBatch()
+		defer b.Close()
+		if err := dropSearch(b); err != nil {
+			return err
+		}
+		if upgrade {
+			if err := b.Set(formatKey, []byte(formatVersion), nil); err != nil {
+				return err
+			}
+		}
+		if ok {
+			s.log.Info("store: search disabled, search index dropped")
+		}
+		return b.Commit(pebble.Sync)
+	}
+	if ok && string(have) == search.Version && !upgrade {
+		return nil
+	}
+	return s.buildSearch(upgrade, string(have))
+}
+
+// getMeta reads a metadata key from the database.
+func (s *Store) getMeta(key []byte) ([]byte, bool, error) {
+	v, closer, err := s.db.Get(key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	v = bytes.Clone(v)
+	closer.Close()
+	return v, true, nil
+}
+
+// anySearchKeys reports whether the database holds an S or F key.
+func (s *Store) anySearchKeys() bool {
+	for _, pfx := range []byte{pfxSearch, pfxDoc} {
+		it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{pfx}, UpperBound: []byte{pfx + 1}})
+		if err != nil {
+			return true // be safe: drop whatever is there
+		}
+		found := it.First()
+		it.Close()
+		if found {
+			return true
+		}
+	}
+	return false
+}
+
+// dropSearch adds the removal of the whole search index to b.
+func dropSearch(b *pebble.Batch) error {
+	if err := b.DeleteRange([]byte{pfxSearch}, []byte{pfxSearch + 1}, nil); err != nil {
+		return err
+	}
+	if err := b.DeleteRange([]byte{pfxDoc}, []byte{pfxDoc + 1}, nil); err != nil {
+		return err
+	}
+	if err := b.Delete(searchKey, nil); err != nil {
+		return err
+	}
+	return b.Delete(searchStatsKey, nil)
+}
+
+// buildSearch drops any index and builds it from every stored event, in
+// batches committed without sync; the last batch (figures, version key,
+// format key) is synced. Until that batch commits the version key is
+// absent, so an interrupted build starts over at the next Open.
+func (s *Store) buildSearch(upgrade bool, old string) error {
+	start := time.Now()
+	b := s.db.NewBatch()
+	if err := dropSearch(b); err != nil {
+		b.Close()
+		return err
+	}
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{pfxBody}, UpperBound: []byte{pfxBody + 1}})
+	if err != nil {
+		b.Close()
+		return err
+	}
+	var an search.Analyzer
+	var st search.Stats
+	var key, val []byte
+	n, inBatch := 0, 0
+	for valid := it.First(); valid; valid = it.Next() {
+		k := it.Key()
+		if len(k) != 9 {
+			err = fmt.Errorf("%w: body key %x", errCorrupt, k)
+			break
+		}
+		serial := ^binary.BigEndian.Uint64(k[1:])
+		_, raw, ok := decodeBody(it.Value())
+		if !ok {
+			err = fmt.Errorf("%w: body %d", errCorrupt, serial)
+			break
+		}
+		ev, perr := nostr.ParseEvent(raw, nil)
+		if perr != nil {
+			err = fmt.Errorf("%w: body %d: %v", errCorrupt, serial, perr)
+			break
+		}
+		doc := an.Analyze(ev)
+		n++
+		if doc.Empty() {
+			continue
+		}
+		m := eventMeta(ev, serial)
+		key = appendDocKey(key[:0], serial)
+		val = appendDocValue(val[:0], &ev.ID, ev.CreatedAt, &m)
+		if err = b.Set(key, val, nil); err != nil {
+			break
+		}
+		p := posting{kind: uint16(ev.Kind), docLen: uint64(doc.Len)}
+		for i := range doc.Terms {
+			p.freq = uint8(doc.Terms[i].Freq)
+			key = appendPostingKey(key[:0], doc.Terms[i].Text, serial)
+			val = appendPosting(val[:0], p)
+			if err = b.Set(key, val, nil); err != nil {
+				break
+			}
+		}
+		if err != nil {
+			break
+		}
+		st.Docs++
+		st.TotalLen += int64(doc.Len)
+		if inBatch++; inBatch == buildBatchEvents {
+			if err = b.Commit(pebble.NoSync); err != nil {
+				break
+			}
+			b.Close()
+			b, inBatch = s.db.NewBatch(), 0
+		}
+	}
+	if cerr := closeIter(it); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = b.Set(searchStatsKey, appendSearchStats(nil, st), nil)
+	}
+	if err == nil {
+		err = b.Set(searchKey, []byte(search.Version), nil)
+	}
+	if err == nil && upgrade {
+		err = b.Set(formatKey, []byte(formatVersion), nil)
+	}
+	if err == nil {
+		err = b.Commit(pebble.Sync)
+	}
+	b.Close()
+	if err != nil {
+		return fmt.Errorf("build search index: %w", err)
+	}
+	if n > 0 || old != "" {
+		s.log.Info("store: built the search index", "events", n, "documents", st.Docs,
+			"previous", old, "took", time.Since(start).Round(time.Millisecond))
+	}
+	return nil
+}
+
+// searchStream yields the matches of one filter with Search, best first:
+// the candidates found through the posting lists are scored (BM25) and
+// kept in a heap; each is then checked against the rest of the filter,
+// from its doc entry (F) and, when needed, its body, until the filter's
+// limit is reached. See docs/storage.md, "Search".
+type searchStream struct {
+	q     *query
+	f     *nostr.Filter
+	left  int   // matches still allowed; -1 for no limit
+	kinds []int // sorted; nil for any (checked while scoring)
+	post  *filterStream
+	ids   map[nostr.ID]struct{} // the filter's ids, if any
+	built bool
+	cands []cand // heap, best first
+
+	// cur is the current match; its body is post.pk and post.raw when
+	// post.haveBody.
+	cur entry
+
+	// Figures of the build, for tests.
+	steps   int // posting list reads and seeks
+	matched int // candidates scored
+}
+
+// cand is a document that has every term of the query.
+type cand struct {
+	score  float64
+	serial uint64
+}
+
+// better orders candidates: higher score first, then newer (higher serial).
+func (a *cand) better(b *cand) bool {
+	if a.score != b.score {
+		return a.score > b.score
+	}
+	return a.serial > b.serial
+}
+
+// newSearch returns the stream of a filter with Search, or nil when it
+// cannot match (search disabled, an empty filter, a limit of 0). wantBody
+// asks for the body of every match (Query).
+func (q *query) newSearch(f *nostr.Filter, forQuery, wantBody bool) *searchStream {
+	if q.s.opts.DisableSearch || f.Search == "" || f.Empty() || (forQuery && f.HasLimit && f.Limit <= 0) {
+		return nil
+	}
+	ss := &searchStream{q: q, f: f, left: -1}
+	if forQuery && f.HasLimit {
+		ss.left = f.Limit
+	}
+	since, until := int64(0), int64(nostr.MaxTimestamp)
+	if f.HasSince {
+		since = max(since, f.Since)
+	}
+	if f.HasUntil {
+		until = min(until, f.Until)
+	}
+	// The planner's post-filters, applied to doc entries.
+	post := &filterStream{q: q, f: f, left: -1, since: since, until: until, checkTime: true, wantBody: wantBody, budget: -1}
+	if f.HasKinds() {
+		ss.kinds = slices.Clone(f.Kinds)
+		slices.Sort(ss.kinds)
+		post.kinds = ss.kinds
+	}
+	post.setAuthors(f.HasAuthors(), f.Authors)
+	post.parseTags = len(f.Tags) > 0
+	post.needsBody = post.parseTags || post.authors != nil
+	ss.post = post
+	if f.HasIDs() {
+		ss.ids = make(map[nostr.ID]struct{}, len(f.IDs))
+		for _, id := range f.IDs {
+			ss.ids[id] = struct{}{}
+		}
+	}
+	return ss
+}
+
+// cursor is one term's posting list, read through its own iterator.
+type cursor struct {
+	it     *pebble.Iterator
+	prefix []byte
+	inv    uint64 // ^serial of the current posting
+	p      posting
+	idf    float64
+	steps  int
+	key    []byte
+}
+
+// load decodes the current posting; it reports false at the end of the
+// list.
+func (c *cursor) load(valid bool) (bool, error) {
+	if !valid {
+		return false, c.it.Error()
+	}
+	k := c.it.Key()
+	if len(k) != len(c.prefix)+8 {
+		return false, fmt.Errorf("%w: posting key %x", errCorrupt, k)
+	}
+	c.inv = binary.BigEndian.Uint64(k[len(c.prefix):])
+	v, err := c.it.ValueAndErr()
+	if err != nil {
+		return false, err
+	}
+	p, ok := decodePosting(v)
+	if !ok {
+		return false, fmt.Errorf("%w: posting %x = %x", errCorrupt, k, v)
+	}
+	c.p = p
+	return true, nil
+}
+
+// first, next and seek each count one step against the budget.
+func (c *cursor) first() (bool, error) { c.steps++; return c.load(c.it.First()) }
+func (c *cursor) next() (bool, error)  { c.steps++; return c.load(c.it.Next()) }
+
+// seek moves to the first posting at or after inv (at or older than its
+// serial). Postings of common terms are dense, so it first tries a few
+// Nexts, which cost a fraction of a seek; the whole counts as one step.
+func (c *cursor) seek(inv uint64) (bool, error) {
+	c.steps++
+	for i := 0; i < seekNexts; i++ {
+		ok, err := c.load(c.it.Next())
+		if err != nil || !ok || c.inv >= inv {
+			return ok, err
+		}
+	}
+	c.key = appendU64(append(c.key[:0], c.prefix...), inv)
+	return c.load(c.it.SeekGE(c.key))
+}
+
+// seekNexts is how many postings a seek steps over before it seeks.
+const seekNexts = 8
+
+// dfSample is how many postings of each term are counted to estimate its
+// document frequency (multi-term queries only).
+const dfSample = 1024
+
+// build finds and scores the candidates.
+func (ss *searchStream) build() error {
+	ss.built = true
+	pq := search.ParseQuery(ss.f.Search)
+	if len(pq.Terms) == 0 {
+		return nil
+	}
+	q := ss.q
+	stats, err := q.searchStats()
+	if err != nil {
+		return err
+	}
+	avg := stats.AvgLen()
+	curs := make([]*cursor, len(pq.Terms))
+	defer func() {
+		for _, c := range curs {
+			if c != nil {
+				c.it.Close()
+			}
+		}
+	}()
+	for i, t := range pq.Terms {
+		prefix := appendSearchPrefix(nil, []byte(t))
+		it, err := q.snap.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: prefixEnd(prefix)})
+		if err != nil {
+			return err
+		}
+		curs[i] = &cursor{it: it, prefix: prefix, idf: 1}
+	}
+	budget := q.s.opts.SearchPostingsPerTerm
+	if len(curs) > 1 {
+		if err := ss.estimateIDF(curs, stats); err != nil {
+			return err
+		}
+	}
+	for _, c := range curs {
+		ok, err := c.first()
+		if err != nil || !ok {
+			return err
+		}
+	}
+	ss.cands = getCands()
+	q.cands = append(q.cands, &ss.cands)
+	for {
+		// Leapfrog: move every cursor to the oldest of their postings
+		// until all stand on the same document.
+		target := curs[0].inv
+		for _, c := range curs[1:] {
+			target = max(target, c.inv)
+		}
+		agree := true
+		for _, c := range curs {
+			if c.inv == target {
+				continue
+			}
+			agree = false
+			if c.steps >= budget {
+				return ss.done(curs)
+			}
+			ok, err := c.seek(target)
+			if err != nil || !ok {
+				ss.done(curs)
+				return err
+			}
+			break
+		}
+		if !agree {
+			continue
+		}
+		ss.score(curs, avg)
+		c := curs[0]
+		if c.steps >= budget {
+			return ss.done(curs)
+		}
+		ok, err := c.next()
+		if err != nil || !ok {
+			ss.done(curs)
+			return err
+		}
+	}
+}
+
+// score adds the document all cursors stand on, if its kind is wanted.
+func (ss *searchStream) score(curs []*cursor, avg float64) {
+	c0 := curs[0]
+	if ss.kinds != nil {
+		if _, ok := slices.BinarySearch(ss.kinds, int(c0.p.kind)); !ok {
+			return
+		}
+	}
+	s := 0.0
+	dl := float64(c0.p.docLen)
+	for _, c := range curs {
+		s += c.idf * search.TF(float64(c.p.freq), dl, avg)
+	}
+	ss.cands = append(ss.cands, cand{score: s, serial: ^c0.inv})
+	ss.matched++
+}
+
+// done records the work and heapifies the candidates.
+func (ss *searchStream) done(curs []*cursor) error {
+	for _, c := range curs {
+		ss.steps += c.steps
+	}
+	for i := len(ss.cands)/2 - 1; i >= 0; i-- {
+		ss.down(i)
+	}
+	return nil
+}
+
+// estimateIDF sets each cursor's IDF from its document frequency: exact
+// when the term has at most dfSample postings, otherwise extrapolated from
+// the share of the serial range its newest dfSample postings span.
+func (ss *searchStream) estimateIDF(curs []*cursor, stats search.Stats) error {
+	newest, err := ss.q.newestSerial()
+	if err != nil {
+		return err
+	}
+	for _, c := range curs {
+		n := 0
+		var last uint64
+		for valid := c.it.First(); valid && n < dfSample; valid = c.it.Next() {
+			n++
+			last = postingSerial(c.it.Key())
+		}
+		if err := c.it.Error(); err != nil {
+			return err
+		}
+		df := float64(n)
+		if n == dfSample && c.it.Valid() && newest >= last {
+			df = float64(n) * float64(newest) / float64(newest-last+1)
+		}
+		c.idf = search.IDF(float64(max(stats.Docs, 1)), df)
+	}
+	return nil
+}
+
+func (ss *searchStream) down(i int) {
+	h := ss.cands
+	for {
+		l := 2*i + 1
+		if l >= len(h) {
+			return
+		}
+		m := l
+		if r := l + 1; r < len(h) && h[r].better(&h[l]) {
+			m = r
+		}
+		if !h[m].better(&h[i]) {
+			return
+		}
+		h[i], h[m] = h[m], h[i]
+		i = m
+	}
+}
+
+// pop removes the best candidate.
+func (ss *searchStream) pop() cand {
+	h := ss.cands
+	c := h[0]
+	n := len(h) - 1
+	h[0] = h[n]
+	ss.cands = h[:n]
+	if n > 1 {
+		ss.down(0)
+	}
+	return c
+}
+
+// next moves to the next match, best first; it reports false at the end.
+// Each candidate is checked against the whole filter (and expiration)
+// from its doc entry, and from its body only when a condition needs it,
+// so a rejected candidate just makes way for the next one.
+func (ss *searchStream) next() (bool, error) {
+	if !ss.built {
+		if err := ss.build(); err != nil {
+			return false, err
+		}
+	}
+	for ss.left != 0 && len(ss.cands) > 0 {
+		c := ss.pop()
+		e, err := ss.q.doc(c.serial)
+		if err != nil {
+			return false, err
+		}
+		if ss.ids != nil {
+			if _, ok := ss.ids[e.id]; !ok {
+				continue
+			}
+		}
+		ok, err := ss.post.check(&e)
+		if err != nil {
+			return false, err
+		}
+		if !ok {
+			continue
+		}
+		ss.cur = e
+		if ss.left > 0 {
+			ss.left--
+		}
+		return true, nil
+	}
+	return false, nil
+}
+
+// candPool recycles candidate heaps between queries.
+var candPool = sync.Pool{New: func() any { return new([]cand) }}
+
+func getCands() []cand { return (*candPool.Get().(*[]cand))[:0] }
+
+func putCands(c []cand) {
+	if cap(c) > 0 && cap(c) <= 1<<20 {
+		c = c[:0]
+		candPool.Put(&c)
+	}
+}
+
+// doc reads the doc entry (F) with this serial.
+func (q *query) doc(serial uint64) (entry, error) {
+	if q.docIt == nil {
+		it, err := q.snap.NewIter(&pebble.IterOptions{LowerBound: []byte{pfxDoc}, UpperBound: []byte{pfxDoc + 1}})
+		if err != nil {
+			return entry{}, err
+		}
+		q.docIt = it
+	}
+	q.keyBuf = appendDocKey(q.keyBuf[:0], serial)
+	if !q.docIt.SeekGE(q.keyBuf) || !bytes.Equal(q.docIt.Key(), q.keyBuf) {
+		if err := q.docIt.Error(); err != nil {
+			return entry{}, err
+		}
+		return entry{}, fmt.Errorf("%w: no search doc for serial %d", errCorrupt, serial)
+	}
+	v, err := q.docIt.ValueAndErr()
+	if err != nil {
+		return entry{}, err
+	}
+	id, ts, m, ok := decodeDocValue(v)
+	if !ok || m.serial != serial {
+		return entry{}, fmt.Errorf("%w: search doc %d = %x", errCorrupt, serial, v)
+	}
+	return entry{createdAt: ts, id: id, m: m}, nil
+}
+
+// searchStats reads the collection figures from the query's snapshot.
+func (q *query) searchStats() (search.Stats, error) {
+	v, closer, err := q.snap.Get(searchStatsKey)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return search.Stats{}, nil
+	}
+	if err != nil {
+		return search.Stats{}, err
+	}
+	defer closer.Close()
+	st, ok := decodeSearchStats(v)
+	if !ok {
+		return st, fmt.Errorf("%w: search stats %x", errCorrupt, v)
+	}
+	return st, nil
+}
+
+// newestSerial returns the highest serial stored (0 in an empty store).
+func (q *query) newestSerial() (uint64, error) {
+	it, err := q.snap.NewIter(&pebble.IterOptions{LowerBound: []byte{pfxBody}, UpperBound: []byte{pfxBody + 1}})
+	if err != nil {
+		return 0, err
+	}
+	var serial uint64
+	if it.First() && len(it.Key()) == 9 {
+		serial = ^binary.BigEndian.Uint64(it.Key()[1:])
+	}
+	return serial, closeIter(it)
+}

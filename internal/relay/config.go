@@ -113,7 +113,7 @@ type Config struct {
 	// Default 1024.
 	MaxPendingEvents int `toml:"max_pending_events"`
 	// FanoutQueue is the number of committed events waiting to be fanned
-	// out. Default 65536.
+	// out. Default 8192.
 	FanoutQueue int `toml:"fanout_queue"`
 
 	// MaxNegSessions is the number of open NIP-77 negentropy sessions per
@@ -161,7 +161,7 @@ func (c Config) Normalize() Config {
 	def(&c.VerifyWorkers, runtime.NumCPU())
 	def(&c.VerifyQueue, 4096)
 	def(&c.MaxPendingEvents, 1024)
-	def(&c.FanoutQueue, 65536)
+	def(&c.FanoutQueue, 8192)
 	if c.AuthWindow <= 0 {
 		c.AuthWindow = 10 * time.Minute
 	}

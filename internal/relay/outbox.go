@@ -32,8 +32,11 @@ const (
 	maxWriteChunk = 256 << 10
 	// markerMax is the most bytes one accounting marker covers.
 	markerMax = 64 << 10
-	// keepBufCap: an emptied out-queue keeps its buffer up to this size.
-	keepBufCap = 16 << 10
+	// keepBufCap: an emptied out-queue keeps its buffer up to this size, so
+	// an idle connection costs little; a larger one is dropped. (Pooling
+	// the large ones was measured worse: a wide fan-out of one event takes
+	// one pooled buffer per connection at once.)
+	keepBufCap = 512
 	// controlBacklogFactor times OutQueueBytes of unwritten control frames
 	// means the client is not reading its answers: the connection closes.
 	controlBacklogFactor = 4
@@ -231,11 +234,8 @@ func (o *outbox) doneChunk() {
 			o.buf = o.buf[:0]
 		}
 		o.off = 0
-		o.markers = o.markers[:0]
+		o.markers = nil
 		o.mhead = 0
-		if cap(o.markers) > 64 {
-			o.markers = nil
-		}
 	} else if o.off > len(o.buf)/2 && o.off > 4096 {
 		// compact: move the unwritten tail to the front.
 		n := copy(o.buf, o.buf[o.off:])

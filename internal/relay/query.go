@@ -319,6 +319,12 @@ func (s *Session) handleReq(subID string, filters []nostr.Filter) {
 	r.clampFilters(filters)
 	r.stats.Queries.Add(1)
 	sb := &sub{s: s, id: subID, filters: filters, state: subStored}
+	if len(filters) == 1 {
+		// Keep the one filter inside the subscription, so the parsed
+		// message it came in is not retained for the subscription's life.
+		sb.one[0] = filters[0]
+		sb.filters = sb.one[:]
+	}
 	sb.prefix = append(nostr.AppendString(append(make([]byte, 0, len(subID)+14), `["EVENT",`...), subID), ',')
 	j := &queryJob{s: s, sb: sb, subID: subID, filters: filters, t0: r.now()}
 	sb.job = j
@@ -328,17 +334,14 @@ func (s *Session) handleReq(subID string, filters []nostr.Filter) {
 		s.mu.Unlock()
 		return
 	}
-	old := s.subs[subID]
+	old := s.subs.get(subID)
 	if old == nil && len(s.subs) >= r.cfg.MaxSubscriptions {
 		s.mu.Unlock()
 		r.stats.LimitTrips[limSubscriptions].Add(1)
 		s.closedMsg(subID, "blocked: too many open subscriptions on this connection (max "+itoa(r.cfg.MaxSubscriptions)+")")
 		return
 	}
-	if s.subs == nil {
-		s.subs = make(map[string]*sub, 1)
-	}
-	s.subs[subID] = sb
+	s.subs.put(sb)
 	if old != nil {
 		r.closeSub(old) // lock order: s.mu, index.mu, out.mu
 	}

@@ -58,8 +58,9 @@ type sub struct {
 	id      string
 	prefix  []byte // `["EVENT","<id>",`, built once
 	filters []nostr.Filter
-	entries []*entry // index entries; guarded by index.mu
-	listed  bool     // guarded by index.mu
+	one     [1]nostr.Filter // storage for filters when there is one
+	entries []*entry        // index entries; guarded by index.mu
+	listed  bool            // guarded by index.mu
 
 	// guarded by s.out.mu
 	state     uint8
@@ -81,18 +82,16 @@ type sub struct {
 // HandleMessage is called serially; everything else is safe for
 // concurrent use.
 type Session struct {
-	r  *Relay
-	t  Transport
-	IP string // remote address (no port), for limits and logs
-
+	r    *Relay
+	t    Transport
 	addr netip.Addr // IP parsed, for the write policy (zero if unparseable)
 
 	out outbox
 
-	mu      sync.Mutex      // guards subs
-	subs    map[string]*sub // open subscriptions by id
-	closed  atomic.Bool     // the transport reported Closed
-	closing atomic.Bool     // close was called: the transport is closing
+	mu      sync.Mutex  // guards subs
+	subs    subList     // open subscriptions
+	closed  atomic.Bool // the transport reported Closed
+	closing atomic.Bool // close was called: the transport is closing
 
 	pendingEvents atomic.Int32 // EVENTs awaiting their OK
 	lastRead      atomic.Int64 // unix nanos of the last inbound frame
@@ -108,7 +107,7 @@ type Session struct {
 // NewSession registers a new connection with the relay. It queues nothing:
 // call Start once the transport is wired to the session.
 func (r *Relay) NewSession(t Transport, ip string) *Session {
-	s := &Session{r: r, t: t, IP: ip, addr: parseAddr(ip)}
+	s := &Session{r: r, t: t, addr: parseAddr(ip)}
 	now := r.now().UnixNano()
 	s.lastRead.Store(now)
 	s.out.progress.Store(now)
@@ -323,7 +322,7 @@ func (s *Session) HandleMessage(data []byte, binary bool) {
 	}
 	defer func() {
 		if p := recover(); p != nil {
-			r.log.Error("BUG: panic handling message", "ip", s.IP, "panic", p)
+			r.log.Error("BUG: panic handling message", "ip", s.IP(), "panic", p)
 			s.close(CloseInternalError, "internal error")
 		}
 	}()
@@ -430,9 +429,9 @@ func parseLimit(pe *nostr.ParseError) int {
 // handleClose closes one subscription (NIP-01 CLOSE: no reply).
 func (s *Session) handleClose(subID string) {
 	s.mu.Lock()
-	sb := s.subs[subID]
+	sb := s.subs.get(subID)
 	if sb != nil {
-		delete(s.subs, subID)
+		s.subs.remove(sb)
 	}
 	s.mu.Unlock()
 	if sb != nil {
@@ -444,17 +443,66 @@ func (s *Session) handleClose(subID string) {
 // client with CLOSED.
 func (s *Session) dropSub(sb *sub, reason string) {
 	s.mu.Lock()
-	if s.subs[sb.id] == sb {
-		delete(s.subs, sb.id)
-	}
+	s.subs.remove(sb)
 	s.mu.Unlock()
 	s.r.closeSub(sb)
 	s.closedMsg(sb.id, reason)
 }
 
-func (s *Session) String() string { return fmt.Sprintf("session(%s)", s.IP) }
+func (s *Session) String() string { return fmt.Sprintf("session(%s)", s.IP()) }
+
+// IP returns the client's address (no port), for limits and logs.
+func (s *Session) IP() string {
+	if !s.addr.IsValid() {
+		return "?"
+	}
+	return s.addr.String()
+}
 
 // idleFor returns how long since the last inbound frame.
 func (s *Session) idleFor(now time.Time) time.Duration {
 	return time.Duration(now.UnixNano() - s.lastRead.Load())
+}
+
+// subList is a session's open subscriptions: a slice searched linearly.
+// Most connections hold one to a few subscriptions, and MaxSubscriptions
+// bounds the scan; a slice costs far less per idle connection than a map.
+type subList []*sub
+
+func (l subList) get(id string) *sub {
+	for _, sb := range l {
+		if sb.id == id {
+			return sb
+		}
+	}
+	return nil
+}
+
+// put adds sb, replacing the subscription with the same id; it returns
+// the replaced one.
+func (l *subList) put(sb *sub) (old *sub) {
+	for i, x := range *l {
+		if x.id == sb.id {
+			(*l)[i] = sb
+			return x
+		}
+	}
+	*l = append(*l, sb)
+	return nil
+}
+
+// remove deletes sb if it is listed.
+func (l *subList) remove(sb *sub) {
+	for i, x := range *l {
+		if x == sb {
+			last := len(*l) - 1
+			(*l)[i] = (*l)[last]
+			(*l)[last] = nil
+			*l = (*l)[:last]
+			if len(*l) == 0 {
+				*l = nil
+			}
+			return
+		}
+	}
 }

@@ -14,16 +14,22 @@ type slots struct {
 	max    int // <= 0: unlimited
 	maxIP  int // <= 0: unlimited
 	total  int
-	perIP  map[netip.Prefix]int32
-	owners map[net.Conn]netip.Prefix
+	perIP  map[netip.Prefix]*ipSlots
+	owners map[net.Conn]*ipSlots // a small value: this map has one entry per connection
+}
+
+// ipSlots counts the connections of one client address.
+type ipSlots struct {
+	key netip.Prefix
+	n   int32
 }
 
 func newSlots(maxTotal, maxIP int) *slots {
 	return &slots{
 		max:    maxTotal,
 		maxIP:  maxIP,
-		perIP:  make(map[netip.Prefix]int32),
-		owners: make(map[net.Conn]netip.Prefix),
+		perIP:  make(map[netip.Prefix]*ipSlots),
+		owners: make(map[net.Conn]*ipSlots),
 	}
 }
 
@@ -50,15 +56,20 @@ func (sl *slots) acquire(c net.Conn) (ok, perIP bool) {
 	if sl.max > 0 && sl.total >= sl.max {
 		return false, false
 	}
-	if sl.maxIP > 0 && int(sl.perIP[k]) >= sl.maxIP {
+	ip := sl.perIP[k]
+	if sl.maxIP > 0 && ip != nil && int(ip.n) >= sl.maxIP {
 		return false, true
 	}
 	if _, dup := sl.owners[c]; dup {
 		return true, false
 	}
+	if ip == nil {
+		ip = &ipSlots{key: k}
+		sl.perIP[k] = ip
+	}
 	sl.total++
-	sl.perIP[k]++
-	sl.owners[c] = k
+	ip.n++
+	sl.owners[c] = ip
 	return true, false
 }
 
@@ -66,16 +77,14 @@ func (sl *slots) acquire(c net.Conn) (ok, perIP bool) {
 func (sl *slots) release(c net.Conn) {
 	sl.mu.Lock()
 	defer sl.mu.Unlock()
-	k, ok := sl.owners[c]
+	ip, ok := sl.owners[c]
 	if !ok {
 		return
 	}
 	delete(sl.owners, c)
 	sl.total--
-	if n := sl.perIP[k] - 1; n > 0 {
-		sl.perIP[k] = n
-	} else {
-		delete(sl.perIP, k)
+	if ip.n--; ip.n <= 0 {
+		delete(sl.perIP, ip.key)
 	}
 }
 

@@ -13,16 +13,24 @@ import (
 func openStore(cfg config.Config, log *slog.Logger) (store.Store, error) {
 	switch cfg.Store.Backend {
 	case "pebble":
-		st, err := pebble.Open(pebble.Options{
-			Path:      cfg.Store.Path,
-			NoSync:    cfg.Store.NoSync,
-			CacheSize: cfg.Store.CacheBytes,
-			Logger:    log,
-		})
+		st, err := pebble.Open(pebbleOptions(cfg, log))
 		if err != nil {
 			return nil, fmt.Errorf("open store %s: %w", cfg.Store.Path, err)
 		}
 		return st, nil
 	}
 	return nil, fmt.Errorf("store backend %q: want pebble", cfg.Store.Backend)
+}
+
+// pebbleOptions are the store options every command uses, so that a tool
+// run never opens the store differently from serve (a different search
+// setting would drop or rebuild the search index).
+func pebbleOptions(cfg config.Config, log *slog.Logger) pebble.Options {
+	return pebble.Options{
+		Path:          cfg.Store.Path,
+		NoSync:        cfg.Store.NoSync,
+		CacheSize:     cfg.Store.CacheBytes,
+		DisableSearch: cfg.Store.DisableSearch,
+		Logger:        log,
+	}
 }

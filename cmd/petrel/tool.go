@@ -68,13 +68,11 @@ func openToolStore(cfg config.Config, log *slog.Logger, o toolStoreOptions) (*pe
 			return nil, fmt.Errorf("open store %s: %w", path, err)
 		}
 	}
-	st, err := pebble.Open(pebble.Options{
-		Path:          path,
-		NoSync:        o.noSync,
-		CacheSize:     cfg.Store.CacheBytes,
-		PurgeInterval: -1,
-		Logger:        log,
-	})
+	opts := pebbleOptions(cfg, log)
+	opts.Path = path
+	opts.NoSync = o.noSync
+	opts.PurgeInterval = -1
+	st, err := pebble.Open(opts)
 	if err != nil {
 		if isLockError(err) {
 			detail := err.Error()

@@ -38,6 +38,12 @@ type Store struct {
 	CacheBytes int64 `toml:"cache_bytes"`
 	// PostgresURL is the connection string for the postgres backend.
 	PostgresURL string `toml:"postgres_url"`
+	// DisableSearch turns the NIP-50 full-text index off: events are
+	// stored faster (the index roughly triples the store's write cost per
+	// text note), search REQs return nothing and NIP-11 does not list 50.
+	// Turning it off drops an existing index; turning it on again rebuilds
+	// it at the next start. Default false (search on).
+	DisableSearch bool `toml:"disable_search"`
 }
 
 // Log configures logging.

@@ -9,6 +9,9 @@ func (r *Relay) SupportedNIPs() []int {
 	if r.minPoW > 0 {
 		nips = append(nips, 13)
 	}
+	if r.searchOK {
+		nips = append(nips, 50)
+	}
 	slices.Sort(nips)
 	return nips
 }

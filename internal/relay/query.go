@@ -311,6 +311,9 @@ func (s *Session) handleReq(subID string, filters []nostr.Filter) {
 	if rej == nil {
 		rej = s.checkReq(filters)
 	}
+	if rej == nil {
+		rej = r.checkSearch(filters)
+	}
 	if rej != nil {
 		s.handleClose(subID) // a refused REQ still replaces one with its id
 		s.refuseReq(subID, rej)
@@ -388,4 +391,18 @@ func itoa(n int) string {
 		b[i] = '-'
 	}
 	return string(b[i:])
+}
+
+// checkSearch refuses NIP-50 filters when the store has no search index,
+// so that a client can tell "search unsupported" from "no match".
+func (r *Relay) checkSearch(filters []nostr.Filter) *nostr.Rejection {
+	if r.searchOK {
+		return nil
+	}
+	for i := range filters {
+		if filters[i].Search != "" {
+			return nostr.Reject(nostr.PrefixError, "this relay does not support search (NIP-50)")
+		}
+	}
+	return nil
 }

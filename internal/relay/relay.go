@@ -59,6 +59,8 @@ type Relay struct {
 	OKLatency    prometheus.Histogram // EVENT received -> OK queued
 	QueryLatency prometheus.Histogram // REQ received -> EOSE queued
 
+	searchOK bool // the store answers NIP-50 search filters
+
 	infoMu sync.RWMutex
 	info   Info
 
@@ -109,6 +111,9 @@ func New(cfg Config, opts Options) (*Relay, error) {
 	}
 	if r.verifier == nil {
 		r.verifier = nostr.DefaultVerifier()
+	}
+	if sr, ok := r.store.(store.Searcher); ok {
+		r.searchOK = sr.SupportsSearch()
 	}
 	if r.log == nil {
 		r.log = slog.Default()

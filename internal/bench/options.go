@@ -85,11 +85,12 @@ type Options struct {
 	// typo cannot exhaust memory. Default 1,000,000.
 	MaxEvents int
 
-	// PerIP is the number of conns-scenario connections per source
-	// address: connections are bound to 127.0.0.2, 127.0.0.3, ... in
-	// groups of PerIP, so neither ephemeral ports nor a relay's per-IP cap
-	// limit the count (set it at or below the relay's cap). Default 100;
-	// negative: do not bind source addresses.
+	// PerIP is the number of connections per source address: against a
+	// loopback target, a scenario opening more connections than PerIP
+	// (conns always) binds them to 127.0.0.2, 127.0.0.3, ... in groups of
+	// PerIP, so neither ephemeral ports nor a relay's per-IP cap limit the
+	// count (set it at or below the relay's cap). Default 100; negative:
+	// do not bind source addresses.
 	PerIP int
 	// PerProcess is the most connections one process holds in the conns
 	// scenario; above it worker subprocesses are started. Default 15000,

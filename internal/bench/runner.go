@@ -3,6 +3,8 @@ package bench
 import (
 	"context"
 	"fmt"
+	"net"
+	"net/url"
 	"os"
 	"runtime"
 	"strings"
@@ -166,7 +168,14 @@ func (r *runner) dialMany(n int, cfg func(i int) DialConfig, h func(i int) func(
 		go func(i int) {
 			defer wg.Done()
 			defer func() { <-sem }()
-			c, err := r.dial(r.ctx, cfg(i), h(i))
+			dc := cfg(i)
+			if dc.LocalIP == nil && n > r.o.PerIP && r.o.PerIP > 0 && r.loopback() {
+				// Many connections: spread them over source addresses
+				// like the conns scenario, so a relay's per-IP cap does
+				// not refuse them.
+				dc.LocalIP = sourceIP(i, r.o.PerIP)
+			}
+			c, err := r.dial(r.ctx, dc, h(i))
 			if err != nil {
 				mu.Lock()
 				nerr++
@@ -365,4 +374,15 @@ func plural(n int64, noun string) string {
 		return fmt.Sprintf("1 %s", noun)
 	}
 	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// loopback reports whether the target is a loopback address (source
+// addresses in 127.0.0.0/8 can only reach those).
+func (r *runner) loopback() bool {
+	u, err := url.Parse(r.o.URL)
+	if err != nil {
+		return false
+	}
+	ip := net.ParseIP(u.Hostname())
+	return (ip != nil && ip.IsLoopback()) || u.Hostname() == "localhost"
 }

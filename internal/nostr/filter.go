@@ -1,5 +1,10 @@
 package nostr
 
+import (
+	"bytes"
+	"slices"
+)
+
 // TagFilter is one "#x" condition of a filter: the event must carry a tag
 // named Name (a single letter, NIP-01) whose value is one of Values.
 type TagFilter struct {
@@ -30,6 +35,27 @@ type Filter struct {
 	// (PresentIDs, PresentAuthors, PresentKinds); tag lists are present
 	// when they appear in Tags.
 	Present uint8
+
+	// sorted: Prepare sorted the lists, so Matches may binary-search them.
+	sorted bool
+}
+
+// sortedScan is the list length from which Matches binary-searches a
+// Prepared filter's lists instead of scanning them.
+const sortedScan = 8
+
+// Prepare sorts the filter's lists (which does not change what it
+// matches) so that Matches can binary-search long ones: a follow list of
+// hundreds of authors is then matched in a few comparisons. It modifies
+// the filter's slices in place; call it before sharing the filter.
+func (f *Filter) Prepare() {
+	slices.SortFunc(f.IDs, func(a, b ID) int { return bytes.Compare(a[:], b[:]) })
+	slices.SortFunc(f.Authors, func(a, b PubKey) int { return bytes.Compare(a[:], b[:]) })
+	slices.Sort(f.Kinds)
+	for i := range f.Tags {
+		slices.Sort(f.Tags[i].Values)
+	}
+	f.sorted = true
 }
 
 // Bits of Filter.Present.
@@ -80,14 +106,23 @@ func (f *Filter) Matches(ev *Event) bool {
 	if f.HasKinds() && !containsInt(f.Kinds, ev.Kind) {
 		return false
 	}
-	if f.HasAuthors() && !containsPubKey(f.Authors, &ev.PubKey) {
-		return false
-	}
-	if f.HasIDs() && !containsID(f.IDs, &ev.ID) {
-		return false
+	if f.sorted {
+		if f.HasAuthors() && !sortedHas(f.Authors, &ev.PubKey) {
+			return false
+		}
+		if f.HasIDs() && !sortedHas(f.IDs, &ev.ID) {
+			return false
+		}
+	} else {
+		if f.HasAuthors() && !containsPubKey(f.Authors, &ev.PubKey) {
+			return false
+		}
+		if f.HasIDs() && !containsID(f.IDs, &ev.ID) {
+			return false
+		}
 	}
 	for i := range f.Tags {
-		if !ev.hasTagValue(f.Tags[i].Name, f.Tags[i].Values) {
+		if !ev.hasTagValue(f.Tags[i].Name, f.Tags[i].Values, f.sorted) {
 			return false
 		}
 	}
@@ -106,12 +141,19 @@ func MatchesAny(filters []Filter, ev *Event) bool {
 
 // hasTagValue reports whether the event has a tag named name (one letter)
 // whose value is in values.
-func (ev *Event) hasTagValue(name byte, values []string) bool {
+func (ev *Event) hasTagValue(name byte, values []string, sorted bool) bool {
+	bin := sorted && len(values) >= sortedScan
 	for _, t := range ev.Tags {
 		if len(t) < 2 || len(t[0]) != 1 || t[0][0] != name {
 			continue
 		}
 		v := t[1]
+		if bin {
+			if _, ok := slices.BinarySearch(values, v); ok {
+				return true
+			}
+			continue
+		}
 		for _, want := range values {
 			if v == want {
 				return true
@@ -119,6 +161,21 @@ func (ev *Event) hasTagValue(name byte, values []string) bool {
 		}
 	}
 	return false
+}
+
+// sortedHas reports whether the sorted list holds v, scanning short lists
+// and binary-searching long ones.
+func sortedHas[K ~[32]byte](list []K, v *K) bool {
+	if len(list) < sortedScan {
+		for i := range list {
+			if list[i] == *v {
+				return true
+			}
+		}
+		return false
+	}
+	_, ok := slices.BinarySearchFunc(list, *v, func(a, b K) int { return bytes.Compare(a[:], b[:]) })
+	return ok
 }
 
 func containsInt(list []int, v int) bool {

@@ -1,6 +1,9 @@
 package nostr
 
-import "testing"
+import (
+	"math/rand/v2"
+	"testing"
+)
 
 // TestFilterMatches checks Filter.Matches against NIP-01 on filters parsed
 // from JSON: conditions are AND'ed, values inside a list OR'ed, since and
@@ -85,4 +88,68 @@ func TestFilterEmpty(t *testing.T) {
 	f(`{"since":5,"until":4}`, true)
 	f(`{"since":5,"until":5}`, false)
 	f(`{"kinds":[1],"limit":0}`, false)
+}
+
+// TestPrepareKeepsMatches: sorting a filter's lists (Prepare) never
+// changes what it matches, for short (scanned) and long (binary-searched)
+// lists alike.
+func TestPrepareKeepsMatches(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 11))
+	keys := make([]PubKey, 40)
+	ids := make([]ID, 40)
+	fill := func(b []byte) {
+		for i := range b {
+			b[i] = byte(rng.Uint32())
+		}
+	}
+	for i := range keys {
+		fill(keys[i][:])
+		fill(ids[i][:])
+	}
+	vals := []string{"a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l"}
+	pickKeys := func(n int) []PubKey {
+		out := make([]PubKey, n)
+		for i := range out {
+			out[i] = keys[rng.IntN(len(keys))]
+		}
+		return out
+	}
+	for trial := 0; trial < 2000; trial++ {
+		var f Filter
+		if rng.IntN(2) == 0 {
+			f.Authors = pickKeys(1 + rng.IntN(30))
+		}
+		if rng.IntN(3) == 0 {
+			f.IDs = make([]ID, 1+rng.IntN(20))
+			for i := range f.IDs {
+				f.IDs[i] = ids[rng.IntN(len(ids))]
+			}
+		}
+		if rng.IntN(2) == 0 {
+			n := 1 + rng.IntN(len(vals))
+			tv := make([]string, n)
+			for i := range tv {
+				tv[i] = vals[rng.IntN(len(vals))]
+			}
+			f.Tags = []TagFilter{{Name: 't', Values: tv}}
+		}
+		if rng.IntN(2) == 0 {
+			f.Kinds = []int{1, 7, 0}[:1+rng.IntN(3)]
+		}
+		p := f
+		p.Authors = append([]PubKey(nil), f.Authors...)
+		p.IDs = append([]ID(nil), f.IDs...)
+		if f.Tags != nil {
+			p.Tags = []TagFilter{{Name: 't', Values: append([]string(nil), f.Tags[0].Values...)}}
+		}
+		p.Kinds = append([]int(nil), f.Kinds...)
+		p.Prepare()
+		for e := 0; e < 20; e++ {
+			ev := &Event{PubKey: keys[rng.IntN(len(keys))], ID: ids[rng.IntN(len(ids))], Kind: []int{0, 1, 7}[rng.IntN(3)],
+				Tags: Tags{{"t", vals[rng.IntN(len(vals))]}, {"t", vals[rng.IntN(len(vals))]}}}
+			if f.Matches(ev) != p.Matches(ev) {
+				t.Fatalf("trial %d: Prepare changed the match of %+v", trial, ev)
+			}
+		}
+	}
 }

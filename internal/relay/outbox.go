@@ -32,11 +32,16 @@ const (
 	maxWriteChunk = 256 << 10
 	// markerMax is the most bytes one accounting marker covers.
 	markerMax = 64 << 10
-	// keepBufCap: an emptied out-queue keeps its buffer up to this size, so
-	// an idle connection costs little; a larger one is dropped. (Pooling
-	// the large ones was measured worse: a wide fan-out of one event takes
-	// one pooled buffer per connection at once.)
-	keepBufCap = 512
+	// keepBufCap: an emptied out-queue keeps its buffer up to this size,
+	// so a busy connection does not reallocate and regrow it at every
+	// flush (measured: growslice and the GC assists it caused were a third
+	// of fan-out CPU). The sweeper drops the buffer of an out-queue that
+	// stayed empty since its previous pass (trimIdle), so an idle
+	// connection costs little.
+	keepBufCap = 64 << 10
+	// idleBufCap: the sweeper leaves an idle out-queue at most this much
+	// buffer.
+	idleBufCap = 512
 	// controlBacklogFactor times OutQueueBytes of unwritten control frames
 	// means the client is not reading its answers: the connection closes.
 	controlBacklogFactor = 4
@@ -60,6 +65,7 @@ type outbox struct {
 	markers []marker // runs covering buf[off:], in order
 	mhead   int      // first live marker in markers
 	writing bool     // a flusher holds buf[off:off+n] outside the lock
+	wasIdle bool     // empty at the sweeper's previous pass
 	bytes   [numCats]int
 	frames  [numCats]int
 	// heldBytes and heldFrames count the live events matched by this
@@ -220,6 +226,7 @@ func (o *outbox) takeChunk(released *[numCats]int) []byte {
 	chunk := o.buf[o.off:end:end]
 	o.off = end
 	o.writing = true
+	o.wasIdle = false
 	return chunk
 }
 
@@ -249,6 +256,20 @@ func (o *outbox) doneChunk() {
 			o.markers[j].end -= shift
 		}
 	}
+}
+
+// trimIdle drops the buffer of an out-queue that has been empty since the
+// previous call (so a connection that is actively written keeps its
+// buffer). o.mu must be held.
+func (o *outbox) trimIdle() {
+	if o.pending() || o.writing {
+		o.wasIdle = false
+		return
+	}
+	if o.wasIdle && cap(o.buf) > idleBufCap {
+		o.buf = nil
+	}
+	o.wasIdle = true
 }
 
 // touch records write progress now.

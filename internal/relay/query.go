@@ -320,6 +320,9 @@ func (s *Session) handleReq(subID string, filters []nostr.Filter) {
 		return
 	}
 	r.clampFilters(filters)
+	for i := range filters {
+		filters[i].Prepare() // sorted lists: fan-out matches long lists by binary search
+	}
 	r.stats.Queries.Add(1)
 	sb := &sub{s: s, id: subID, filters: filters, state: subStored}
 	if len(filters) == 1 {

@@ -329,6 +329,7 @@ func (r *Relay) sweep() {
 			o := &s.out
 			o.mu.Lock()
 			busy := o.pending() || o.inTransp.Load() > 0
+			o.trimIdle()
 			o.mu.Unlock()
 			if busy && time.Duration(now.UnixNano()-o.progress.Load()) > r.cfg.DrainTimeout {
 				if s.close(ClosePolicy, "not reading: out-queue stuck") {

@@ -44,6 +44,14 @@ func (f *flusher) schedule(s *Session) {
 	f.cond.Signal()
 }
 
+// flushNow flushes s on the calling goroutine unless it is already queued
+// or being flushed (in which case that flush will take what is queued).
+func (f *flusher) flushNow(s *Session) {
+	if s.out.scheduled.CompareAndSwap(false, true) {
+		s.flush()
+	}
+}
+
 func (f *flusher) run() {
 	defer f.wg.Done()
 	for {

@@ -28,30 +28,43 @@ const (
 	// while the transport holds less than this, so that bytes stay in the
 	// out-queue where they are counted, coalesced and can be refused.
 	transportLowWater = 64 << 10
-	// maxWriteChunk is the most bytes handed to the transport in one Write.
-	maxWriteChunk = 256 << 10
-	// markerMax is the most bytes one accounting marker covers.
-	markerMax = 64 << 10
-	// keepBufCap: an emptied out-queue keeps its buffer up to this size,
-	// so a busy connection does not reallocate and regrow it at every
-	// flush (measured: growslice and the GC assists it caused were a third
-	// of fan-out CPU). The sweeper drops the buffer of an out-queue that
-	// stayed empty since its previous pass (trimIdle), so an idle
-	// connection costs little.
-	keepBufCap = 64 << 10
-	// idleBufCap: the sweeper leaves an idle out-queue at most this much
-	// buffer.
-	idleBufCap = 512
+	// segMin and segMax bound the size of the out-queue's segments: the
+	// first segment of a burst is small (one event to ten thousand idle
+	// subscribers must not cost ten thousand big buffers), and each new
+	// one doubles up to segMax. A frame larger than segMax gets a segment
+	// of its own size.
+	segMin = 1 << 10
+	segMax = 32 << 10
 	// controlBacklogFactor times OutQueueBytes of unwritten control frames
 	// means the client is not reading its answers: the connection closes.
 	controlBacklogFactor = 4
 )
 
-// marker accounts a run of consecutive frames of one category in outbox.buf.
+// marker accounts a run of consecutive frames of one category in a
+// segment.
 type marker struct {
 	cat    uint8
-	end    int // offset in buf just past the run
+	end    int // offset in the segment just past the run
 	frames int
+}
+
+// seg is one segment of an out-queue: whole frames, in order. Segments are
+// never reallocated or copied once written: an out-queue grows by adding
+// segments (measured: regrowing one contiguous buffer, and the GC work it
+// caused, was a third of the CPU of a 1000-event REQ and of a fan-out).
+type seg struct {
+	b       []byte   // frames; b[off:] is unwritten
+	off     int      // start of unwritten bytes
+	markers []marker // runs covering b[off:], in order
+	mhead   int      // first live marker
+}
+
+// reset empties s for reuse.
+func (s *seg) reset() {
+	s.b = s.b[:0]
+	s.off = 0
+	s.markers = s.markers[:0]
+	s.mhead = 0
 }
 
 // outbox is a connection's bounded out-queue: WebSocket frames waiting to
@@ -60,12 +73,12 @@ type marker struct {
 // then releases it.
 type outbox struct {
 	mu      sync.Mutex
-	buf     []byte   // frames; buf[off:] is unwritten
-	off     int      // start of unwritten bytes
-	markers []marker // runs covering buf[off:], in order
-	mhead   int      // first live marker in markers
-	writing bool     // a flusher holds buf[off:off+n] outside the lock
-	wasIdle bool     // empty at the sweeper's previous pass
+	segs    []*seg // oldest first; the last takes appends
+	shead   int    // first live segment in segs
+	spare   *seg   // an emptied segment kept for reuse
+	nextSeg int    // size of the next new segment
+	writing bool   // a flusher holds part of segs[shead] outside the lock
+	wasIdle bool   // empty at the sweeper's previous pass
 	bytes   [numCats]int
 	frames  [numCats]int
 	// heldBytes and heldFrames count the live events matched by this
@@ -113,54 +126,91 @@ const (
 	opPong  = 0xA
 )
 
-// account records n bytes (one frame) of category cat appended at the end
-// of buf. o.mu must be held.
-func (o *outbox) account(cat uint8, n int) {
+// tail returns the segment that takes the next n bytes, adding one if
+// needed. o.mu must be held.
+func (o *outbox) tail(n int) *seg {
+	if len(o.segs) > o.shead {
+		t := o.segs[len(o.segs)-1]
+		if cap(t.b)-len(t.b) >= n {
+			return t
+		}
+	}
+	size := max(o.nextSeg, segMin)
+	o.nextSeg = min(size*2, segMax)
+	var t *seg
+	if sp := o.spare; sp != nil && cap(sp.b) >= n && cap(sp.b) >= size/2 {
+		o.spare = nil
+		sp.reset()
+		t = sp
+	} else {
+		t = &seg{b: make([]byte, 0, max(size, n))}
+	}
+	if o.shead > 0 && o.shead == len(o.segs) {
+		o.segs = o.segs[:0]
+		o.shead = 0
+	}
+	o.segs = append(o.segs, t)
+	return t
+}
+
+// account records n bytes (one frame) of category cat just appended to
+// segment t. o.mu must be held.
+func (o *outbox) account(t *seg, cat uint8, n int) {
 	o.bytes[cat] += n
 	o.frames[cat]++
 	o.notePeaks()
-	if len(o.markers) > o.mhead {
-		m := &o.markers[len(o.markers)-1]
-		start := o.off
-		if len(o.markers)-1 > o.mhead {
-			start = o.markers[len(o.markers)-2].end
-		}
-		if m.cat == cat && m.end-start < markerMax {
-			m.end = len(o.buf)
+	if len(t.markers) > t.mhead {
+		m := &t.markers[len(t.markers)-1]
+		if m.cat == cat {
+			m.end = len(t.b)
 			m.frames++
 			return
 		}
 	}
-	o.markers = append(o.markers, marker{cat: cat, end: len(o.buf), frames: 1})
+	t.markers = append(t.markers, marker{cat: cat, end: len(t.b), frames: 1})
 }
 
-// appendPayload appends one text frame whose payload is built by the
-// caller into scratch space: it is used for small control messages.
-// o.mu must be held.
+// appendFrame appends one text frame whose payload the caller built (small
+// control messages). o.mu must be held.
 func (o *outbox) appendFrame(cat uint8, payload []byte) {
-	o.buf = appendWSHeader(o.buf, opText, len(payload))
-	o.buf = append(o.buf, payload...)
-	o.account(cat, wsHeaderLen(len(payload))+len(payload))
+	n := wsHeaderLen(len(payload)) + len(payload)
+	t := o.tail(n)
+	t.b = appendWSHeader(t.b, opText, len(payload))
+	t.b = append(t.b, payload...)
+	o.account(t, cat, n)
+}
+
+// appendControlFrame appends a frame of another opcode (pong) as control.
+// o.mu must be held.
+func (o *outbox) appendControlFrame(opcode byte, payload []byte) {
+	n := wsHeaderLen(len(payload)) + len(payload)
+	t := o.tail(n)
+	t.b = appendWSHeader(t.b, opcode, len(payload))
+	t.b = append(t.b, payload...)
+	o.account(t, catControl, n)
 }
 
 // appendEventFrame appends ["EVENT",<subid>,<raw>] using the subscription's
-// pre-built prefix `["EVENT","<subid>",`. o.mu must be held.
+// pre-built prefix `["EVENT","<subid>",`, and returns its size. o.mu must
+// be held.
 func (o *outbox) appendEventFrame(cat uint8, prefix, raw []byte) int {
 	n := len(prefix) + len(raw) + 1
-	o.buf = appendWSHeader(o.buf, opText, n)
-	o.buf = append(o.buf, prefix...)
-	o.buf = append(o.buf, raw...)
-	o.buf = append(o.buf, ']')
 	total := wsHeaderLen(n) + n
-	o.account(cat, total)
+	t := o.tail(total)
+	t.b = appendWSHeader(t.b, opText, n)
+	t.b = append(t.b, prefix...)
+	t.b = append(t.b, raw...)
+	t.b = append(t.b, ']')
+	o.account(t, cat, total)
 	return total
 }
 
-// appendRaw appends a pre-built frame (ping, close) as control.
+// appendRawFrame appends a pre-built frame (ping, close) as control.
 // o.mu must be held.
 func (o *outbox) appendRawFrame(frame []byte) {
-	o.buf = append(o.buf, frame...)
-	o.account(catControl, len(frame))
+	t := o.tail(len(frame))
+	t.b = append(t.b, frame...)
+	o.account(t, catControl, len(frame))
 }
 
 // hold adds n bytes and frames (negative: removes them) to the live
@@ -197,77 +247,107 @@ func (o *outbox) notePeaks() {
 }
 
 // pending reports whether anything is queued. o.mu must be held.
-func (o *outbox) pending() bool { return len(o.buf) > o.off }
+func (o *outbox) pending() bool {
+	for _, t := range o.segs[o.shead:] {
+		if len(t.b) > t.off {
+			return true
+		}
+	}
+	return false
+}
 
-// takeChunk returns the next bytes to write: whole marker runs from the
-// front, at most maxWriteChunk (but at least one run). It returns nil when
-// nothing is queued or a write is already in progress. The accounting for
-// the returned bytes is released at once: they now belong to the
-// transport. o.mu must be held; the caller must call doneChunk.
+// takeChunk returns the next bytes to write: the unwritten frames of the
+// oldest segment (whole marker runs). It returns nil when nothing is
+// queued or a write is already in progress. The accounting for the
+// returned bytes is released at once: they now belong to the transport.
+// o.mu must be held; the caller must call doneChunk.
 func (o *outbox) takeChunk(released *[numCats]int) []byte {
-	if o.writing || o.off >= len(o.buf) {
+	if o.writing {
 		return nil
 	}
-	end := o.off
-	i := o.mhead
-	for i < len(o.markers) {
-		m := o.markers[i]
-		if end > o.off && m.end-o.off > maxWriteChunk {
+	for o.shead < len(o.segs) {
+		t := o.segs[o.shead]
+		if t.off < len(t.b) {
 			break
 		}
-		start := end
-		end = m.end
-		o.bytes[m.cat] -= end - start
-		o.frames[m.cat] -= m.frames
-		released[m.cat] += end - start
-		i++
+		if o.shead == len(o.segs)-1 {
+			t.reset() // nothing queued; keep the tail for the next frames
+			return nil
+		}
+		o.popHead()
 	}
-	o.mhead = i
-	chunk := o.buf[o.off:end:end]
-	o.off = end
+	if o.shead >= len(o.segs) {
+		return nil
+	}
+	t := o.segs[o.shead]
+	start := t.off
+	end := t.off
+	for _, m := range t.markers[t.mhead:] {
+		o.bytes[m.cat] -= m.end - end
+		o.frames[m.cat] -= m.frames
+		released[m.cat] += m.end - end
+		end = m.end
+	}
+	t.mhead = len(t.markers)
+	t.off = end
 	o.writing = true
 	o.wasIdle = false
-	return chunk
+	return t.b[start:end:end]
 }
 
-// doneChunk ends a write started by takeChunk and compacts the buffer.
+// popHead drops the fully written oldest segment, keeping it as the spare
+// when it is the tail (appends continue into it) or of reusable size.
 // o.mu must be held.
-func (o *outbox) doneChunk() {
-	o.writing = false
-	if o.off == len(o.buf) {
-		if cap(o.buf) > keepBufCap {
-			o.buf = nil
-		} else {
-			o.buf = o.buf[:0]
-		}
-		o.off = 0
-		o.markers = nil
-		o.mhead = 0
-	} else if o.off > len(o.buf)/2 && o.off > 4096 {
-		// compact: move the unwritten tail to the front.
-		n := copy(o.buf, o.buf[o.off:])
-		shift := o.off
-		o.buf = o.buf[:n]
-		o.off = 0
-		k := copy(o.markers, o.markers[o.mhead:])
-		o.markers = o.markers[:k]
-		o.mhead = 0
-		for j := range o.markers {
-			o.markers[j].end -= shift
-		}
+func (o *outbox) popHead() {
+	t := o.segs[o.shead]
+	if o.shead == len(o.segs)-1 {
+		t.reset() // the tail: reuse it in place
+		return
+	}
+	o.segs[o.shead] = nil
+	o.shead++
+	if o.spare == nil && cap(t.b) <= segMax {
+		o.spare = t
+	}
+	if o.shead > 16 && o.shead > len(o.segs)/2 {
+		k := copy(o.segs, o.segs[o.shead:])
+		clear(o.segs[k:])
+		o.segs = o.segs[:k]
+		o.shead = 0
 	}
 }
 
-// trimIdle drops the buffer of an out-queue that has been empty since the
-// previous call (so a connection that is actively written keeps its
-// buffer). o.mu must be held.
+// doneChunk ends a write started by takeChunk. o.mu must be held.
+func (o *outbox) doneChunk() {
+	o.writing = false
+	if o.shead < len(o.segs) {
+		if t := o.segs[o.shead]; t.off == len(t.b) {
+			o.popHead()
+		}
+	}
+	if !o.pending() {
+		o.nextSeg = 0 // the next burst starts with a small segment again
+	}
+}
+
+// reset drops everything queued (the connection is gone). o.mu must be
+// held.
+func (o *outbox) reset() {
+	o.segs, o.shead, o.spare, o.nextSeg = nil, 0, nil, 0
+	o.bytes = [numCats]int{}
+	o.frames = [numCats]int{}
+}
+
+// trimIdle drops the buffers of an out-queue that has been empty since
+// the previous call (so a connection that is actively written keeps its
+// segments). o.mu must be held.
 func (o *outbox) trimIdle() {
-	if o.pending() || o.writing {
+	if o.writing || o.pending() {
 		o.wasIdle = false
 		return
 	}
-	if o.wasIdle && cap(o.buf) > idleBufCap {
-		o.buf = nil
+	if o.wasIdle {
+		o.segs, o.shead, o.spare, o.nextSeg = nil, 0, nil, 0
 	}
 	o.wasIdle = true
 }

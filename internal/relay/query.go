@@ -241,7 +241,12 @@ func (q *queryScheduler) run(j *queryJob) {
 		sinceFlush += size
 		if sinceFlush >= 64<<10 {
 			sinceFlush = 0
-			r.flusher.schedule(s)
+			// Write what is queued now, from this goroutine, unless a
+			// flusher already is: the socket usually takes it at once,
+			// so the out-queue's buffer stays small and is reused
+			// instead of growing to the whole answer (measured: buffer
+			// growth and its GC were a third of a 1000-event REQ's CPU).
+			r.flusher.flushNow(s)
 		}
 	}
 	if err := j.it.Err(); err != nil {

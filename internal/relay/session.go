@@ -137,9 +137,7 @@ func (s *Session) SendPong(data []byte) {
 	}
 	o := &s.out
 	o.mu.Lock()
-	o.buf = appendWSHeader(o.buf, opPong, len(data))
-	o.buf = append(o.buf, data...)
-	o.account(catControl, 2+len(data))
+	o.appendControlFrame(opPong, data)
 	o.mu.Unlock()
 	s.r.flusher.schedule(s)
 }
@@ -179,12 +177,7 @@ func (s *Session) Closed() {
 	}
 	stored := s.out.bytes[catStored]
 	peak := s.out.peak
-	s.out.bytes = [numCats]int{}
-	s.out.frames = [numCats]int{}
-	s.out.buf = nil
-	s.out.off = 0
-	s.out.markers = nil
-	s.out.mhead = 0
+	s.out.reset()
 	s.out.mu.Unlock()
 	s.r.releaseQueryBytes(int64(stored))
 	s.r.unregister(s, peak)

@@ -47,6 +47,9 @@ type ConnsStats struct {
 	// RelayRSSPerConn is (peak sampled RSS - RSS at start) / Held, with
 	// Options.PID.
 	RelayRSSPerConn float64 `json:"relay_rss_per_conn_bytes,omitempty"`
+	// RelayIdleRSSPerConn is (RSS after the hold, before the liveness
+	// event - RSS at start) / subscribed: the idle cost of a connection.
+	RelayIdleRSSPerConn float64 `json:"relay_idle_rss_per_conn_bytes,omitempty"`
 	// Errors lists dial and subscription errors with their counts.
 	Errors []string `json:"errors,omitempty"`
 }
@@ -638,6 +641,13 @@ func Conns(o Options) (*Result, error) {
 		case <-r.ctx.Done():
 		}
 		stop()
+		// Idle memory: RSS after the hold, before the liveness event
+		// wakes every connection (the peak includes that burst).
+		if r.relayS != nil && st.Subscribed > 0 {
+			if now, start, ok := r.relayS.Now(); ok {
+				st.RelayIdleRSSPerConn = float64(now-start) / float64(st.Subscribed)
+			}
+		}
 		delivery = r.liveness(parts, ev, st, procs)
 	}
 	r.stopMeasure(time.Time{}, 0, 0)

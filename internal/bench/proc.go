@@ -204,6 +204,14 @@ func (s *Sampler) sample() (ProcStat, bool) {
 	return st, true
 }
 
+// Now reads the process's RSS now and returns it with the RSS at Start.
+func (s *Sampler) Now() (rss, start int64, ok bool) {
+	st, ok := s.sample()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return st.RSSBytes, s.start.RSSBytes, ok
+}
+
 // Stop ends sampling and returns the usage since Start.
 func (s *Sampler) Stop() Usage {
 	close(s.stop)

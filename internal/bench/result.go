@@ -214,6 +214,9 @@ func (r *Result) WriteText(w io.Writer) error {
 		row("liveness", "expected %d  received %d  missing %d  duplicated %d", c.LivenessExpected, c.LivenessReceived, c.LivenessMissing, c.LivenessDuplicated)
 		if c.RelayRSSPerConn != 0 {
 			row("relay memory", "%.1f KiB per held connection ((peak sampled RSS - RSS at start) / held)", c.RelayRSSPerConn/1024)
+			if c.RelayIdleRSSPerConn > 0 {
+				row("relay idle memory", "%.2f KiB per connection ((RSS after the hold, before the liveness event - RSS at start) / subscribed)", c.RelayIdleRSSPerConn/1024)
+			}
 		}
 		for _, e := range c.Errors {
 			row("conn error", "%s", e)

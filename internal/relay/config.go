@@ -115,6 +115,13 @@ type Config struct {
 	// awaiting their OK; beyond it they are refused with "rate-limited:".
 	// Default 1024.
 	MaxPendingEvents int `toml:"max_pending_events"`
+	// MaxInflightEvents is the number of EVENTs the whole relay may have
+	// admitted and not yet answered (waiting for verification, the
+	// plugin, or the store's writer); beyond it EVENTs are refused with
+	// "rate-limited:" before any work is spent on them. It bounds the
+	// latency of an OK under overload to about MaxInflightEvents divided by
+	// the ingest rate. Default 1024. Negative: no limit.
+	MaxInflightEvents int `toml:"max_inflight_events"`
 	// FanoutQueue is the number of committed events waiting to be fanned
 	// out. Default 8192.
 	FanoutQueue int `toml:"fanout_queue"`
@@ -164,6 +171,7 @@ func (c Config) Normalize() Config {
 	def(&c.VerifyWorkers, runtime.NumCPU())
 	def(&c.VerifyQueue, 512)
 	def(&c.MaxPendingEvents, 1024)
+	def(&c.MaxInflightEvents, 1024)
 	def(&c.FanoutQueue, 8192)
 	if c.AuthWindow <= 0 {
 		c.AuthWindow = 10 * time.Minute

@@ -136,7 +136,7 @@ func (d *dispatcher) handle(it dispatchItem) {
 				}
 			}
 		}
-		s.pendingEvents.Add(-1)
+		s.eventDone()
 		if !s.closed.Load() {
 			o := &s.out
 			bp := scratchPool.Get().(*[]byte)

@@ -582,3 +582,43 @@ func TestLimitControlBacklog(t *testing.T) {
 		t.Fatalf("control queue peaked at %d bytes, bound %d plus one frame", q.PeakControlBytes, 4*outBytes)
 	}
 }
+
+// TestLimitInflightEvents: the relay-wide cap on EVENTs admitted and not
+// yet answered: with commits held, N events on two connections are
+// admitted, the next (on either) is refused "rate-limited:" and counted,
+// and once the store answers there is room again.
+func TestLimitInflightEvents(t *testing.T) {
+	t.Parallel()
+	r, ls := startLagging(t, relaytest.Options{Relay: relay.Config{MaxInflightEvents: 4}})
+	gate := make(chan struct{})
+	ls.mu.Lock()
+	ls.holdAll = gate
+	ls.mu.Unlock()
+	alice := relaytest.NewKey("limit-inflight")
+	evs := notes(alice, 6, "inflight")
+	c1, c2 := relaytest.Dial(t, r.URL), relaytest.Dial(t, r.URL)
+	for _, ev := range evs[:2] {
+		c1.SendRaw(`["EVENT",` + string(ev.Raw) + `]`)
+	}
+	for _, ev := range evs[2:4] {
+		c2.SendRaw(`["EVENT",` + string(ev.Raw) + `]`)
+	}
+	waitFor(t, "4 events in flight", func() bool { return r.Relay.InflightEvents() == 4 })
+	m := c1.Publish(evs[4]) // N+1 on a connection far below its own cap
+	if m.OK || !strings.HasPrefix(m.Message, "rate-limited: ") {
+		t.Fatalf("N+1: OK %v %q, want false \"rate-limited: ...\"", m.OK, m.Message)
+	}
+	if v := trips(r, "max_inflight_events"); v != 1 {
+		t.Fatalf("max_inflight_events = %d, want 1", v)
+	}
+	close(gate)
+	for _, c := range []*relaytest.Client{c1, c2} {
+		for i := 0; i < 2; i++ {
+			if m := c.ExpectType("OK"); !m.OK {
+				t.Fatalf("held event: OK false %q", m.Message)
+			}
+		}
+	}
+	waitFor(t, "nothing in flight", func() bool { return r.Relay.InflightEvents() == 0 })
+	c2.MustPublish(evs[5])
+}

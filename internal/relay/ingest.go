@@ -257,8 +257,15 @@ func (s *Session) handleEvent(ev *nostr.Event) {
 		reject(nostr.PrefixRateLimited, "too many events awaiting OK on this connection")
 		return
 	}
-	if r.ingest.full() {
+	if n := r.inflight.Add(1); r.cfg.MaxInflightEvents > 0 && n > int64(r.cfg.MaxInflightEvents) {
+		r.inflight.Add(-1)
 		s.pendingEvents.Add(-1)
+		r.stats.LimitTrips[limInflightEvents].Add(1)
+		reject(nostr.PrefixRateLimited, "relay is at capacity, slow down")
+		return
+	}
+	if r.ingest.full() {
+		s.eventDone()
 		r.stats.LimitTrips[limVerifyQueue].Add(1)
 		reject(nostr.PrefixRateLimited, "relay is at capacity, slow down")
 		return
@@ -266,13 +273,13 @@ func (s *Session) handleEvent(ev *nostr.Event) {
 	if ev.Class() != nostr.Ephemeral {
 		has, err := r.store.Has(r.ctx, ev.ID)
 		if err != nil {
-			s.pendingEvents.Add(-1)
+			s.eventDone()
 			r.stats.DBErrors.Add(1)
 			reject(nostr.PrefixError, "could not check for duplicates")
 			return
 		}
 		if has {
-			s.pendingEvents.Add(-1)
+			s.eventDone()
 			r.stats.EventsDuplicate.Add(1)
 			s.ok(ev.ID, true, "duplicate: already have this event")
 			return
@@ -280,7 +287,7 @@ func (s *Session) handleEvent(ev *nostr.Event) {
 	}
 	ok, closed := r.ingest.offer(verifyJob{s: s, ev: ev, t0: t0})
 	if !ok {
-		s.pendingEvents.Add(-1)
+		s.eventDone()
 		if closed {
 			reject(nostr.PrefixError, "relay is shutting down")
 			return
@@ -293,7 +300,7 @@ func (s *Session) handleEvent(ev *nostr.Event) {
 // finishEvent answers an EVENT that ends before the store: rejected by a
 // verifier or refused at submission. msgOK is the message for accepted.
 func (s *Session) finishEvent(j verifyJob, rej *nostr.Rejection, msgOK string) {
-	s.pendingEvents.Add(-1)
+	s.eventDone()
 	if rej != nil {
 		s.r.countReject(rej.Prefix)
 		s.ok(j.ev.ID, false, rej.Error())
@@ -301,4 +308,12 @@ func (s *Session) finishEvent(j verifyJob, rej *nostr.Rejection, msgOK string) {
 		s.ok(j.ev.ID, true, msgOK)
 	}
 	s.r.OKLatency.Observe(s.r.now().Sub(j.t0).Seconds())
+}
+
+// eventDone ends an admitted EVENT (answered, one way or another): it
+// leaves the connection's pending count and the relay-wide in-flight
+// count.
+func (s *Session) eventDone() {
+	s.pendingEvents.Add(-1)
+	s.r.inflight.Add(-1)
 }

@@ -61,6 +61,8 @@ type Relay struct {
 
 	searchOK bool // the store answers NIP-50 search filters
 
+	inflight atomic.Int64 // EVENTs admitted and not yet answered, relay-wide
+
 	infoMu sync.RWMutex
 	info   Info
 
@@ -180,9 +182,14 @@ func (r *Relay) Stats() Snapshot {
 	s.StoreBackend = st.Backend
 	s.SubscriptionsActive = int64(r.idx.count())
 	s.NegStats = r.NegStats()
+	s.EventsInflight = r.inflight.Load()
 	s.Policy = r.PolicyStats()
 	return s
 }
+
+// InflightEvents returns the number of EVENTs admitted and not yet
+// answered, relay-wide.
+func (r *Relay) InflightEvents() int64 { return r.inflight.Load() }
 
 // CountRejectedConnection records a connection refused before a session
 // existed (connection limits).

@@ -32,7 +32,7 @@ var limitNames = [...]string{
 	"max_connections_per_ip", "drain_timeout", "idle_timeout",
 	"control_backlog", "max_limit_clamped",
 	"event_rate_ip", "event_rate_pubkey", "req_rate_ip", "max_auth_pubkeys",
-	"count_scan_limit",
+	"count_scan_limit", "max_inflight_events",
 }
 
 const (
@@ -62,6 +62,7 @@ const (
 	limReqRateIP
 	limAuthPubKeys
 	limCountScan
+	limInflightEvents
 	numLimits
 )
 
@@ -133,6 +134,7 @@ type Snapshot struct {
 	Notices             int64            `json:"notices"`
 	LimitTrips          map[string]int64 `json:"limits_tripped"`
 	QueryBytesQueued    int64            `json:"query_bytes_queued"`
+	EventsInflight      int64            `json:"events_inflight"`
 	NegStats
 
 	AuthAccepted         int64            `json:"auth_accepted"`

@@ -622,3 +622,35 @@ func TestLimitInflightEvents(t *testing.T) {
 	waitFor(t, "nothing in flight", func() bool { return r.Relay.InflightEvents() == 0 })
 	c2.MustPublish(evs[5])
 }
+
+// TestDrainTimeoutCountsFromFirstPendingFrame: a connection idle for
+// longer than DrainTimeout that then has a frame waiting (here the
+// sweeper's own ping) is not "stuck": the drain deadline counts from when
+// output started waiting, not from the last write. (Found with petrel
+// bench conns: 558 of 19,000 idle subscribers were closed at their first
+// ping.)
+func TestDrainTimeoutCountsFromFirstPendingFrame(t *testing.T) {
+	t.Parallel()
+	r := relaytest.Start(t, relaytest.Options{Relay: relay.Config{
+		DrainTimeout: 200 * time.Millisecond, IdleTimeout: 1200 * time.Millisecond}})
+	const n = 20
+	clients := make([]*relaytest.Client, n)
+	for i := range clients {
+		clients[i] = relaytest.Dial(t, r.URL)
+		clients[i].Req("s", `{"kinds":[1],"limit":0}`)
+	}
+	// Past half the idle timeout every connection is pinged (the test
+	// client answers with a pong), long after its last write.
+	time.Sleep(1000 * time.Millisecond)
+	alice := relaytest.NewKey("drain-ping")
+	ev := alice.Note("still here?")
+	relaytest.Dial(t, r.URL).MustPublish(ev)
+	for i, c := range clients {
+		if m := c.ExpectType("EVENT"); m.Event.ID != ev.ID {
+			t.Fatalf("client %d: got %s", i, m.Event.ID.Hex())
+		}
+	}
+	if v := trips(r, "drain_timeout"); v != 0 {
+		t.Fatalf("drain_timeout = %d, want 0", v)
+	}
+}

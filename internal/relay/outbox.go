@@ -156,6 +156,13 @@ func (o *outbox) tail(n int) *seg {
 // account records n bytes (one frame) of category cat just appended to
 // segment t. o.mu must be held.
 func (o *outbox) account(t *seg, cat uint8, n int) {
+	if o.bytes[catControl]+o.bytes[catLive]+o.bytes[catStored] == 0 && o.inTransp.Load() <= 0 {
+		// The connection starts sending after being idle: the drain
+		// deadline counts from now, not from its last write (which may be
+		// hours old; the sweeper would otherwise close it as stuck the
+		// moment one frame waits, e.g. its own ping).
+		o.progress.Store(time.Now().UnixNano())
+	}
 	o.bytes[cat] += n
 	o.frames[cat]++
 	o.notePeaks()

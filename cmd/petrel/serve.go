@@ -6,8 +6,8 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"runtime/debug"
 	"path/filepath"
+	"runtime/debug"
 	"syscall"
 	"time"
 
@@ -18,6 +18,7 @@ import (
 	"github.com/petrel-relay/petrel/internal/policy"
 	"github.com/petrel-relay/petrel/internal/relay"
 	"github.com/petrel-relay/petrel/internal/server"
+	"github.com/petrel-relay/petrel/internal/store"
 )
 
 // commonFlags are the flags every store-using subcommand takes.
@@ -113,7 +114,7 @@ func serve(cfg config.Config) error {
 	}
 	rl, err := relay.New(cfg.Relay, relay.Options{
 		Store: st, Verifier: verifier, Logger: log, Info: cfg.Info,
-		Policy: cfg.Policy, Persister: policyPersister(cfg),
+		Policy: cfg.Policy, Persister: policyPersister(cfg, st),
 	})
 	if err != nil {
 		st.Close()
@@ -154,10 +155,30 @@ func serve(cfg config.Config) error {
 }
 
 // policyPersister returns where NIP-86 changes (ban lists, relay name,
-// description and icon) are kept. TEMPORARY: a directory beside the store
-// ("<store.path>-policy"), one JSON file per list, until the store offers
-// a persister of its own.
-func policyPersister(cfg config.Config) policy.Persister {
+// description and icon) are kept: in the store itself, so that they are
+// backed up, exported with it and survive like the events. A store that
+// cannot keep them falls back to a directory beside its path.
+func policyPersister(cfg config.Config, st store.Store) policy.Persister {
+	if m, ok := st.(metaStore); ok {
+		return storePersister{m}
+	}
 	p := filepath.Clean(cfg.Store.Path)
 	return policy.DirPersister{Dir: filepath.Join(filepath.Dir(p), filepath.Base(p)+"-policy")}
+}
+
+// metaStore is a store that keeps small named blobs (the pebble store).
+type metaStore interface {
+	LoadMeta(ctx context.Context, name string) ([]byte, error)
+	SaveMeta(ctx context.Context, name string, value []byte) error
+}
+
+// storePersister adapts a metaStore to policy.Persister.
+type storePersister struct{ metaStore }
+
+func (p storePersister) Load(ctx context.Context, key string) ([]byte, error) {
+	return p.LoadMeta(ctx, key)
+}
+
+func (p storePersister) Save(ctx context.Context, key string, value []byte) error {
+	return p.SaveMeta(ctx, key, value)
 }

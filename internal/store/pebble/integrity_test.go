@@ -59,6 +59,7 @@ func checkIntegrity(db *pebble.DB) error {
 			case bytes.Equal(k, searchKey) && string(v) == search.Version:
 			case bytes.Equal(k, searchStatsKey) && indexed:
 				got[string(k)] = v
+			case bytes.HasPrefix(k, []byte(metaPrefix)): // LoadMeta/SaveMeta blobs
 			default:
 				return fmt.Errorf("meta key %q = %q", k, v)
 			}

@@ -1,0 +1,47 @@
+package pebble
+
+import (
+	"context"
+	"errors"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/petrel-relay/petrel/internal/store"
+)
+
+// metaPrefix prefixes the keys of small named blobs kept beside the events
+// (the relay's NIP-86 lists and info): "\x00meta/" + name. The "\x00"
+// range holds store bookkeeping only (see formatKey), so these keys never
+// meet an event index.
+const metaPrefix = "\x00meta/"
+
+// LoadMeta returns the blob saved under name, or store.ErrNotFound. The
+// returned slice is the caller's.
+func (s *Store) LoadMeta(ctx context.Context, name string) ([]byte, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed.Load() {
+		return nil, store.ErrClosed
+	}
+	v, closer, err := s.db.Get([]byte(metaPrefix + name))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, store.ErrNotFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer closer.Close()
+	return append([]byte(nil), v...), nil
+}
+
+// SaveMeta saves value under name durably (synced) before returning. It
+// does not go through the event writer: these blobs are independent of
+// events.
+func (s *Store) SaveMeta(ctx context.Context, name string, value []byte) error {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed.Load() {
+		return store.ErrClosed
+	}
+	return s.db.Set([]byte(metaPrefix+name), value, pebble.Sync)
+}

@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"runtime/debug"
 	"syscall"
 	"time"
 
@@ -87,22 +86,15 @@ func serveCmd() *cobra.Command {
 	return cmd
 }
 
-// defaultGCPercent is the garbage collector's target when GOGC is not set:
-// an idle relay's heap is mostly per-connection state, and a heap goal of
-// 1.5x the live heap (instead of Go's 2x) keeps RSS per connection low at
-// a small CPU cost (see docs/BENCHMARKS.md). GOGC in the environment wins.
-const defaultGCPercent = 50
-
 func serve(cfg config.Config) error {
 	start := time.Now()
-	if os.Getenv("GOGC") == "" {
-		debug.SetGCPercent(defaultGCPercent)
-	}
 	log, err := newLogger(cfg.Log)
 	if err != nil {
 		return err
 	}
 	slog.SetDefault(log)
+	stopRuntime := applyRuntime(cfg.Runtime, log)
+	defer stopRuntime()
 	st, err := openStore(cfg, log)
 	if err != nil {
 		return err

@@ -17,12 +17,13 @@ import (
 
 // Config is the whole configuration file.
 type Config struct {
-	Server server.Config `toml:"server"`
-	Relay  relay.Config  `toml:"relay"`
-	Info   relay.Info    `toml:"info"`
-	Policy policy.Config `toml:"policy"`
-	Store  Store         `toml:"store"`
-	Log    Log           `toml:"log"`
+	Server  server.Config `toml:"server"`
+	Relay   relay.Config  `toml:"relay"`
+	Info    relay.Info    `toml:"info"`
+	Policy  policy.Config `toml:"policy"`
+	Store   Store         `toml:"store"`
+	Log     Log           `toml:"log"`
+	Runtime Runtime       `toml:"runtime"`
 }
 
 // Store configures the event store.
@@ -54,6 +55,24 @@ type Log struct {
 	Format string `toml:"format"`
 }
 
+// Runtime tunes the Go runtime of `petrel serve` (memory use).
+type Runtime struct {
+	// GCPercent is the garbage collector's target (Go's GOGC): the heap
+	// may grow to (1 + GCPercent/100) times the live heap between
+	// collections. An idle relay's heap is mostly per-connection state, so
+	// a lower target keeps memory per connection low at a small CPU cost.
+	// The GOGC environment variable, when set, wins; negative turns the
+	// collector off, as GOGC=off does (not for production). Default 50.
+	GCPercent int `toml:"gc_percent"`
+	// MemoryReleaseInterval is how often the relay checks whether a burst
+	// (connections opening, a large query, an import) has left freed heap
+	// that the Go runtime keeps resident; once the burst is over and at
+	// least 16 MiB and a quarter of the live heap can be reclaimed, it
+	// collects and returns that memory to the OS (the runtime alone would
+	// take minutes). Default 5s; negative: never.
+	MemoryReleaseInterval time.Duration `toml:"memory_release_interval"`
+}
+
 // Normalize fills in defaults.
 func (c Config) Normalize() Config {
 	c.Server = c.Server.Normalize()
@@ -73,6 +92,12 @@ func (c Config) Normalize() Config {
 	}
 	if c.Log.Format == "" {
 		c.Log.Format = "text"
+	}
+	if c.Runtime.GCPercent == 0 {
+		c.Runtime.GCPercent = 50
+	}
+	if c.Runtime.MemoryReleaseInterval == 0 {
+		c.Runtime.MemoryReleaseInterval = 5 * time.Second
 	}
 	return c
 }

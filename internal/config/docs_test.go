@@ -113,6 +113,7 @@ func sections(t *testing.T) []section {
 		{name: "store", doc: "The event store.", file: "internal/config/config.go", typ: "Store", value: reflect.ValueOf(c.Store)},
 		{name: "policy", doc: "Write policy: rate limits, write lists, the write-policy plugin, proof of work.", file: "internal/policy/config.go", typ: "Config", value: reflect.ValueOf(c.Policy)},
 		{name: "log", doc: "Logging.", file: "internal/config/config.go", typ: "Log", value: reflect.ValueOf(c.Log)},
+		{name: "runtime", doc: "The Go runtime of petrel serve: garbage collector target and returning freed memory to the OS.", file: "internal/config/config.go", typ: "Runtime", value: reflect.ValueOf(c.Runtime)},
 	}
 	for i := range list {
 		s := &list[i]

@@ -1,0 +1,133 @@
+package main
+
+import (
+	"log/slog"
+	"os"
+	"runtime/debug"
+	"runtime/metrics"
+	"time"
+
+	"github.com/petrel-relay/petrel/internal/config"
+)
+
+// applyRuntime sets the garbage collector's target (unless GOGC is set)
+// and starts the loop that returns freed heap to the OS. The returned
+// function stops the loop and waits for it to end.
+func applyRuntime(c config.Runtime, log *slog.Logger) (stop func()) {
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(c.GCPercent)
+	}
+	if c.MemoryReleaseInterval <= 0 {
+		return func() {}
+	}
+	done, ended := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(ended)
+		t := time.NewTicker(c.MemoryReleaseInterval)
+		defer t.Stop()
+		var h heapWatch
+		h.check() // the baseline
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+			if r, ok := h.check(); ok {
+				log.Debug("returned free heap to the OS", "heap_before", r.before, "heap_after", r.after, "took", r.took.Round(time.Microsecond))
+			}
+		}
+	}()
+	return func() { close(done); <-ended }
+}
+
+// releaseMin is the least heap growth worth a release: below it, the
+// forced collection and the page faults that follow cost more than the
+// memory is worth.
+const releaseMin = 16 << 20
+
+// heap is what the runtime reports of its heap, in bytes.
+type heap struct {
+	free    uint64 // free spans still resident (not returned to the OS)
+	objects uint64 // heap objects, live or not yet collected
+	allocs  uint64 // allocated since the process started
+}
+
+// resident is the heap's resident footprint (the part the runtime has
+// not returned to the OS).
+func (h heap) resident() uint64 { return h.free + h.objects }
+
+// worthReleasing reports whether to collect and return free heap to the
+// OS now, given the heap's resident footprint after the last release (the
+// baseline) and the bytes allocated since the last check. Go keeps freed
+// heap resident and returns it only slowly, so after a burst (thousands
+// of connections opening, a large query, an import) a relay would keep
+// its peak RSS for minutes. Which part of the heap is garbage is only
+// known after a collection, so the signal is growth: the footprint grew
+// by at least releaseMin and a quarter of the baseline, and the burst is
+// over (less was allocated since the last check than a quarter of the
+// growth), so that a busy relay is never made to collect its whole heap
+// over and over.
+func worthReleasing(h heap, baseline, allocatedSince uint64) bool {
+	if h.resident() <= baseline {
+		return false
+	}
+	grown := h.resident() - baseline
+	return grown >= releaseMin && grown >= baseline/4 && allocatedSince < grown/4
+}
+
+// heapWatch reads the runtime's heap figures (runtime/metrics: no
+// stop-the-world, unlike runtime.ReadMemStats) and releases when
+// worthReleasing says so. Not safe for concurrent use.
+type heapWatch struct {
+	samples    []metrics.Sample
+	baseline   uint64 // resident footprint after the last release
+	lastAllocs uint64
+}
+
+func (w *heapWatch) read() heap {
+	if w.samples == nil {
+		w.samples = []metrics.Sample{
+			{Name: "/memory/classes/heap/free:bytes"},
+			{Name: "/memory/classes/heap/objects:bytes"},
+			{Name: "/gc/heap/allocs:bytes"},
+		}
+	}
+	metrics.Read(w.samples)
+	return heap{
+		free:    w.samples[0].Value.Uint64(),
+		objects: w.samples[1].Value.Uint64(),
+		allocs:  w.samples[2].Value.Uint64(),
+	}
+}
+
+// release is what one release did.
+type release struct {
+	before, after uint64        // resident heap footprint
+	took          time.Duration // the collection and the release
+}
+
+// check reads the heap and releases if it is worth it. The first check
+// only sets the baseline.
+func (w *heapWatch) check() (release, bool) {
+	h := w.read()
+	since := h.allocs - w.lastAllocs
+	first := w.lastAllocs == 0
+	w.lastAllocs = h.allocs
+	if first {
+		w.baseline = h.resident()
+		return release{}, false
+	}
+	if h.resident() < w.baseline {
+		w.baseline = h.resident() // the runtime returned memory itself
+	}
+	if !worthReleasing(h, w.baseline, since) {
+		return release{}, false
+	}
+	start := time.Now()
+	debug.FreeOSMemory()
+	took := time.Since(start)
+	after := w.read()
+	w.lastAllocs, w.baseline = after.allocs, after.resident()
+	return release{before: h.resident(), after: after.resident(), took: took}, true
+}

@@ -26,15 +26,15 @@ func applyRuntime(c config.Runtime, log *slog.Logger) (stop func()) {
 		t := time.NewTicker(c.MemoryReleaseInterval)
 		defer t.Stop()
 		var h heapWatch
-		h.check() // the baseline
+		h.check(time.Now()) // the baseline
 		for {
 			select {
 			case <-done:
 				return
-			case <-t.C:
-			}
-			if r, ok := h.check(); ok {
-				log.Debug("returned free heap to the OS", "heap_before", r.before, "heap_after", r.after, "took", r.took.Round(time.Microsecond))
+			case now := <-t.C:
+				if r, ok := h.check(now); ok {
+					log.Debug("returned free heap to the OS", "heap_before", r.before, "heap_after", r.after, "took", r.took.Round(time.Microsecond))
+				}
 			}
 		}
 	}()
@@ -62,19 +62,32 @@ func (h heap) resident() uint64 { return h.free + h.objects }
 // baseline) and the bytes allocated since the last check. Go keeps freed
 // heap resident and returns it only slowly, so after a burst (thousands
 // of connections opening, a large query, an import) a relay would keep
-// its peak RSS for minutes. Which part of the heap is garbage is only
-// known after a collection, so the signal is growth: the footprint grew
-// by at least releaseMin and a quarter of the baseline, and the burst is
-// over (less was allocated since the last check than a quarter of the
-// growth), so that a busy relay is never made to collect its whole heap
-// over and over.
+// its peak RSS for minutes. Two things are worth reclaiming: growth since
+// the last release of at least releaseMin and a quarter of the baseline
+// (which part of it is garbage is only known after a collection), and
+// free spans a collection has already left, of at least releaseMin and a
+// quarter of the heap objects. And the burst must be over: less allocated
+// since the last check than a quarter of what would be reclaimed, so that
+// a busy relay is not made to collect over and over.
 func worthReleasing(h heap, baseline, allocatedSince uint64) bool {
-	if h.resident() <= baseline {
-		return false
+	var grown uint64
+	if h.resident() > baseline {
+		grown = h.resident() - baseline
 	}
-	grown := h.resident() - baseline
-	return grown >= releaseMin && grown >= baseline/4 && allocatedSince < grown/4
+	var r uint64
+	if grown >= releaseMin && grown >= baseline/4 {
+		r = grown
+	}
+	if h.free >= releaseMin && h.free >= h.objects/4 {
+		r = max(r, h.free)
+	}
+	return r > 0 && allocatedSince < r/4
 }
+
+// releaseCostShare bounds the time spent releasing: after a release that
+// took d, the next one waits at least releaseCostShare*d (so at most 1%
+// of one core goes to releases, however large the heap).
+const releaseCostShare = 100
 
 // heapWatch reads the runtime's heap figures (runtime/metrics: no
 // stop-the-world, unlike runtime.ReadMemStats) and releases when
@@ -83,6 +96,7 @@ type heapWatch struct {
 	samples    []metrics.Sample
 	baseline   uint64 // resident footprint after the last release
 	lastAllocs uint64
+	notBefore  time.Time // no release before this (releaseCostShare)
 }
 
 func (w *heapWatch) read() heap {
@@ -109,7 +123,7 @@ type release struct {
 
 // check reads the heap and releases if it is worth it. The first check
 // only sets the baseline.
-func (w *heapWatch) check() (release, bool) {
+func (w *heapWatch) check(now time.Time) (release, bool) {
 	h := w.read()
 	since := h.allocs - w.lastAllocs
 	first := w.lastAllocs == 0
@@ -121,12 +135,13 @@ func (w *heapWatch) check() (release, bool) {
 	if h.resident() < w.baseline {
 		w.baseline = h.resident() // the runtime returned memory itself
 	}
-	if !worthReleasing(h, w.baseline, since) {
+	if now.Before(w.notBefore) || !worthReleasing(h, w.baseline, since) {
 		return release{}, false
 	}
 	start := time.Now()
 	debug.FreeOSMemory()
 	took := time.Since(start)
+	w.notBefore = now.Add(releaseCostShare * took)
 	after := w.read()
 	w.lastAllocs, w.baseline = after.allocs, after.resident()
 	return release{before: h.resident(), after: after.resident(), took: took}, true

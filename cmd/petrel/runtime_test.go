@@ -25,6 +25,9 @@ func TestWorthReleasing(t *testing.T) {
 		{"still allocating", heap{free: min, objects: 4 * min}, 4 * min, min / 4, false},
 		{"garbage not yet collected counts", heap{objects: 5 * min}, 4 * min, 0, true},
 		{"shrunk below the baseline", heap{objects: min}, 4 * min, 0, false},
+		{"free spans left by a collection", heap{free: min, objects: 3 * min}, 4 * min, 0, true},
+		{"free spans under a quarter of the heap", heap{free: min, objects: 4*min + 4}, 4*min + 4, 0, false},
+		{"free spans, still allocating", heap{free: min, objects: 3 * min}, 4 * min, min / 4, false},
 	}
 	for _, c := range cases {
 		if got := worthReleasing(c.h, c.baseline, c.since); got != c.want {
@@ -42,17 +45,17 @@ var sink [][]byte
 // finds nothing to do.
 func TestReleaseAfterBurst(t *testing.T) {
 	var w heapWatch
-	w.check()
+	w.check(time.Now())
 	for i := 0; i < 64; i++ {
 		sink = append(sink, make([]byte, 1<<20))
 	}
 	sink = nil
-	if r, ok := w.check(); ok {
+	if r, ok := w.check(time.Now()); ok {
 		t.Fatalf("released %+v while the burst was in the last interval", r)
 	}
 	var before runtime.MemStats
 	runtime.ReadMemStats(&before)
-	r, ok := w.check()
+	r, ok := w.check(time.Now())
 	if !ok || r.before < r.after+32<<20 {
 		t.Fatalf("check after the burst = %+v, %v; want a release of at least 32 MiB", r, ok)
 	}
@@ -61,8 +64,23 @@ func TestReleaseAfterBurst(t *testing.T) {
 	if after.HeapReleased < before.HeapReleased+32<<20 {
 		t.Fatalf("HeapReleased %d -> %d: the free heap was not returned", before.HeapReleased, after.HeapReleased)
 	}
-	if r, ok := w.check(); ok {
+	if r, ok := w.check(time.Now()); ok {
 		t.Fatalf("a check right after a release released again: %+v", r)
+	}
+
+	// Another burst right away: the release waits releaseCostShare times
+	// the last release's duration, then goes ahead.
+	for i := 0; i < 64; i++ {
+		sink = append(sink, make([]byte, 1<<20))
+	}
+	sink = nil
+	now := time.Now()
+	w.check(now) // the burst is in this interval
+	if r, ok := w.check(now); ok {
+		t.Fatalf("released again %v after a release that took %v: %+v", time.Duration(0), r.took, r)
+	}
+	if _, ok := w.check(w.notBefore); !ok {
+		t.Fatal("no release once the cost bound had passed")
 	}
 }
 

@@ -199,7 +199,6 @@ func (d *dispatcher) fanout(ev *nostr.Event) {
 				d.ptrs = append(d.ptrs, sb)
 			} else {
 				sb.held = append(sb.held, held{id: ev.ID, raw: ev.Raw})
-				sb.heldBytes += len(ev.Raw)
 				o.hold(len(ev.Raw), 1)
 			}
 		case subLive:

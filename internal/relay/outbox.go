@@ -77,8 +77,6 @@ type outbox struct {
 	shead   int    // first live segment in segs
 	spare   *seg   // an emptied segment kept for reuse
 	nextSeg int    // size of the next new segment
-	writing bool   // a flusher holds part of segs[shead] outside the lock
-	wasIdle bool   // empty at the sweeper's previous pass
 	bytes   [numCats]int
 	frames  [numCats]int
 	// heldBytes and heldFrames count the live events matched by this
@@ -89,6 +87,8 @@ type outbox struct {
 	peak       queuePeaks // high-water marks, for Relay.QueueStats
 
 	scheduled atomic.Bool  // queued on (or running in) the flusher
+	writing   bool         // a flusher holds part of segs[shead] outside the lock; o.mu
+	wasIdle   bool         // empty at the sweeper's previous pass; o.mu
 	inTransp  atomic.Int64 // bytes handed to the transport, not yet on the wire
 	progress  atomic.Int64 // unix nanos of the last write progress
 }
@@ -200,7 +200,7 @@ func (o *outbox) appendControlFrame(opcode byte, payload []byte) {
 // appendEventFrame appends ["EVENT",<subid>,<raw>] using the subscription's
 // pre-built prefix `["EVENT","<subid>",`, and returns its size. o.mu must
 // be held.
-func (o *outbox) appendEventFrame(cat uint8, prefix, raw []byte) int {
+func (o *outbox) appendEventFrame(cat uint8, prefix string, raw []byte) int {
 	n := len(prefix) + len(raw) + 1
 	total := wsHeaderLen(n) + n
 	t := o.tail(total)

@@ -19,7 +19,7 @@ func TestOutboxSegments(t *testing.T) {
 		var queued [numCats]int
 		var queuedFrames [numCats]int
 		var released [numCats]int
-		prefix := []byte(`["EVENT","s",`)
+		prefix := `["EVENT","s",`
 		for step := 0; step < 3000; step++ {
 			switch r := rng.IntN(10); {
 			case r < 6:

@@ -259,7 +259,7 @@ func (q *queryScheduler) run(j *queryJob) {
 	o.mu.Lock()
 	if sb.state == subStored {
 		o.appendFrame(catControl, eose)
-		o.hold(-sb.heldBytes, -len(sb.held)) // they move to the queue
+		o.hold(-sb.heldBytes(), -len(sb.held)) // they move to the queue
 		for _, h := range sb.held {
 			if !h.sent {
 				o.appendEventFrame(catLive, sb.prefix, h.raw)
@@ -267,7 +267,7 @@ func (q *queryScheduler) run(j *queryJob) {
 				r.stats.MessagesOut.Add(1)
 			}
 		}
-		sb.held, sb.heldBytes = nil, 0
+		sb.held = nil
 		sb.state = subLive
 		if sb.job == j {
 			sb.job = nil
@@ -329,14 +329,14 @@ func (s *Session) handleReq(subID string, filters []nostr.Filter) {
 		filters[i].Prepare() // sorted lists: fan-out matches long lists by binary search
 	}
 	r.stats.Queries.Add(1)
-	sb := &sub{s: s, id: subID, filters: filters, state: subStored}
+	sb := &sub{s: s, filters: filters, state: subStored}
 	if len(filters) == 1 {
 		// Keep the one filter inside the subscription, so the parsed
 		// message it came in is not retained for the subscription's life.
 		sb.one[0] = filters[0]
 		sb.filters = sb.one[:]
 	}
-	sb.prefix = append(nostr.AppendString(append(make([]byte, 0, len(subID)+14), `["EVENT",`...), subID), ',')
+	sb.setID(subID)
 	j := &queryJob{s: s, sb: sb, subID: subID, filters: filters, t0: r.now()}
 	sb.job = j
 

@@ -256,10 +256,9 @@ func (r *Relay) closeSub(sb *sub) {
 	o.mu.Lock()
 	wasOpen := sb.state != subClosed
 	sb.state = subClosed
-	o.hold(-sb.heldBytes, -len(sb.held))
+	o.hold(-sb.heldBytes(), -len(sb.held))
 	sb.held = nil
 	sb.early = nil
-	sb.heldBytes = 0
 	j := sb.job
 	sb.job = nil
 	var parked *queryJob

@@ -52,21 +52,20 @@ type held struct {
 	sent bool
 }
 
-// sub is one REQ subscription.
+// sub is one REQ subscription. There is one per subscribed connection at
+// least, so its size counts in the memory per connection: the fields are
+// ordered so that it fits the 288-byte size class (see TestSubSize).
 type sub struct {
 	s       *Session
-	id      string
-	prefix  []byte // `["EVENT","<id>",`, built once
+	id      string // shares prefix's bytes when it needs no escaping
+	prefix  string // `["EVENT","<id>",`, built once
 	filters []nostr.Filter
 	one     [1]nostr.Filter // storage for filters when there is one
 	entries []*entry        // index entries; guarded by index.mu
-	listed  bool            // guarded by index.mu
 
 	// guarded by s.out.mu
-	state     uint8
-	held      []held
-	heldBytes int
-	job       *queryJob
+	held []held // live events matched during the stored phase
+	job  *queryJob
 	// early lists events the stored query sent while their fan-out was
 	// still pending: the fan-out must skip this subscription for them (see
 	// pendingFanout).
@@ -74,7 +73,29 @@ type sub struct {
 
 	stamp uint64 // dispatcher-only: last event sequence that visited this sub
 
+	listed  bool        // guarded by index.mu
+	state   uint8       // guarded by s.out.mu
 	counted atomic.Bool // counted in Stats.SubscriptionsActive
+}
+
+// setID sets the subscription's id and builds its EVENT prefix. An id
+// that needs no JSON escaping (the usual case) is kept inside the prefix,
+// so the two cost one allocation.
+func (sb *sub) setID(id string) {
+	sb.prefix = string(append(nostr.AppendString(append(make([]byte, 0, len(id)+14), `["EVENT",`...), id), ','))
+	sb.id = id
+	if len(sb.prefix) == len(id)+12 { // `["EVENT","` id `",`: nothing escaped
+		sb.id = sb.prefix[10 : 10+len(id)]
+	}
+}
+
+// heldBytes is the size of the events in sb.held. s.out.mu must be held.
+func (sb *sub) heldBytes() int {
+	n := 0
+	for i := range sb.held {
+		n += len(sb.held[i].raw)
+	}
+	return n
 }
 
 // Session is one client connection's protocol state. It is created by the
@@ -94,8 +115,8 @@ type Session struct {
 	closing atomic.Bool // close was called: the transport is closing
 
 	pendingEvents atomic.Int32 // EVENTs awaiting their OK
-	lastRead      atomic.Int64 // unix nanos of the last inbound frame
 	pinged        atomic.Bool  // a ping is outstanding
+	lastRead      atomic.Int64 // unix nanos of the last inbound frame
 	parked        *queryJob    // query paused on this session's budget; guarded by out.mu
 	closeReason   atomic.Pointer[string]
 	slot          int // registry position; guarded by Relay.regMu

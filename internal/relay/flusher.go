@@ -12,8 +12,7 @@ import (
 type flusher struct {
 	mu     sync.Mutex
 	cond   *sync.Cond
-	queue  []*Session
-	head   int
+	queue  fifo[*Session]
 	closed bool
 	wg     sync.WaitGroup
 }
@@ -39,7 +38,7 @@ func (f *flusher) schedule(s *Session) {
 		s.out.scheduled.Store(false)
 		return
 	}
-	f.queue = append(f.queue, s)
+	f.queue.push(s)
 	f.mu.Unlock()
 	f.cond.Signal()
 }
@@ -56,24 +55,14 @@ func (f *flusher) run() {
 	defer f.wg.Done()
 	for {
 		f.mu.Lock()
-		for f.head == len(f.queue) && !f.closed {
+		for f.queue.len() == 0 && !f.closed {
 			f.cond.Wait()
 		}
-		if f.head == len(f.queue) && f.closed {
+		if f.queue.len() == 0 && f.closed {
 			f.mu.Unlock()
 			return
 		}
-		s := f.queue[f.head]
-		f.queue[f.head] = nil
-		f.head++
-		if f.head == len(f.queue) {
-			f.queue = f.queue[:0]
-			f.head = 0
-		} else if f.head > 4096 && f.head > len(f.queue)/2 {
-			n := copy(f.queue, f.queue[f.head:])
-			f.queue = f.queue[:n]
-			f.head = 0
-		}
+		s := f.queue.pop()
 		f.mu.Unlock()
 		s.flush()
 	}

@@ -44,8 +44,7 @@ type queryScheduler struct {
 	r       *Relay
 	mu      sync.Mutex
 	cond    *sync.Cond
-	queue   []*queryJob
-	head    int
+	queue   fifo[*queryJob]
 	parked  []*queryJob // waiting for the relay-wide budget
 	nparked atomic.Int32
 	closed  bool
@@ -69,7 +68,7 @@ func (q *queryScheduler) enqueue(j *queryJob) {
 		j.release()
 		return
 	}
-	q.queue = append(q.queue, j)
+	q.queue.push(j)
 	q.mu.Unlock()
 	q.cond.Signal()
 }
@@ -93,7 +92,7 @@ func (q *queryScheduler) resumeGlobal() {
 		return
 	}
 	q.mu.Lock()
-	q.queue = append(q.queue, q.parked...)
+	q.queue.push(q.parked...)
 	q.nparked.Add(-int32(len(q.parked)))
 	clear(q.parked)
 	q.parked = q.parked[:0]
@@ -105,20 +104,14 @@ func (q *queryScheduler) worker() {
 	defer q.wg.Done()
 	for {
 		q.mu.Lock()
-		for q.head == len(q.queue) && !q.closed {
+		for q.queue.len() == 0 && !q.closed {
 			q.cond.Wait()
 		}
 		if q.closed {
 			q.mu.Unlock()
 			return
 		}
-		j := q.queue[q.head]
-		q.queue[q.head] = nil
-		q.head++
-		if q.head == len(q.queue) {
-			q.queue = q.queue[:0]
-			q.head = 0
-		}
+		j := q.queue.pop()
 		q.mu.Unlock()
 		q.run(j)
 	}
@@ -128,8 +121,8 @@ func (q *queryScheduler) worker() {
 func (q *queryScheduler) close() {
 	q.mu.Lock()
 	q.closed = true
-	rest := append(q.queue[q.head:], q.parked...)
-	q.queue, q.parked, q.head = nil, nil, 0
+	rest := append(q.queue.take(), q.parked...)
+	q.parked = nil
 	q.mu.Unlock()
 	q.cond.Broadcast()
 	q.wg.Wait()

@@ -102,21 +102,11 @@ func (ix *index) add(s *sub) {
 		switch {
 		case f.HasIDs():
 			for _, id := range f.IDs {
-				b := ix.byID[id]
-				if b == nil {
-					b = &bucket{dim: dimID, id: id}
-					ix.byID[id] = b
-				}
-				s.entries = append(s.entries, put(s, b))
+				s.entries = append(s.entries, put(s, bucketFor(ix.byID, id, bucket{dim: dimID, id: id})))
 			}
 		case f.HasAuthors():
 			for _, pk := range f.Authors {
-				b := ix.byAuthor[pk]
-				if b == nil {
-					b = &bucket{dim: dimAuthor, id: pk}
-					ix.byAuthor[pk] = b
-				}
-				s.entries = append(s.entries, put(s, b))
+				s.entries = append(s.entries, put(s, bucketFor(ix.byAuthor, pk, bucket{dim: dimAuthor, id: pk})))
 			}
 		case len(f.Tags) > 0:
 			best := 0
@@ -128,21 +118,11 @@ func (ix *index) add(s *sub) {
 			tf := &f.Tags[best]
 			for _, v := range tf.Values {
 				k := tagKey{tf.Name, v}
-				b := ix.byTag[k]
-				if b == nil {
-					b = &bucket{dim: dimTag, tag: k}
-					ix.byTag[k] = b
-				}
-				s.entries = append(s.entries, put(s, b))
+				s.entries = append(s.entries, put(s, bucketFor(ix.byTag, k, bucket{dim: dimTag, tag: k})))
 			}
 		case f.HasKinds():
 			for _, k := range f.Kinds {
-				b := ix.byKind[k]
-				if b == nil {
-					b = &bucket{dim: dimKind, kind: k}
-					ix.byKind[k] = b
-				}
-				s.entries = append(s.entries, put(s, b))
+				s.entries = append(s.entries, put(s, bucketFor(ix.byKind, k, bucket{dim: dimKind, kind: k})))
 			}
 		default:
 			e := &entry{sub: s}
@@ -150,6 +130,17 @@ func (ix *index) add(s *sub) {
 			s.entries = append(s.entries, e)
 		}
 	}
+}
+
+// bucketFor returns m's bucket under k, adding a copy of empty (which
+// names its key) when there is none.
+func bucketFor[K comparable](m map[K]*bucket, k K, empty bucket) *bucket {
+	b := m[k]
+	if b == nil {
+		b = &empty
+		m[k] = b
+	}
+	return b
 }
 
 func put(s *sub, b *bucket) *entry {

@@ -254,7 +254,6 @@ func (r *Relay) closeSub(sb *sub) {
 	r.idx.remove(sb)
 	o := &sb.s.out
 	o.mu.Lock()
-	wasOpen := sb.state != subClosed
 	sb.state = subClosed
 	o.hold(-sb.heldBytes(), -len(sb.held))
 	sb.held = nil
@@ -273,7 +272,6 @@ func (r *Relay) closeSub(sb *sub) {
 	if parked != nil {
 		parked.release()
 	}
-	_ = wasOpen
 	if sb.counted.CompareAndSwap(true, false) {
 		r.stats.SubscriptionsActive.Add(-1)
 	}

@@ -19,8 +19,13 @@ func (s *Server) initMetrics() {
 
 type statsCollector struct{ s *Server }
 
+// descs lists every descriptor desc made, for Describe.
+var descs []*prometheus.Desc
+
 func desc(name, help string, labels ...string) *prometheus.Desc {
-	return prometheus.NewDesc("petrel_"+name, help, labels, nil)
+	d := prometheus.NewDesc("petrel_"+name, help, labels, nil)
+	descs = append(descs, d)
+	return d
 }
 
 var (
@@ -66,11 +71,7 @@ var (
 )
 
 func (c *statsCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{dConnActive, dConnTotal, dConnRejected, dSlots, dSubsActive, dSubsTotal,
-		dEvRecv, dEvAcc, dEvDup, dEvEph, dEvRej, dDropped, dDBErr, dMsgIn, dMsgOut, dBytesIn, dBytesOut, dDeliv,
-		dStored, dQueries, dCounts, dNotices, dLimits, dQBytes, dDBSize, dUptime, dVerifier,
-		dNegOpened, dNegActive, dNegRefused, dNegTimedOut, dNegMessages, dNegItems,
-		dAuth, dConnBlocked, dEvShadow, dReqRefused, dPlugin} {
+	for _, d := range descs {
 		ch <- d
 	}
 }

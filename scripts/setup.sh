@@ -21,9 +21,9 @@ fi
 
 port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
-# PostgreSQL and NATS are used by the multi-node tests; start them if they
-# are installed but not running (tests that need them skip with a message
-# when they cannot be reached).
+# PostgreSQL and NATS are for the multi-node backend's tests (not built
+# yet: no test uses them today); start them if they are installed but not
+# running, so such tests find them on a fresh machine.
 if [ "${PETREL_SETUP_SERVICES:-1}" = 1 ]; then
 	if ! port_open 5432 && command -v pg_ctlcluster >/dev/null; then
 		log "starting PostgreSQL"

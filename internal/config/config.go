@@ -28,7 +28,8 @@ type Config struct {
 
 // Store configures the event store.
 type Store struct {
-	// Backend is "pebble" (embedded, the default) or "postgres".
+	// Backend is "pebble", the embedded store (the only backend so far:
+	// a shared backend for several relay nodes is not built yet).
 	Backend string `toml:"backend"`
 	// Path is the pebble data directory. Default "./petrel-data".
 	Path string `toml:"path"`
@@ -37,8 +38,6 @@ type Store struct {
 	NoSync bool `toml:"no_sync"`
 	// CacheBytes is the pebble block cache size. Default 256 MiB.
 	CacheBytes int64 `toml:"cache_bytes"`
-	// PostgresURL is the connection string for the postgres backend.
-	PostgresURL string `toml:"postgres_url"`
 	// DisableSearch turns the NIP-50 full-text index off: events are
 	// stored faster (the index roughly triples the store's write cost per
 	// text note), search REQs return nothing and NIP-11 does not list 50.

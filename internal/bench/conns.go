@@ -194,13 +194,7 @@ func (g *connsGroup) open() *connsReady {
 	ready := &connsReady{Errors: map[string]int{}}
 	var mu sync.Mutex
 	fail := func(err error) {
-		msg := err.Error()
-		// Strip the varying source port so errors group.
-		if i := strings.Index(msg, "->"); i >= 0 {
-			if j := strings.LastIndexByte(msg[:i], ':'); j >= 0 {
-				msg = msg[:j] + msg[i:]
-			}
-		}
+		msg := groupDialError(err.Error())
 		mu.Lock()
 		ready.Failed++
 		ready.Errors[msg]++
@@ -628,8 +622,12 @@ func Conns(o Options) (*Result, error) {
 	for _, k := range sortedKeys(errCounts) {
 		st.Errors = append(st.Errors, fmt.Sprintf("%d× %s", errCounts[k], k))
 	}
+	shown := st.Errors
+	if len(shown) > maxErrorKinds {
+		shown = append(shown[:maxErrorKinds:maxErrorKinds], fmt.Sprintf("and %d other errors", len(st.Errors)-maxErrorKinds))
+	}
 	if st.DialFailed > 0 {
-		r.res.Fail("%d of %d connections could not be opened and subscribed (%s)", st.DialFailed, o.Conns, strings.Join(st.Errors, "; "))
+		r.res.Fail("%d of %d connections could not be opened and subscribed (%s)", st.DialFailed, o.Conns, strings.Join(shown, "; "))
 	}
 
 	// Hold, then check liveness.
@@ -788,4 +786,22 @@ func (r *runner) liveness(parts []*connsPart, ev *nostr.Event, st *ConnsStats, p
 		r.res.Fail("subscriptions were CLOSED by the relay (%s)", formatCounts(r.closedSnapshot()))
 	}
 	return delivery
+}
+
+// maxErrorKinds is how many different dial errors the failure line
+// names (all of them are in the JSON result).
+const maxErrorKinds = 5
+
+// groupDialError drops the source address (which varies: connections are
+// spread over 127.0.0.x and ports) from a dial error, so that the same
+// failure from every source counts as one: "dial tcp 127.0.0.7:40312->
+// 127.0.0.1:7447: connect: connection refused" becomes "dial tcp
+// 127.0.0.1:7447: connect: connection refused".
+func groupDialError(msg string) string {
+	i := strings.Index(msg, "->")
+	if i < 0 {
+		return msg
+	}
+	j := strings.LastIndexByte(msg[:i], ' ')
+	return msg[:j+1] + msg[i+2:]
 }

@@ -1,0 +1,17 @@
+package bench
+
+import "testing"
+
+func TestGroupDialError(t *testing.T) {
+	for in, want := range map[string]string{
+		"dial tcp 127.0.0.7:40312->127.0.0.1:7447: connect: connection refused": "dial tcp 127.0.0.1:7447: connect: connection refused",
+		"dial tcp 127.0.0.190:1->127.0.0.1:7447: connect: connection refused":   "dial tcp 127.0.0.1:7447: connect: connection refused",
+		"dial tcp [::1]:5000->[::1]:7447: i/o timeout":                          "dial tcp [::1]:7447: i/o timeout",
+		"websocket: bad handshake":                                              "websocket: bad handshake",
+		"->odd":                                                                 "odd",
+	} {
+		if got := groupDialError(in); got != want {
+			t.Errorf("groupDialError(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -11,7 +11,6 @@ import (
 
 	"github.com/petrel-relay/petrel/internal/bench"
 	"github.com/petrel-relay/petrel/internal/nostr"
-	"github.com/petrel-relay/petrel/internal/search"
 	"github.com/petrel-relay/petrel/internal/store"
 	"github.com/petrel-relay/petrel/internal/store/storetest"
 )
@@ -30,7 +29,7 @@ func searchFixture(b *testing.B, n int) *Store {
 	if root == "" {
 		root = os.TempDir()
 	}
-	name := strings.ReplaceAll(formatVersion+"-"+search.Version, "/", "-")
+	name := strings.ReplaceAll(formatVersion+"-"+searchIndexVersion, "/", "-")
 	dir := filepath.Join(root, fmt.Sprintf("petrel-bench-search-%s-%d", name, n))
 	marker := filepath.Join(dir, "FIXTURE-COMPLETE")
 	if _, err := os.Stat(marker); err != nil {

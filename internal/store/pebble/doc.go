@@ -9,7 +9,8 @@
 // forward scan runs newest first and a query that stops at its limit
 // touches about limit entries whatever the store's size. Tombstones record
 // NIP-09 deletions and NIP-62 requests to vanish. A NIP-50 search index
-// (a posting list per term, written in the same batch as the event, see
+// (a posting list per term, in blocks of one write batch's postings,
+// written in the same batch as the events, see
 // internal/search for what is indexed) answers filters with Search by
 // BM25 relevance; Options.DisableSearch turns it off. docs/storage.md
 // documents every key layout, the planner and the write path.

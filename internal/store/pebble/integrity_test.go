@@ -2,6 +2,7 @@ package pebble
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 
@@ -26,55 +27,83 @@ func getKey(db *pebble.DB, key []byte) ([]byte, bool, error) {
 
 // checkIntegrity scans the whole database and checks that the tables agree:
 // every body has its id entry, stream entries, address pointer, expiration
-// entry and (when the database has a search index) search postings, with
-// the right values; every index entry points at a body that has it; the
-// search figures are the sums over the bodies. It returns the first
-// problems found.
+// entry and (when the database has a search index) doc entry and search
+// postings, with the right values; every index entry points at a body that
+// has it; the search figures are the sums over the bodies. It returns the
+// first problems found.
 func checkIntegrity(db *pebble.DB) error {
+	_, err := integrity(db)
+	return err
+}
+
+// integrityReport is what integrity found besides problems.
+type integrityReport struct {
+	blocks   int // S keys
+	postings int // postings in them
+	dead     int // postings of removed events (no body, no doc entry)
+}
+
+// integrity is checkIntegrity, with figures. Posting blocks must decode,
+// hold at most maxBlockPostings postings, and cover disjoint serial ranges
+// per term, newest first; a posting of a stored event must be one the
+// event has; a posting of no stored event (left by a removal) must have
+// no doc entry either and a serial below the search serial.
+func integrity(db *pebble.DB) (integrityReport, error) {
+	var rep integrityReport
 	it, err := db.NewIter(nil)
 	if err != nil {
-		return err
+		return rep, err
 	}
 	defer it.Close()
 	want := make(map[string][]byte) // index key -> expected value, from bodies
 	got := make(map[string][]byte)  // index key -> value, from the db
+	// Postings, by term and serial: expected from the bodies, and found.
+	wantPost := make(map[string]posting)
+	bodySerials := make(map[uint64]bool)
 	var ks keySet
 	bodies := 0
 	var an search.Analyzer
 	var st search.Stats
 	_, indexed, err := getKey(db, searchKey)
 	if err != nil {
-		return err
+		return rep, err
 	}
+	var searchSerial uint64 // 0: no postings of removed events allowed
+	var lastTerm []byte     // the term of the previous S key
+	var lastMin uint64      // and its block's oldest serial
+	var errs []error
 	for valid := it.First(); valid; valid = it.Next() {
 		k, v := bytes.Clone(it.Key()), bytes.Clone(it.Value())
 		ki, err := DecodeKey(k)
 		if err != nil {
-			return err
+			return rep, err
 		}
 		switch ki.Table {
 		case pfxMeta:
 			switch {
 			case bytes.Equal(k, formatKey) && string(v) == formatVersion:
-			case bytes.Equal(k, searchKey) && string(v) == search.Version:
+			case bytes.Equal(k, searchKey) && string(v) == searchIndexVersion:
 			case bytes.Equal(k, searchStatsKey) && indexed:
 				got[string(k)] = v
+			case bytes.Equal(k, searchSerialKey) && indexed && len(v) == 8:
+				searchSerial = binary.BigEndian.Uint64(v)
 			case bytes.HasPrefix(k, []byte(metaPrefix)): // LoadMeta/SaveMeta blobs
 			default:
-				return fmt.Errorf("meta key %q = %q", k, v)
+				return rep, fmt.Errorf("meta key %q = %q", k, v)
 			}
 		case pfxBody:
 			bodies++
+			bodySerials[ki.Serial] = true
 			pk, raw, ok := decodeBody(v)
 			if !ok {
-				return fmt.Errorf("body %d undecodable", ki.Serial)
+				return rep, fmt.Errorf("body %d undecodable", ki.Serial)
 			}
 			ev, err := nostr.ParseEvent(raw, nil)
 			if err != nil {
-				return fmt.Errorf("body %d: %v", ki.Serial, err)
+				return rep, fmt.Errorf("body %d: %v", ki.Serial, err)
 			}
 			if ev.PubKey != pk {
-				return fmt.Errorf("body %d: pubkey header differs from raw", ki.Serial)
+				return rep, fmt.Errorf("body %d: pubkey header differs from raw", ki.Serial)
 			}
 			m := eventMeta(ev, ki.Serial)
 			val := appendMeta(nil, &m)
@@ -96,33 +125,86 @@ func checkIntegrity(db *pebble.DB) error {
 				p := posting{kind: uint16(ev.Kind), docLen: uint64(doc.Len)}
 				for _, t := range doc.Terms {
 					p.freq = uint8(t.Freq)
-					want[string(appendPostingKey(nil, t.Text, ki.Serial))] = appendPosting(nil, p)
+					wantPost[string(appendPostingKey(nil, t.Text, ki.Serial))] = p
 				}
 			}
-		case pfxSearch, pfxDoc:
+		case pfxSearch:
 			if !indexed {
-				return fmt.Errorf("search entry %x without a search index", k)
+				return rep, fmt.Errorf("search entry %x without a search index", k)
+			}
+			// Keys ascend in ^minSerial: the blocks of a term go newest
+			// first, each older than the one before.
+			if !bytes.Equal(ki.Term, lastTerm) {
+				lastTerm, lastMin = bytes.Clone(ki.Term), 0
+			}
+			var r blockReader
+			if !r.reset(ki.Serial, v) {
+				errs = append(errs, fmt.Errorf("posting block %x = %x: bad header", k, v))
+				continue
+			}
+			rep.blocks++
+			if r.left > maxBlockPostings {
+				errs = append(errs, fmt.Errorf("posting block %x holds %d postings", k, r.left))
+			}
+			for first := true; ; first = false {
+				ok, err := r.next()
+				if err != nil {
+					errs = append(errs, fmt.Errorf("posting block %x = %x: %v", k, v, err))
+					break
+				}
+				if !ok {
+					break
+				}
+				rep.postings++
+				if first && lastMin != 0 && r.serial >= lastMin {
+					errs = append(errs, fmt.Errorf("posting block %x overlaps the newer block of its term", k))
+				}
+				pk := string(appendPostingKey(nil, ki.Term, r.serial))
+				if wp, ok := wantPost[pk]; ok {
+					if wp != r.p {
+						errs = append(errs, fmt.Errorf("posting %x = %+v, want %+v", pk, r.p, wp))
+					}
+					delete(wantPost, pk)
+					continue
+				}
+				switch {
+				case bodySerials[r.serial]:
+					errs = append(errs, fmt.Errorf("posting %x of an event that does not have the term", pk))
+				case got[string(appendDocKey(nil, r.serial))] != nil:
+					errs = append(errs, fmt.Errorf("posting %x of a removed event that has a doc entry", pk))
+				case r.serial >= searchSerial:
+					errs = append(errs, fmt.Errorf("posting %x of a removed event at or above the search serial %d", pk, searchSerial))
+				default:
+					rep.dead++
+				}
+			}
+			lastMin = ki.Serial
+		case pfxDoc:
+			if !indexed {
+				return rep, fmt.Errorf("search entry %x without a search index", k)
 			}
 			got[string(k)] = v
 		case pfxID, pfxCreated, pfxAuthor, pfxKind, pfxAuthKind, pfxTag, pfxAddr, pfxExpiry:
 			got[string(k)] = v
 		case pfxDelID:
 			if len(v) != 0 {
-				return fmt.Errorf("deletion tombstone %x has value %x", k, v)
+				return rep, fmt.Errorf("deletion tombstone %x has value %x", k, v)
 			}
 		case pfxDelAddr, pfxVanish:
 			if _, ok := decodeTS(v); !ok {
-				return fmt.Errorf("tombstone %x has value %x", k, v)
+				return rep, fmt.Errorf("tombstone %x has value %x", k, v)
 			}
 		}
 	}
 	if err := it.Error(); err != nil {
-		return err
+		return rep, err
 	}
 	if indexed {
 		want[string(searchStatsKey)] = appendSearchStats(nil, st)
 	}
-	var errs []error
+	for k := range wantPost {
+		errs = append(errs, fmt.Errorf("missing posting %x", k))
+	}
 	for k, v := range want {
 		g, ok := got[k]
 		switch {
@@ -140,7 +222,7 @@ func checkIntegrity(db *pebble.DB) error {
 		errs = append(errs[:5], fmt.Errorf("... and %d more", len(errs)-5))
 	}
 	if len(errs) > 0 {
-		return fmt.Errorf("integrity (%d bodies): %w", bodies, errors.Join(errs...))
+		return rep, fmt.Errorf("integrity (%d bodies): %w", bodies, errors.Join(errs...))
 	}
-	return nil
+	return rep, nil
 }

@@ -27,7 +27,7 @@ const (
 	pfxDelID    = 'D'  // D id(32) deleter(32) -> (empty)
 	pfxDelAddr  = 'R'  // R address -> created_at(8)
 	pfxVanish   = 'W'  // W pubkey(32) -> created_at(8)
-	pfxSearch   = 'S'  // S len(1) term ^serial(8) -> freq(1) kind(2) doclen(uvarint)
+	pfxSearch   = 'S'  // S len(1) term ^minSerial(8) -> posting block: count(uvarint) postings, newest first
 	pfxDoc      = 'F'  // F ^serial(8) -> id(32) created_at(8) meta: searchable events
 )
 
@@ -41,14 +41,23 @@ const (
 	formatV1      = "petrel-pebble/1"
 )
 
-// searchKey holds the search.Version the search index (S keys) was built
-// with; it is absent when there is no index (Options.DisableSearch, or an
-// index being built). searchStatsKey holds the collection figures BM25
-// needs: documents(8) total length(8).
+// searchKey holds searchIndexVersion, the version of the search index (S
+// and F keys) in the database; it is absent when there is no index
+// (Options.DisableSearch, or an index being built). searchStatsKey holds
+// the collection figures BM25 needs: documents(8) total length(8).
+// searchSerialKey, when present, holds a serial(8) below which S keys may
+// hold postings of removed events: the writer never allocates a serial
+// below it (see writer.index).
 var (
-	searchKey      = []byte("\x00search")
-	searchStatsKey = []byte("\x00searchstats")
+	searchKey       = []byte("\x00search")
+	searchStatsKey  = []byte("\x00searchstats")
+	searchSerialKey = []byte("\x00searchserial")
 )
+
+// searchIndexVersion names the analyzer (search.Version) and the layout
+// of the S keys ("blocks1": one posting block per term per write batch).
+// Open rebuilds an index stored under any other value.
+const searchIndexVersion = search.Version + "+blocks1"
 
 // Tag value encodings (the byte after the tag name in T keys).
 const (
@@ -321,8 +330,8 @@ func decodeBody(b []byte) (nostr.PubKey, []byte, bool) {
 
 // KeyInfo is a decoded key, for the fuzz targets and the scan tooling.
 type KeyInfo struct {
-	Table     byte // the prefix byte
-	Serial    uint64
+	Table     byte   // the prefix byte
+	Serial    uint64 // for S keys, the oldest serial of the posting block
 	ID        nostr.ID
 	PubKey    nostr.PubKey
 	CreatedAt int64
@@ -478,39 +487,153 @@ func DecodeKey(k []byte) (KeyInfo, error) {
 
 // appendSearchPrefix appends S len(1) term: the prefix of one term's
 // posting list. term is at most search.MaxTermLen bytes.
-func appendSearchPrefix(dst []byte, term []byte) []byte {
+func appendSearchPrefix[T string | []byte](dst []byte, term T) []byte {
 	return append(append(dst, pfxSearch, byte(len(term))), term...)
 }
 
-// appendPostingKey appends S len(1) term ^serial: newest documents first.
-func appendPostingKey(dst []byte, term []byte, serial uint64) []byte {
-	return appendU64(appendSearchPrefix(dst, term), ^serial)
+// appendPostingKey appends S len(1) term ^minSerial: the key of a posting
+// block whose oldest posting has serial minSerial. The blocks of one term
+// cover disjoint serial ranges, so the keys order them newest first, and
+// SeekGE(S len term ^serial) lands on the block that holds serial (or on
+// the newest block older than it).
+func appendPostingKey[T string | []byte](dst []byte, term T, minSerial uint64) []byte {
+	return appendU64(appendSearchPrefix(dst, term), ^minSerial)
 }
 
-// posting is the value of an S key: the term's weighted frequency in the
-// document, the event's kind (so that a kinds condition is checked while
-// scoring), and the document's length (so that scoring reads nothing but
-// the posting list).
+// posting is one document in a term's posting list: the term's weighted
+// frequency in the document, the event's kind (so that a kinds condition
+// is checked while scoring), and the document's length (so that scoring
+// reads nothing but the posting list).
 type posting struct {
 	freq   uint8
 	kind   uint16
 	docLen uint64
 }
 
+// appendPosting appends freq(1) kind(2) doclen(uvarint).
 func appendPosting(dst []byte, p posting) []byte {
 	dst = append(dst, p.freq)
 	dst = appendU16(dst, p.kind)
 	return binary.AppendUvarint(dst, p.docLen)
 }
 
-func decodePosting(b []byte) (posting, bool) {
+// decodePostingPrefix decodes the posting at the start of b and returns
+// its length in bytes.
+func decodePostingPrefix(b []byte) (posting, int, bool) {
 	if len(b) < 4 {
-		return posting{}, false
+		return posting{}, 0, false
 	}
 	p := posting{freq: b[0], kind: binary.BigEndian.Uint16(b[1:])}
-	n := 0
-	p.docLen, n = binary.Uvarint(b[3:])
-	return p, n > 0 && 3+n == len(b) && p.freq > 0
+	docLen, n := binary.Uvarint(b[3:])
+	p.docLen = docLen
+	return p, 3 + n, n > 0 && p.freq > 0
+}
+
+// maxBlockPostings is the most postings the writer puts in one block: a
+// term found in more events of one batch gets several blocks. It bounds
+// what a seek into a block decodes.
+const maxBlockPostings = 256
+
+// blockPosting is a posting and the serial of its document.
+type blockPosting struct {
+	serial uint64
+	p      posting
+}
+
+// appendBlock appends the value of a posting block: count(uvarint), then
+// the postings newest first, each delta(uvarint) freq(1) kind(2)
+// doclen(uvarint). The first delta is the posting's serial minus the
+// block's oldest serial (the key's), each other one the previous
+// posting's serial minus this one's (at least 1). ps must be non-empty
+// and strictly newest first.
+func appendBlock(dst []byte, ps []blockPosting) []byte {
+	minSerial := ps[len(ps)-1].serial
+	dst = binary.AppendUvarint(dst, uint64(len(ps)))
+	prev := minSerial
+	for i := range ps {
+		d := ps[i].serial - prev
+		if i > 0 {
+			d = prev - ps[i].serial
+		}
+		prev = ps[i].serial
+		dst = binary.AppendUvarint(dst, d)
+		dst = appendPosting(dst, ps[i].p)
+	}
+	return dst
+}
+
+// errBadBlock reports a posting block that does not decode (wrapped with
+// its key by the reader's callers).
+var errBadBlock = fmt.Errorf("%w: posting block", errCorrupt)
+
+// blockReader reads the postings of one block in order, newest first,
+// without copying it. It checks the block as it goes: a block that does
+// not decode makes next return errBadBlock, never a panic.
+type blockReader struct {
+	b      []byte // what is left of the value
+	min    uint64 // the block's oldest serial (from the key)
+	left   int    // postings not read yet
+	first  bool   // no posting read yet
+	serial uint64 // serial of the posting last read
+	p      posting
+}
+
+// reset starts reading the block value v, whose key names minSerial. It
+// reports false when the header does not decode.
+func (r *blockReader) reset(minSerial uint64, v []byte) bool {
+	n, k := binary.Uvarint(v)
+	// Every posting takes at least 5 bytes.
+	if k <= 0 || n == 0 || n > uint64(len(v)-k)/5 {
+		*r = blockReader{}
+		return false
+	}
+	*r = blockReader{b: v[k:], min: minSerial, left: int(n), first: true}
+	return true
+}
+
+// next reads the next posting into serial and p; it reports false at the
+// end of the block.
+func (r *blockReader) next() (bool, error) {
+	if r.left == 0 {
+		return false, nil
+	}
+	d, k := binary.Uvarint(r.b)
+	if k <= 0 {
+		return false, errBadBlock
+	}
+	var s uint64
+	if r.first {
+		s = r.min + d
+		if s < r.min {
+			return false, errBadBlock
+		}
+	} else {
+		if d == 0 || d > r.serial-r.min {
+			return false, errBadBlock
+		}
+		s = r.serial - d
+	}
+	p, n, ok := decodePostingPrefix(r.b[k:])
+	if !ok {
+		return false, errBadBlock
+	}
+	r.b = r.b[k+n:]
+	r.left--
+	r.first = false
+	r.serial, r.p = s, p
+	if r.left == 0 && (s != r.min || len(r.b) != 0) {
+		return false, errBadBlock
+	}
+	return true, nil
+}
+
+// blockCount returns the number of postings in a block value.
+func blockCount(v []byte) (int, bool) {
+	var r blockReader
+	if !r.reset(0, v) {
+		return 0, false
+	}
+	return r.left, true
 }
 
 // docKey is F ^serial: the search document entry of an event, in the same
@@ -534,8 +657,9 @@ func decodeDocValue(b []byte) (nostr.ID, int64, meta, bool) {
 	return id, ts, m, ok && ts >= 0
 }
 
-// postingSerial returns the serial at the end of an S key.
-func postingSerial(k []byte) uint64 { return ^binary.BigEndian.Uint64(k[len(k)-8:]) }
+// blockMinSerial returns the oldest serial of a block, from the end of
+// its S key.
+func blockMinSerial(k []byte) uint64 { return ^binary.BigEndian.Uint64(k[len(k)-8:]) }
 
 func appendSearchStats(dst []byte, st search.Stats) []byte {
 	return appendU64(appendU64(dst, uint64(st.Docs)), uint64(st.TotalLen))

@@ -14,10 +14,10 @@ import (
 	"github.com/petrel-relay/petrel/internal/search"
 )
 
-// NIP-50 search: the index is a posting list per term (S keys, newest
-// documents first) plus the collection figures (searchStatsKey), written
-// by the writer in the same batch as the event they index. See
-// docs/storage.md, "Search".
+// NIP-50 search: the index is a posting list per term (S keys: posting
+// blocks, newest documents first) plus the collection figures
+// (searchStatsKey), written by the writer in the same batch as the events
+// they index. See docs/storage.md, "Search".
 
 // SupportsSearch implements store.Searcher: it reports whether the store
 // keeps a search index (Options.DisableSearch is false).
@@ -29,9 +29,10 @@ const buildBatchEvents = 4096
 // openSearch brings the search index in line with the options before the
 // writer starts: with search off it drops an index that exists; with
 // search on it builds the index when it is missing or was built by
-// another analyzer version. upgrade (a formatV1 database) also rewrites
-// the format key, in the same batch that completes the index, so a crash
-// midway leaves a database that is upgraded again at the next Open.
+// another analyzer version or posting layout (searchIndexVersion).
+// upgrade (a formatV1 database) also rewrites the format key, in the same
+// batch that completes the index, so a crash midway leaves a database
+// that is upgraded again at the next Open.
 func (s *Store) openSearch(upgrade bool) error {
 	have, ok, err := s.getMeta(searchKey)
 	if err != nil {
@@ -56,7 +57,7 @@ func (s *Store) openSearch(upgrade bool) error {
 		}
 		return b.Commit(pebble.Sync)
 	}
-	if ok && string(have) == search.Version && !upgrade {
+	if ok && string(have) == searchIndexVersion && !upgrade {
 		return nil
 	}
 	return s.buildSearch(upgrade, string(have))
@@ -103,13 +104,19 @@ func dropSearch(b *pebble.Batch) error {
 	if err := b.Delete(searchKey, nil); err != nil {
 		return err
 	}
+	if err := b.Delete(searchSerialKey, nil); err != nil {
+		return err
+	}
 	return b.Delete(searchStatsKey, nil)
 }
 
 // buildSearch drops any index and builds it from every stored event, in
 // batches committed without sync; the last batch (figures, version key,
 // format key) is synced. Until that batch commits the version key is
-// absent, so an interrupted build starts over at the next Open.
+// absent, so an interrupted build starts over at the next Open. Bodies
+// are read newest first, so each batch's postings cover a serial range
+// older than the previous batch's: one block per term per batch, as the
+// writer's, with disjoint ranges.
 func (s *Store) buildSearch(upgrade bool, old string) error {
 	start := time.Now()
 	b := s.db.NewBatch()
@@ -125,6 +132,8 @@ func (s *Store) buildSearch(upgrade bool, old string) error {
 	var an search.Analyzer
 	var st search.Stats
 	var key, val []byte
+	var pb postingBuf
+	pb.reset()
 	n, inBatch := 0, 0
 	for valid := it.First(); valid; valid = it.Next() {
 		k := it.Key()
@@ -157,18 +166,15 @@ func (s *Store) buildSearch(upgrade bool, old string) error {
 		p := posting{kind: uint16(ev.Kind), docLen: uint64(doc.Len)}
 		for i := range doc.Terms {
 			p.freq = uint8(doc.Terms[i].Freq)
-			key = appendPostingKey(key[:0], doc.Terms[i].Text, serial)
-			val = appendPosting(val[:0], p)
-			if err = b.Set(key, val, nil); err != nil {
-				break
-			}
-		}
-		if err != nil {
-			break
+			pb.add(doc.Terms[i].Text, serial, p)
 		}
 		st.Docs++
 		st.TotalLen += int64(doc.Len)
 		if inBatch++; inBatch == buildBatchEvents {
+			if _, err = pb.flush(b, true); err != nil {
+				break
+			}
+			pb.reset()
 			if err = b.Commit(pebble.NoSync); err != nil {
 				break
 			}
@@ -180,10 +186,13 @@ func (s *Store) buildSearch(upgrade bool, old string) error {
 		err = cerr
 	}
 	if err == nil {
+		_, err = pb.flush(b, true)
+	}
+	if err == nil {
 		err = b.Set(searchStatsKey, appendSearchStats(nil, st), nil)
 	}
 	if err == nil {
-		err = b.Set(searchKey, []byte(search.Version), nil)
+		err = b.Set(searchKey, []byte(searchIndexVersion), nil)
 	}
 	if err == nil && upgrade {
 		err = b.Set(formatKey, []byte(formatVersion), nil)
@@ -221,8 +230,9 @@ type searchStream struct {
 	// post.haveBody.
 	cur entry
 
-	// Figures of the build, for tests.
+	// Figures of the build and the reads, for tests.
 	steps   int // posting list reads and seeks
+	seeks   int // pebble seeks into posting lists
 	matched int // candidates scored
 }
 
@@ -278,20 +288,25 @@ func (q *query) newSearch(f *nostr.Filter, forQuery, wantBody bool) *searchStrea
 	return ss
 }
 
-// cursor is one term's posting list, read through its own iterator.
+// cursor is one term's posting list, read through its own iterator, one
+// block at a time: the current block is read in place (its bytes are the
+// iterator's value, valid until the iterator moves).
 type cursor struct {
 	it     *pebble.Iterator
 	prefix []byte
 	inv    uint64 // ^serial of the current posting
 	p      posting
+	blk    blockReader // the current block, positioned after the current posting
+	blkMin uint64      // the oldest serial of the block the iterator stands on
 	idf    float64
 	steps  int
+	seeks  int // pebble seeks, for tests
 	key    []byte
 }
 
-// load decodes the current posting; it reports false at the end of the
-// list.
-func (c *cursor) load(valid bool) (bool, error) {
+// loadKey reads the key the iterator stands on (valid is its position
+// result); it reports false at the end of the list.
+func (c *cursor) loadKey(valid bool) (bool, error) {
 	if !valid {
 		return false, c.it.Error()
 	}
@@ -299,40 +314,136 @@ func (c *cursor) load(valid bool) (bool, error) {
 	if len(k) != len(c.prefix)+8 {
 		return false, fmt.Errorf("%w: posting key %x", errCorrupt, k)
 	}
-	c.inv = binary.BigEndian.Uint64(k[len(c.prefix):])
-	v, err := c.it.ValueAndErr()
-	if err != nil {
-		return false, err
-	}
-	p, ok := decodePosting(v)
-	if !ok {
-		return false, fmt.Errorf("%w: posting %x = %x", errCorrupt, k, v)
-	}
-	c.p = p
+	c.blkMin = blockMinSerial(k)
 	return true, nil
 }
 
-// first, next and seek each count one step against the budget.
-func (c *cursor) first() (bool, error) { c.steps++; return c.load(c.it.First()) }
-func (c *cursor) next() (bool, error)  { c.steps++; return c.load(c.it.Next()) }
-
-// seek moves to the first posting at or after inv (at or older than its
-// serial). Postings of common terms are dense, so it first tries a few
-// Nexts, which cost a fraction of a seek; the whole counts as one step.
-func (c *cursor) seek(inv uint64) (bool, error) {
-	c.steps++
-	for i := 0; i < seekNexts; i++ {
-		ok, err := c.load(c.it.Next())
-		if err != nil || !ok || c.inv >= inv {
-			return ok, err
-		}
+// openBlock starts reading the block the iterator stands on.
+func (c *cursor) openBlock() error {
+	v, err := c.it.ValueAndErr()
+	if err != nil {
+		return err
 	}
-	c.key = appendU64(append(c.key[:0], c.prefix...), inv)
-	return c.load(c.it.SeekGE(c.key))
+	if !c.blk.reset(c.blkMin, v) {
+		return fmt.Errorf("%w: posting block %x = %x", errCorrupt, c.it.Key(), v)
+	}
+	return nil
 }
 
-// seekNexts is how many postings a seek steps over before it seeks.
-const seekNexts = 8
+// load reads the key the iterator stands on and opens its block.
+func (c *cursor) load(valid bool) (bool, error) {
+	ok, err := c.loadKey(valid)
+	if !ok || err != nil {
+		return ok, err
+	}
+	return true, c.openBlock()
+}
+
+// step reads the next posting of the current block; it reports false at
+// the end of the block.
+func (c *cursor) step() (bool, error) {
+	ok, err := c.blk.next()
+	if err != nil {
+		return false, fmt.Errorf("%w %x", err, c.it.Key())
+	}
+	if ok {
+		c.inv, c.p = ^c.blk.serial, c.blk.p
+	}
+	return ok, nil
+}
+
+// stepNew reads the first posting of a block just opened: there is one,
+// and it must be older than the posting before (prev, an inverted
+// serial; 0 for none).
+func (c *cursor) stepNew(prev uint64) (bool, error) {
+	ok, err := c.step()
+	if err == nil && (!ok || c.inv <= prev) {
+		err = fmt.Errorf("%w: posting block %x out of order", errCorrupt, c.it.Key())
+	}
+	return err == nil, err
+}
+
+// first, next and seek each count one step against the budget: a step
+// reads one posting, or seeks.
+func (c *cursor) first() (bool, error) {
+	c.steps++
+	ok, err := c.load(c.it.First())
+	if !ok || err != nil {
+		return ok, err
+	}
+	return c.stepNew(0)
+}
+
+func (c *cursor) next() (bool, error) {
+	c.steps++
+	ok, err := c.step()
+	if ok || err != nil {
+		return ok, err
+	}
+	prev := c.inv
+	if ok, err = c.load(c.it.Next()); !ok || err != nil {
+		return ok, err
+	}
+	return c.stepNew(prev)
+}
+
+// seek moves to the first posting at or after inv (at or older than its
+// serial); the cursor must stand before it. A target within the current
+// block is found there, without pebble. Otherwise, since postings of
+// common terms are dense, it first steps over a few blocks with Next
+// (reading only their keys), which costs a fraction of a seek, then
+// seeks to the block holding the target (the one with the newest oldest
+// serial at or before it). The whole counts as one step.
+func (c *cursor) seek(inv uint64) (bool, error) {
+	c.steps++
+	target := ^inv
+	if target >= c.blkMin {
+		return c.scan(inv, 0)
+	}
+	prev := c.inv
+	for i := 0; i < seekNexts; i++ {
+		ok, err := c.loadKey(c.it.Next())
+		if !ok || err != nil {
+			return ok, err
+		}
+		if target >= c.blkMin {
+			if err := c.openBlock(); err != nil {
+				return false, err
+			}
+			return c.scan(inv, prev)
+		}
+	}
+	c.seeks++
+	c.key = appendU64(append(c.key[:0], c.prefix...), inv)
+	ok, err := c.load(c.it.SeekGE(c.key))
+	if !ok || err != nil {
+		return ok, err
+	}
+	return c.scan(inv, prev)
+}
+
+// scan reads the current block up to its first posting at or after inv;
+// the block's oldest posting is (^inv >= blkMin), so it is found unless
+// the block is corrupt. prev is as for stepNew when the block was just
+// opened, 0 otherwise.
+func (c *cursor) scan(inv, prev uint64) (bool, error) {
+	for {
+		ok, err := c.step()
+		if err != nil {
+			return false, err
+		}
+		if !ok || (prev != 0 && c.inv <= prev) {
+			return false, fmt.Errorf("%w: posting block %x out of order", errCorrupt, c.it.Key())
+		}
+		prev = 0
+		if c.inv >= inv {
+			return true, nil
+		}
+	}
+}
+
+// seekNexts is how many blocks a seek steps over before it seeks.
+const seekNexts = 4
 
 // dfSample is how many postings of each term are counted to estimate its
 // document frequency (multi-term queries only).
@@ -441,6 +552,7 @@ func (ss *searchStream) score(curs []*cursor, avg float64) {
 func (ss *searchStream) done(curs []*cursor) error {
 	for _, c := range curs {
 		ss.steps += c.steps
+		ss.seeks += c.seeks
 	}
 	for i := len(ss.cands)/2 - 1; i >= 0; i-- {
 		ss.down(i)
@@ -450,7 +562,9 @@ func (ss *searchStream) done(curs []*cursor) error {
 
 // estimateIDF sets each cursor's IDF from its document frequency: exact
 // when the term has at most dfSample postings, otherwise extrapolated from
-// the share of the serial range its newest dfSample postings span.
+// the share of the serial range its newest blocks (at least dfSample
+// postings, counted from the block headers) span. Postings of removed
+// events count too (see writer.index).
 func (ss *searchStream) estimateIDF(curs []*cursor, stats search.Stats) error {
 	newest, err := ss.q.newestSerial()
 	if err != nil {
@@ -459,15 +573,24 @@ func (ss *searchStream) estimateIDF(curs []*cursor, stats search.Stats) error {
 	for _, c := range curs {
 		n := 0
 		var last uint64
-		for valid := c.it.First(); valid && n < dfSample; valid = c.it.Next() {
-			n++
-			last = postingSerial(c.it.Key())
+		valid := c.it.First()
+		for ; valid && n < dfSample; valid = c.it.Next() {
+			v, err := c.it.ValueAndErr()
+			if err != nil {
+				return err
+			}
+			cnt, ok := blockCount(v)
+			if !ok || len(c.it.Key()) != len(c.prefix)+8 {
+				return fmt.Errorf("%w: posting block %x = %x", errCorrupt, c.it.Key(), v)
+			}
+			n += cnt
+			last = blockMinSerial(c.it.Key())
 		}
 		if err := c.it.Error(); err != nil {
 			return err
 		}
 		df := float64(n)
-		if n == dfSample && c.it.Valid() && newest >= last {
+		if n >= dfSample && valid && newest >= last {
 			df = float64(n) * float64(newest) / float64(newest-last+1)
 		}
 		c.idf = search.IDF(float64(max(stats.Docs, 1)), df)
@@ -519,16 +642,19 @@ func (ss *searchStream) next() (bool, error) {
 	}
 	for ss.left != 0 && len(ss.cands) > 0 {
 		c := ss.pop()
-		e, err := ss.q.doc(c.serial)
+		e, ok, err := ss.q.doc(c.serial)
 		if err != nil {
 			return false, err
+		}
+		if !ok {
+			continue // a removed event whose postings remain (writer.index)
 		}
 		if ss.ids != nil {
 			if _, ok := ss.ids[e.id]; !ok {
 				continue
 			}
 		}
-		ok, err := ss.post.check(&e)
+		ok, err = ss.post.check(&e)
 		if err != nil {
 			return false, err
 		}
@@ -556,31 +682,30 @@ func putCands(c []cand) {
 	}
 }
 
-// doc reads the doc entry (F) with this serial.
-func (q *query) doc(serial uint64) (entry, error) {
+// doc reads the doc entry (F) with this serial. It reports false when
+// there is none: the event was removed, and the posting that led here is
+// one its removal left in place (writer.index).
+func (q *query) doc(serial uint64) (entry, bool, error) {
 	if q.docIt == nil {
 		it, err := q.snap.NewIter(&pebble.IterOptions{LowerBound: []byte{pfxDoc}, UpperBound: []byte{pfxDoc + 1}})
 		if err != nil {
-			return entry{}, err
+			return entry{}, false, err
 		}
 		q.docIt = it
 	}
 	q.keyBuf = appendDocKey(q.keyBuf[:0], serial)
 	if !q.docIt.SeekGE(q.keyBuf) || !bytes.Equal(q.docIt.Key(), q.keyBuf) {
-		if err := q.docIt.Error(); err != nil {
-			return entry{}, err
-		}
-		return entry{}, fmt.Errorf("%w: no search doc for serial %d", errCorrupt, serial)
+		return entry{}, false, q.docIt.Error()
 	}
 	v, err := q.docIt.ValueAndErr()
 	if err != nil {
-		return entry{}, err
+		return entry{}, false, err
 	}
 	id, ts, m, ok := decodeDocValue(v)
 	if !ok || m.serial != serial {
-		return entry{}, fmt.Errorf("%w: search doc %d = %x", errCorrupt, serial, v)
+		return entry{}, false, fmt.Errorf("%w: search doc %d = %x", errCorrupt, serial, v)
 	}
-	return entry{createdAt: ts, id: id, m: m}, nil
+	return entry{createdAt: ts, id: id, m: m}, true, nil
 }
 
 // searchStats reads the collection figures from the query's snapshot.

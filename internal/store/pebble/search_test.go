@@ -1,6 +1,7 @@
 package pebble
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -287,28 +288,67 @@ func TestSearchUpgrade(t *testing.T) {
 	}
 }
 
-// TestSearchPosting checks the posting value encoding.
-func TestSearchPosting(t *testing.T) {
-	f := func(p posting) {
+// TestSearchBlock checks the posting block encoding: round trips, and
+// corrupt blocks that report errCorrupt (never panic).
+func TestSearchBlock(t *testing.T) {
+	read := func(minSerial uint64, v []byte) ([]blockPosting, error) {
+		var r blockReader
+		if !r.reset(minSerial, v) {
+			return nil, errBadBlock
+		}
+		var out []blockPosting
+		for {
+			ok, err := r.next()
+			if err != nil || !ok {
+				return out, err
+			}
+			out = append(out, blockPosting{r.serial, r.p})
+		}
+	}
+	f := func(ps ...blockPosting) {
 		t.Helper()
-		b := appendPosting(nil, p)
-		got, ok := decodePosting(b)
-		if !ok || got != p {
-			t.Fatalf("%+v -> %x -> %+v %v", p, b, got, ok)
+		minSerial := ps[len(ps)-1].serial
+		b := appendBlock(nil, ps)
+		got, err := read(minSerial, b)
+		if err != nil || !slices.Equal(got, ps) {
+			t.Fatalf("%+v -> %x -> %+v %v", ps, b, got, err)
 		}
-		if _, ok := decodePosting(append(b, 0)); ok {
-			t.Fatalf("%x with a trailing byte decoded", b)
+		if n, ok := blockCount(b); !ok || n != len(ps) {
+			t.Fatalf("count %d %v, want %d", n, ok, len(ps))
 		}
-		if _, ok := decodePosting(b[:len(b)-1]); ok {
-			t.Fatalf("%x truncated decoded", b)
+		// A trailing byte, a truncation: corrupt. (The serials are
+		// relative to the key's, so a block read under another key
+		// decodes, shifted.)
+		for _, v := range [][]byte{append(bytes.Clone(b), 0), b[:len(b)-1]} {
+			if _, err := read(minSerial, v); !errors.Is(err, errCorrupt) {
+				t.Fatalf("%+v: block %x decoded: %v", ps, v, err)
+			}
 		}
 	}
-	f(posting{freq: 1, kind: 1, docLen: 1})
-	f(posting{freq: 255, kind: 65535, docLen: 1 << 40})
-	f(posting{freq: 3, kind: 30023, docLen: 300})
-	if _, ok := decodePosting([]byte{0, 0, 1, 1}); ok {
-		t.Fatal("frequency 0 decoded")
+	p := posting{freq: 1, kind: 1, docLen: 1}
+	f(blockPosting{7, p})
+	f(blockPosting{1 << 40, posting{freq: 255, kind: 65535, docLen: 1 << 40}}, blockPosting{3, posting{freq: 3, kind: 30023, docLen: 300}})
+	var many []blockPosting
+	for i := maxBlockPostings; i > 0; i-- {
+		many = append(many, blockPosting{uint64(i * 3), posting{freq: uint8(i%200 + 1), kind: uint16(i), docLen: uint64(i * i)}})
 	}
+	f(many...)
+	// Hand-made corruptions.
+	bad := func(minSerial uint64, v ...byte) {
+		t.Helper()
+		if _, err := read(minSerial, v); !errors.Is(err, errCorrupt) {
+			t.Fatalf("block %x (key serial %d) decoded: %v", v, minSerial, err)
+		}
+	}
+	bad(5)                                           // empty
+	bad(5, 0)                                        // count 0
+	bad(5, 0xff, 0xff, 0xff, 0xff, 0xff)             // count larger than the value
+	bad(5, 1, 0, 0, 0, 1, 1)                         // frequency 0
+	bad(5, 2, 1, 1, 0, 1, 1, 0, 1, 0, 1, 1)          // second delta 0
+	bad(5, 2, 1, 1, 0, 1, 1, 2, 1, 0, 1, 1)          // second delta past the oldest
+	bad(5, 1, 1, 1, 0, 1, 1)                         // one posting, not at the oldest serial
+	bad(^uint64(0), 2, 2, 1, 0, 1, 1, 1, 1, 0, 1, 1) // serial overflows
+	bad(5, 1, 0, 1, 0, 1, 0x80)                      // truncated doc length
 	if _, ok := decodeSearchStats(appendSearchStats(nil, search.Stats{Docs: 3, TotalLen: 9})); !ok {
 		t.Fatal("stats")
 	}

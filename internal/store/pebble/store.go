@@ -148,7 +148,7 @@ func (s *Store) checkFormat() (upgrade bool, err error) {
 		return false, err
 	}
 	if !s.opts.DisableSearch {
-		if err := b.Set(searchKey, []byte(search.Version), nil); err != nil {
+		if err := b.Set(searchKey, []byte(searchIndexVersion), nil); err != nil {
 			return false, err
 		}
 		if err := b.Set(searchStatsKey, appendSearchStats(nil, search.Stats{}), nil); err != nil {

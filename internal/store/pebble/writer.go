@@ -84,6 +84,15 @@ type writer struct {
 	searchDelta search.Stats
 	keyBuf      []byte
 	valBuf      []byte
+
+	// The current batch's postings, written as blocks at its end;
+	// batchStart is the first serial the batch allocates (its events'
+	// postings are still in post). leftDead is set when the batch
+	// removes an event whose postings are already in committed blocks:
+	// they stay there, so the batch writes searchSerialKey.
+	post       postingBuf
+	batchStart uint64
+	leftDead   bool
 }
 
 func newWriter(s *Store) (*writer, error) {
@@ -152,6 +161,22 @@ func newWriter(s *Store) (*writer, error) {
 	if err := it.Close(); err != nil {
 		return nil, err
 	}
+	// Postings of removed events may remain for serials below the
+	// search serial: never allocate those again (the newest events may
+	// have been removed since), or their old postings would count for
+	// new events.
+	if w.an != nil {
+		v, ok, err := s.getMeta(searchSerialKey)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			if len(v) != 8 {
+				return nil, fmt.Errorf("%w: search serial %x", errCorrupt, v)
+			}
+			w.serial = max(w.serial, binary.BigEndian.Uint64(v))
+		}
+	}
 	return w, nil
 }
 
@@ -197,11 +222,19 @@ func (w *writer) run() {
 // pebble's ApplyNoSyncWait, measured no better on the dev machine.)
 func (w *writer) commit(reqs []*request) {
 	w.b = w.s.db.NewIndexedBatch()
+	w.post.reset()
+	w.batchStart, w.leftDead = w.serial, false
 	var err error
 	for _, r := range reqs {
 		if err = w.apply(r); err != nil {
 			break
 		}
+	}
+	if err == nil && w.an != nil {
+		_, err = w.post.flush(w.b, false)
+	}
+	if err == nil && w.leftDead {
+		err = w.b.Set(searchSerialKey, appendU64(nil, w.serial), nil)
 	}
 	if err == nil && w.searchDelta != (search.Stats{}) {
 		st := search.Stats{Docs: w.searchStats.Docs + w.searchDelta.Docs, TotalLen: w.searchStats.TotalLen + w.searchDelta.TotalLen}
@@ -426,10 +459,17 @@ func (w *writer) insert(ev *nostr.Event, aKey []byte) error {
 	return w.index(ev, &m, false)
 }
 
-// index writes (or, with remove, deletes) the search postings and doc
+// index adds (or, with remove, removes) the search postings and doc
 // entry of ev, stored with meta m (only m.serial is used to remove), and
 // counts the change to the collection figures. It does nothing when
 // search is disabled or ev has nothing searchable.
+//
+// Postings go to w.post and are written as blocks at the end of the
+// batch. Removing an event of this batch drops its postings from there;
+// the postings of an event of an earlier batch stay in their blocks
+// (rewriting a block per term would cost more than it saves): the doc
+// entry is the truth, and a search skips a posting without one. See
+// docs/storage.md, "Search".
 func (w *writer) index(ev *nostr.Event, m *meta, remove bool) error {
 	if w.an == nil {
 		return nil
@@ -440,39 +480,33 @@ func (w *writer) index(ev *nostr.Event, m *meta, remove bool) error {
 	}
 	serial := m.serial
 	w.keyBuf = appendDocKey(w.keyBuf[:0], serial)
-	var err error
 	if remove {
-		err = w.b.Delete(w.keyBuf, nil)
-	} else {
-		w.valBuf = appendDocValue(w.valBuf[:0], &ev.ID, ev.CreatedAt, m)
-		err = w.b.Set(w.keyBuf, w.valBuf, nil)
+		if err := w.b.Delete(w.keyBuf, nil); err != nil {
+			return err
+		}
+		if serial >= w.batchStart {
+			for i := range doc.Terms {
+				w.post.drop(doc.Terms[i].Text, serial)
+			}
+		} else {
+			w.leftDead = true
+		}
+		w.searchDelta.Docs--
+		w.searchDelta.TotalLen -= int64(doc.Len)
+		return nil
 	}
-	if err != nil {
+	w.valBuf = appendDocValue(w.valBuf[:0], &ev.ID, ev.CreatedAt, m)
+	if err := w.b.Set(w.keyBuf, w.valBuf, nil); err != nil {
 		return err
 	}
 	p := posting{kind: uint16(ev.Kind), docLen: uint64(doc.Len)}
 	for i := range doc.Terms {
 		t := &doc.Terms[i]
-		w.keyBuf = appendPostingKey(w.keyBuf[:0], t.Text, serial)
-		var err error
-		if remove {
-			err = w.b.Delete(w.keyBuf, nil)
-		} else {
-			p.freq = uint8(t.Freq)
-			w.valBuf = appendPosting(w.valBuf[:0], p)
-			err = w.b.Set(w.keyBuf, w.valBuf, nil)
-		}
-		if err != nil {
-			return err
-		}
+		p.freq = uint8(t.Freq)
+		w.post.add(t.Text, serial, p)
 	}
-	if remove {
-		w.searchDelta.Docs--
-		w.searchDelta.TotalLen -= int64(doc.Len)
-	} else {
-		w.searchDelta.Docs++
-		w.searchDelta.TotalLen += int64(doc.Len)
-	}
+	w.searchDelta.Docs++
+	w.searchDelta.TotalLen += int64(doc.Len)
 	return nil
 }
 

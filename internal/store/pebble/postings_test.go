@@ -1,0 +1,595 @@
+package pebble
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/petrel-relay/petrel/internal/nostr"
+	"github.com/petrel-relay/petrel/internal/search"
+	"github.com/petrel-relay/petrel/internal/store"
+	"github.com/petrel-relay/petrel/internal/store/storetest"
+)
+
+// blocksOf returns the number of postings in each block of term's
+// posting list, newest block first.
+func blocksOf(t testing.TB, s *Store, term string) []int {
+	t.Helper()
+	prefix := appendSearchPrefix(nil, term)
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: prefixEnd(prefix)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer it.Close()
+	var out []int
+	for it.First(); it.Valid(); it.Next() {
+		n, ok := blockCount(it.Value())
+		if !ok {
+			t.Fatalf("block %x = %x", it.Key(), it.Value())
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
+// sortedIDs returns ids sorted, for set comparisons.
+func sortedIDs(ids []nostr.ID) []nostr.ID {
+	out := slices.Clone(ids)
+	slices.SortFunc(out, func(a, b nostr.ID) int { return strings.Compare(a.Hex(), b.Hex()) })
+	return out
+}
+
+// sameSet fails unless got and want hold the same ids.
+func sameSet(t testing.TB, what string, got []nostr.ID, want ...*nostr.Event) {
+	t.Helper()
+	if g, w := sortedIDs(got), sortedIDs(idsOf(want...)); !slices.Equal(g, w) {
+		t.Fatalf("%s: got %d: %s, want %d: %s", what, len(g), short(g), len(w), short(w))
+	}
+}
+
+func report(t testing.TB, s *Store) integrityReport {
+	t.Helper()
+	rep, err := integrity(s.db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
+// noteMaker returns a maker of kind-1 notes by one author, each one
+// second newer than the last.
+func noteMaker(seed uint64) func(content string) *nostr.Event {
+	rng := rand.New(rand.NewPCG(seed, seed))
+	ts := int64(storetest.BaseTime)
+	return func(content string) *nostr.Event {
+		ts++
+		return storetest.NewEvent(rng, storetest.Key(1), 1, ts, nil, content)
+	}
+}
+
+// TestSearchBlockPerCommit checks that the postings of a term from all
+// the events of one commit land in one block, and that each commit
+// writes its own.
+func TestSearchBlockPerCommit(t *testing.T) {
+	s := openTest(t, Options{NoSync: true})
+	defer s.Close()
+	note := noteMaker(20)
+	var all []*nostr.Event
+	for round := 0; round < 2; round++ {
+		var evs []*nostr.Event
+		for i := 0; i < 100; i++ {
+			evs = append(evs, note(fmt.Sprintf("shared uniq%dr%d", i, round)))
+		}
+		saveAll(t, s, evs...)
+		all = append(all, evs...)
+		want := []int{100}
+		if round == 1 {
+			want = []int{100, 100}
+		}
+		if got := blocksOf(t, s, "shared"); !slices.Equal(got, want) {
+			t.Fatalf("round %d: blocks of shared %v, want %v", round, got, want)
+		}
+		// One key per distinct term of the commit: shared and the
+		// 100 unique words.
+		if rep := report(t, s); rep.blocks != 101*(round+1) || rep.postings != 200*(round+1) || rep.dead != 0 {
+			t.Fatalf("round %d: %+v", round, rep)
+		}
+	}
+	sameSet(t, "search shared", searchIDs(t, s, nostr.Filter{Search: "shared"}), all...)
+	sameSet(t, "search one word", searchIDs(t, s, nostr.Filter{Search: "uniq7r0"}), all[7])
+}
+
+// TestSearchBlockCap checks the split of a term's postings into blocks of
+// maxBlockPostings: at the cap one block, one more makes two; searches
+// find the oldest and the newest document either way, alone and with a
+// rarer term.
+func TestSearchBlockCap(t *testing.T) {
+	for _, n := range []int{maxBlockPostings, maxBlockPostings + 1, 2*maxBlockPostings + 3} {
+		t.Run(fmt.Sprintf("events=%d", n), func(t *testing.T) {
+			s := openTest(t, Options{NoSync: true})
+			defer s.Close()
+			note := noteMaker(21)
+			var evs []*nostr.Event
+			for i := 0; i < n; i++ {
+				content := fmt.Sprintf("capword w%d", i)
+				switch i {
+				case 0:
+					content += " oldest edge"
+				case n - 1:
+					content += " newest edge"
+				}
+				evs = append(evs, note(content))
+			}
+			saveAll(t, s, evs...)
+			var want []int
+			for left := n; left > 0; left -= maxBlockPostings {
+				want = append(want, min(left, maxBlockPostings))
+			}
+			if got := blocksOf(t, s, "capword"); !slices.Equal(got, want) {
+				t.Fatalf("blocks %v, want %v", got, want)
+			}
+			report(t, s)
+			sameSet(t, "capword", searchIDs(t, s, nostr.Filter{Search: "capword"}), evs...)
+			sameSet(t, "edge", searchIDs(t, s, nostr.Filter{Search: "edge"}), evs[0], evs[n-1])
+			sameSet(t, "capword edge", searchIDs(t, s, nostr.Filter{Search: "capword edge"}), evs[0], evs[n-1])
+			sameSet(t, "edge capword", searchIDs(t, s, nostr.Filter{Search: "edge capword"}), evs[0], evs[n-1])
+			sameSet(t, "oldest", searchIDs(t, s, nostr.Filter{Search: "capword oldest"}), evs[0])
+			sameSet(t, "newest", searchIDs(t, s, nostr.Filter{Search: "newest capword"}), evs[n-1])
+			// With a limit of 1 and equal scores the newest comes first
+			// (the newest event is longer: lower score).
+			if got := searchIDs(t, s, nostr.Filter{Search: "capword", Limit: 1, HasLimit: true}); !slices.Equal(got, idsOf(evs[n-2])) {
+				t.Fatalf("capword limit 1: %s", short(got))
+			}
+		})
+	}
+}
+
+// TestSearchSeekBlocks runs AND queries of a rare and a common term over
+// several commits (several blocks each): the common term's cursor seeks
+// across blocks and within them, and every document with both is found.
+// Within one block a seek reads no pebble at all.
+func TestSearchSeekBlocks(t *testing.T) {
+	s := openTest(t, Options{NoSync: true})
+	defer s.Close()
+	note := noteMaker(22)
+	var rare, all []*nostr.Event
+	for round := 0; round < 6; round++ {
+		var evs []*nostr.Event
+		for i := 0; i < 300; i++ {
+			content := fmt.Sprintf("common filler%d", i%50)
+			if (round*300+i)%37 == 5 {
+				content += " rare"
+			}
+			ev := note(content)
+			if strings.Contains(content, "rare") {
+				rare = append(rare, ev)
+			}
+			evs = append(evs, ev)
+		}
+		saveAll(t, s, evs...)
+		all = append(all, evs...)
+	}
+	if got := blocksOf(t, s, "common"); len(got) != 12 {
+		t.Fatalf("blocks of common: %v", got)
+	}
+	q, err := s.newQuery()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.close()
+	var rare7 []*nostr.Event
+	for i, ev := range all {
+		if i%300%50 == 7 && slices.Contains(rare, ev) {
+			rare7 = append(rare7, ev)
+		}
+	}
+	f := func(query string, want []*nostr.Event) {
+		t.Helper()
+		fl := nostr.Filter{Search: query}
+		ss := q.newSearch(&fl, true, true)
+		var got []nostr.ID
+		for {
+			ok, err := ss.next()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !ok {
+				break
+			}
+			got = append(got, ss.cur.id)
+		}
+		sameSet(t, query, got, want...)
+		if ss.matched != len(want) {
+			t.Fatalf("%q: %d candidates, want %d", query, ss.matched, len(want))
+		}
+		t.Logf("%q: %d steps, %d pebble seeks", query, ss.steps, ss.seeks)
+	}
+	f("common rare", rare)
+	f("rare common", rare)
+	f("rare", rare)
+	f("filler7 common rare", rare7)
+	f("common", all)
+	if len(rare7) == 0 || len(rare) < 40 {
+		t.Fatalf("%d rare, %d rare7", len(rare), len(rare7))
+	}
+
+	// Many small commits (one block of common each), the rare term far
+	// apart: the common cursor seeks over many blocks with pebble.
+	s3 := openTest(t, Options{NoSync: true})
+	defer s3.Close()
+	var far []*nostr.Event
+	for round := 0; round < 60; round++ {
+		var evs []*nostr.Event
+		for i := 0; i < 20; i++ {
+			content := "common"
+			if i == 3 && round%30 == 0 || i == 19 && round == 59 {
+				content += " rare"
+			}
+			ev := note(content)
+			if strings.Contains(content, "rare") {
+				far = append(far, ev)
+			}
+			evs = append(evs, ev)
+		}
+		saveAll(t, s3, evs...)
+	}
+	q3, err := s3.newQuery()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q3.close()
+	for _, query := range []string{"common rare", "rare common"} {
+		fl := nostr.Filter{Search: query}
+		ss := q3.newSearch(&fl, true, true)
+		var got []nostr.ID
+		for {
+			ok, err := ss.next()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !ok {
+				break
+			}
+			got = append(got, ss.cur.id)
+		}
+		sameSet(t, query, got, far...)
+		if ss.seeks == 0 || ss.steps > 30 {
+			t.Fatalf("%q: %d pebble seeks, %d steps", query, ss.seeks, ss.steps)
+		}
+		t.Logf("%q: %d steps, %d pebble seeks", query, ss.steps, ss.seeks)
+	}
+
+	// One commit: every posting of each term in one block, so no seek
+	// leaves it.
+	s2 := openTest(t, Options{NoSync: true})
+	defer s2.Close()
+	var one, both []*nostr.Event
+	for i := 0; i < 200; i++ {
+		content := "alpha"
+		if i%10 == 3 {
+			content += " beta"
+		}
+		ev := note(content)
+		one = append(one, ev)
+		if i%10 == 3 {
+			both = append(both, ev)
+		}
+	}
+	saveAll(t, s2, one...)
+	q2, err := s2.newQuery()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q2.close()
+	for _, query := range []string{"alpha beta", "beta alpha"} {
+		fl := nostr.Filter{Search: query}
+		ss := q2.newSearch(&fl, true, true)
+		var got []nostr.ID
+		for {
+			ok, err := ss.next()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !ok {
+				break
+			}
+			got = append(got, ss.cur.id)
+		}
+		sameSet(t, query, got, both...)
+		if ss.seeks != 0 {
+			t.Fatalf("%q: %d pebble seeks within one block", query, ss.seeks)
+		}
+	}
+}
+
+// TestSearchReplace stores a replaceable (kind 0) and an addressable
+// (kind 30023) event and replaces it, in the same batch and in another
+// one: the replaced version is never found. In the same batch its
+// postings never reach a block; in another batch they stay in theirs,
+// skipped by the search.
+func TestSearchReplace(t *testing.T) {
+	for _, kind := range []int{0, 30023} {
+		for _, sameBatch := range []bool{true, false} {
+			t.Run(fmt.Sprintf("kind=%d/same=%v", kind, sameBatch), func(t *testing.T) {
+				s := openTest(t, Options{NoSync: true})
+				defer s.Close()
+				rng := rand.New(rand.NewPCG(23, uint64(kind)))
+				mk := func(ts int64, words string) *nostr.Event {
+					content := words
+					if kind == 0 {
+						content = fmt.Sprintf(`{"name":"x","about":%q}`, words)
+					}
+					return storetest.NewEvent(rng, storetest.Key(3), kind, storetest.BaseTime+ts, nostr.Tags{{"d", "slug"}}, content)
+				}
+				v1, v2 := mk(1, "oldword shared"), mk(2, "newword shared")
+				other := noteMaker(24)("shared other")
+				ctx := context.Background()
+				var res []store.SaveResult
+				var err error
+				if sameBatch {
+					res, err = s.Save(ctx, []*nostr.Event{v1, other, v2})
+				} else {
+					saveAll(t, s, v1, other)
+					res, err = s.Save(ctx, []*nostr.Event{v2})
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				last := res[len(res)-1]
+				if last.Outcome != store.Stored || !slices.Equal(last.Removed, idsOf(v1)) {
+					t.Fatalf("replacement: %+v", last)
+				}
+				check := func() {
+					t.Helper()
+					sameSet(t, "oldword", searchIDs(t, s, nostr.Filter{Search: "oldword"}))
+					sameSet(t, "newword", searchIDs(t, s, nostr.Filter{Search: "newword"}), v2)
+					sameSet(t, "shared", searchIDs(t, s, nostr.Filter{Search: "shared"}), v2, other)
+					sameSet(t, "shared oldword", searchIDs(t, s, nostr.Filter{Search: "shared oldword"}))
+					if got := searchIDs(t, s, nostr.Filter{Search: "shared", Limit: 1, HasLimit: true}); len(got) != 1 {
+						t.Fatalf("shared limit 1: %s", short(got))
+					}
+					if n, err := s.Count(ctx, []nostr.Filter{{Search: "shared"}}); err != nil || n != 2 {
+						t.Fatalf("count shared: %d %v", n, err)
+					}
+				}
+				check()
+				rep := report(t, s)
+				if sameBatch {
+					if rep.dead != 0 || blocksOf(t, s, "oldword") != nil {
+						t.Fatalf("same batch: %+v, blocks of oldword %v", rep, blocksOf(t, s, "oldword"))
+					}
+				} else if rep.dead == 0 || !slices.Equal(blocksOf(t, s, "oldword"), []int{1}) {
+					t.Fatalf("another batch: %+v, blocks of oldword %v", rep, blocksOf(t, s, "oldword"))
+				}
+				// A rebuild clears what the removal left.
+				path := s.opts.Path
+				s.Close()
+				s = openTest(t, Options{Path: path, DisableSearch: true})
+				s.Close()
+				s = openTest(t, Options{Path: path, NoSync: true})
+				check()
+				if rep := report(t, s); rep.dead != 0 {
+					t.Fatalf("after a rebuild: %+v", rep)
+				}
+			})
+		}
+	}
+}
+
+// TestSearchRemoved removes events in later batches (NIP-09 deletion,
+// Store.Delete, NIP-62 vanish, NIP-40 purge): their postings stay, and a
+// search skips them without error and still finds the others, older and
+// newer. The removal of the newest events does not let their serials be
+// allocated again after a reopen (the old postings would count for the
+// new events).
+func TestSearchRemoved(t *testing.T) {
+	dir := t.TempDir()
+	s := openTest(t, Options{Path: dir, NoSync: true, PurgeInterval: -1})
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(25, 25))
+	ts := int64(storetest.BaseTime)
+	mk := func(key int, kind int, tags nostr.Tags, content string) *nostr.Event {
+		ts++
+		return storetest.NewEvent(rng, storetest.Key(key), kind, ts, tags, content)
+	}
+	var evs []*nostr.Event
+	for i := 0; i < 10; i++ {
+		var tags nostr.Tags
+		if i == 7 {
+			tags = nostr.Tags{{"expiration", fmt.Sprint(storetest.BaseTime + 1000)}}
+		}
+		key := 1
+		if i == 8 {
+			key = 2 // vanishes
+		}
+		evs = append(evs, mk(key, 1, tags, fmt.Sprintf("apple word%d", i)))
+	}
+	saveAll(t, s, evs...)
+	saveAll(t, s, mk(1, 5, nostr.Tags{{"e", evs[3].ID.Hex()}}, ""))
+	if n, err := s.Delete(ctx, []nostr.ID{evs[5].ID}); err != nil || n != 1 {
+		t.Fatalf("Delete: %d %v", n, err)
+	}
+	saveAll(t, s, mk(2, 62, nil, ""))
+	if n, err := s.PurgeExpired(ctx, storetest.BaseTime+2000); err != nil || n != 1 {
+		t.Fatalf("PurgeExpired: %d %v", n, err)
+	}
+	later := []*nostr.Event{mk(1, 1, nil, "apple later1"), mk(1, 1, nil, "apple later2")}
+	saveAll(t, s, later...)
+	alive := []*nostr.Event{evs[0], evs[1], evs[2], evs[4], evs[6], evs[9], later[0], later[1]}
+	check := func(s *Store) {
+		t.Helper()
+		sameSet(t, "apple", searchIDs(t, s, nostr.Filter{Search: "apple"}), alive...)
+		for _, i := range []int{3, 5, 7, 8} {
+			sameSet(t, "removed", searchIDs(t, s, nostr.Filter{Search: fmt.Sprintf("word%d", i)}))
+			sameSet(t, "removed and", searchIDs(t, s, nostr.Filter{Search: fmt.Sprintf("apple word%d", i)}))
+		}
+		// Equal scores: newest first, the removed ones skipped.
+		got := searchIDs(t, s, nostr.Filter{Search: "apple", Limit: 5, HasLimit: true})
+		if want := idsOf(later[1], later[0], evs[9], evs[6], evs[4]); !slices.Equal(got, want) {
+			t.Fatalf("apple limit 5: %s, want %s", short(got), short(want))
+		}
+		if n, err := s.Count(ctx, []nostr.Filter{{Search: "apple"}}); err != nil || n != int64(len(alive)) {
+			t.Fatalf("count: %d %v", n, err)
+		}
+	}
+	check(s)
+	if rep := report(t, s); rep.dead != 4*2 {
+		t.Fatalf("dead postings: %+v, want 8", rep)
+	}
+	// Remove the newest events, reopen, store new ones: they get new
+	// serials, so the removed events' postings do not count for them.
+	if n, err := s.Delete(ctx, idsOf(later...)); err != nil || n != 2 {
+		t.Fatalf("Delete: %d %v", n, err)
+	}
+	alive = alive[:len(alive)-2]
+	s.Close()
+	s = openTest(t, Options{Path: dir, NoSync: true, PurgeInterval: -1})
+	defer s.Close()
+	check2 := func() {
+		t.Helper()
+		sameSet(t, "apple", searchIDs(t, s, nostr.Filter{Search: "apple"}), alive...)
+		sameSet(t, "later1", searchIDs(t, s, nostr.Filter{Search: "later1"}))
+	}
+	check2()
+	fresh := []*nostr.Event{mk(1, 1, nil, "banana one"), mk(1, 1, nil, "banana two")}
+	saveAll(t, s, fresh...)
+	check2()
+	sameSet(t, "banana", searchIDs(t, s, nostr.Filter{Search: "banana"}), fresh...)
+	report(t, s)
+}
+
+// TestSearchOldLayout opens a database whose index has the previous
+// layout (one S key per term and event, the search key holding
+// search.Version): Open rebuilds the index, and searches find what they
+// found before.
+func TestSearchOldLayout(t *testing.T) {
+	dir := t.TempDir()
+	s := openTest(t, Options{Path: dir, NoSync: true})
+	rng := rand.New(rand.NewPCG(26, 26))
+	for round := 0; round < 4; round++ {
+		var evs []*nostr.Event
+		for i := 0; i < 300; i++ {
+			evs = append(evs, storetest.NewEvent(rng, storetest.Key(i%5), 1, storetest.BaseTime+int64(round*300+i), nil,
+				fmt.Sprintf("word%d shared w%d", i%40, round)))
+		}
+		saveAll(t, s, evs...)
+	}
+	queries := []nostr.Filter{{Search: "shared"}, {Search: "word7"}, {Search: "word7 w2"}, {Search: "w3 shared", Limit: 10, HasLimit: true}}
+	var want [][]nostr.ID
+	for _, f := range queries {
+		want = append(want, searchIDs(t, s, f))
+	}
+	// Rewrite the index in the old layout.
+	b := s.db.NewBatch()
+	b.DeleteRange([]byte{pfxSearch}, []byte{pfxSearch + 1}, nil)
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{pfxBody}, UpperBound: []byte{pfxBody + 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var an search.Analyzer
+	old := 0
+	for it.First(); it.Valid(); it.Next() {
+		serial := ^binary.BigEndian.Uint64(it.Key()[1:])
+		_, raw, _ := decodeBody(it.Value())
+		ev, err := nostr.ParseEvent(raw, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		doc := an.Analyze(ev)
+		p := posting{kind: uint16(ev.Kind), docLen: uint64(doc.Len)}
+		for _, term := range doc.Terms {
+			p.freq = uint8(term.Freq)
+			b.Set(appendPostingKey(nil, term.Text, serial), appendPosting(nil, p), nil)
+			old++
+		}
+	}
+	it.Close()
+	b.Set(searchKey, []byte(search.Version), nil)
+	if err := b.Commit(pebble.Sync); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+
+	s = openTest(t, Options{Path: dir})
+	defer s.Close()
+	if v, _, _ := getKey(s.db, searchKey); string(v) != searchIndexVersion {
+		t.Fatalf("search key after the rebuild: %q", v)
+	}
+	rep := report(t, s)
+	if rep.postings != old || rep.blocks >= old/10 {
+		t.Fatalf("after the rebuild: %+v; %d postings in the old layout", rep, old)
+	}
+	for i, f := range queries {
+		if got := searchIDs(t, s, f); len(got) == 0 || !slices.Equal(got, want[i]) {
+			t.Fatalf("%+v: %d results, before %d (or another order)", f, len(got), len(want[i]))
+		}
+	}
+}
+
+// TestSearchCorruptBlock checks that a posting block that does not
+// decode makes the search fail with errCorrupt.
+func TestSearchCorruptBlock(t *testing.T) {
+	s := openTest(t, Options{NoSync: true})
+	defer s.Close()
+	note := noteMaker(27)
+	var evs []*nostr.Event
+	for i := 0; i < 10; i++ {
+		evs = append(evs, note("apple pear"))
+	}
+	saveAll(t, s, evs...)
+	key := appendPostingKey(nil, "apple", 1)
+	v, ok, err := getKey(s.db, key)
+	if err != nil || !ok {
+		t.Fatalf("block of apple: %v %v", ok, err)
+	}
+	for _, bad := range [][]byte{v[:len(v)-2], append(v, 1), {0}, {2, 1, 1, 0, 1, 1}} {
+		if err := s.db.Set(key, bad, pebble.Sync); err != nil {
+			t.Fatal(err)
+		}
+		for _, query := range []string{"apple", "pear apple", "apple pear"} {
+			it, err := s.Query(context.Background(), []nostr.Filter{{Search: query}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for it.Next() {
+			}
+			if err := it.Err(); !errors.Is(err, errCorrupt) {
+				t.Fatalf("%q over block %x: %v", query, bad, err)
+			}
+			it.Close()
+		}
+	}
+}
+
+// TestSearchBlockKeys logs the S keys written per event for the
+// benchmark's notes (storetest.SearchFixtureEvents) at the batch sizes of
+// BenchmarkIngestSearch: the figure docs/storage.md quotes.
+func TestSearchBlockKeys(t *testing.T) {
+	const n = 8192
+	for _, batch := range []int{1024, 64, 1} {
+		s := openTest(t, Options{NoSync: true, PurgeInterval: -1})
+		count := n
+		if batch == 1 {
+			count = 512
+		}
+		if err := storetest.SearchFixtureEvents(count, batch, func(evs []*nostr.Event) error {
+			saveAll(t, s, evs...)
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		rep := report(t, s)
+		if rep.blocks > rep.postings {
+			t.Fatalf("%+v", rep)
+		}
+		t.Logf("batch %d: %.2f S keys per event (%.2f postings, one key each before), %.1f postings per block",
+			batch, float64(rep.blocks)/float64(count), float64(rep.postings)/float64(count), float64(rep.postings)/float64(rep.blocks))
+		s.Close()
+	}
+}

@@ -15,6 +15,10 @@ type verifyJob struct {
 	s  *Session
 	ev *nostr.Event
 	t0 time.Time
+	// token is the store's store.Prechecker token from the duplicate
+	// check, when checked.
+	token   uint64
+	checked bool
 }
 
 // ingest is the EVENT pipeline after the cheap checks: a bounded queue into
@@ -110,10 +114,16 @@ func (in *ingest) accept(j verifyJob) {
 	}
 	in.inflight.Add(1)
 	r.pending.add(j.ev.ID) // before the commit: see pendingFanout
-	err := r.store.Submit(r.ctx, j.ev, func(res store.SaveResult) {
+	done := func(res store.SaveResult) {
 		defer in.inflight.Done()
 		r.dispatch.push(dispatchItem{ev: j.ev, okTo: j.s, t0: j.t0, res: res, stored: true})
-	})
+	}
+	var err error
+	if pre, ok := r.store.(store.Prechecker); ok && j.checked {
+		err = pre.SubmitAfter(r.ctx, j.ev, j.token, done)
+	} else {
+		err = r.store.Submit(r.ctx, j.ev, done)
+	}
 	if err != nil {
 		r.pending.done(j.ev.ID)
 		in.inflight.Done()
@@ -270,8 +280,16 @@ func (s *Session) handleEvent(ev *nostr.Event) {
 		reject(nostr.PrefixRateLimited, "relay is at capacity, slow down")
 		return
 	}
+	job := verifyJob{s: s, ev: ev, t0: t0}
 	if ev.Class() != nostr.Ephemeral {
-		has, err := r.store.Has(r.ctx, ev.ID)
+		var has bool
+		var err error
+		if pre, ok := r.store.(store.Prechecker); ok {
+			has, job.token, err = pre.HasAt(r.ctx, ev.ID)
+			job.checked = err == nil
+		} else {
+			has, err = r.store.Has(r.ctx, ev.ID)
+		}
 		if err != nil {
 			s.eventDone()
 			r.stats.DBErrors.Add(1)
@@ -285,7 +303,7 @@ func (s *Session) handleEvent(ev *nostr.Event) {
 			return
 		}
 	}
-	ok, closed := r.ingest.offer(verifyJob{s: s, ev: ev, t0: t0})
+	ok, closed := r.ingest.offer(job)
 	if !ok {
 		s.eventDone()
 		if closed {

@@ -228,6 +228,20 @@ type Store interface {
 	Close() error
 }
 
+// Prechecker is implemented by stores that can spare their writer its own
+// duplicate lookup for an event the caller has just found absent with
+// Has (the relay checks before verifying, so that duplicates cost no
+// verification; the writer must check again, since another copy may
+// have been stored in between, unless it knows none was).
+type Prechecker interface {
+	// HasAt is Has, and also returns a token naming what the store had
+	// committed when it looked.
+	HasAt(ctx context.Context, id nostr.ID) (bool, uint64, error)
+	// SubmitAfter is Submit for an event that HasAt reported absent with
+	// token. The outcome is the same as Submit's.
+	SubmitAfter(ctx context.Context, ev *nostr.Event, token uint64, done func(SaveResult)) error
+}
+
 // Searcher is implemented by stores that may support NIP-50 search.
 // SupportsSearch reports whether Query honours filters with Search (ranked
 // by relevance); when it is false, or the store does not implement

@@ -58,6 +58,10 @@ type Options struct {
 	// events before Open returns. Default false (search on).
 	DisableSearch bool
 
+	// recentIDs is how many stored ids the writer remembers for
+	// SubmitAfter (defaultRecentIDs; tests set it small).
+	recentIDs int
+
 	// SearchPostingsPerTerm bounds the work of one search filter: each
 	// of its terms' posting lists is read (or sought) at most this many
 	// times, newest documents first, so a query for a very common word
@@ -109,6 +113,9 @@ func (o *Options) withDefaults() (Options, error) {
 	}
 	if r.Logger == nil {
 		r.Logger = slog.Default()
+	}
+	if r.recentIDs <= 0 {
+		r.recentIDs = defaultRecentIDs
 	}
 	return r, nil
 }

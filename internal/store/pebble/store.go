@@ -45,6 +45,13 @@ type Store struct {
 	iters   map[*iterator]struct{}
 
 	lastSize atomic.Int64
+
+	// commits counts the writer's commits that stored events; HasAt's
+	// token (see recentIDs).
+	commits atomic.Uint64
+	// precheckHits counts saves whose duplicate lookup the token spared
+	// (for tests).
+	precheckHits atomic.Uint64
 }
 
 var (
@@ -236,6 +243,14 @@ func (s *Store) Submit(ctx context.Context, ev *nostr.Event, done func(store.Sav
 	return s.enqueue(ctx, &request{op: opSubmit, events: []*nostr.Event{ev}, callback: done})
 }
 
+// SubmitAfter implements store.Prechecker: the writer skips its duplicate
+// lookup when no commit since token stored ev's id (see recentIDs).
+func (s *Store) SubmitAfter(ctx context.Context, ev *nostr.Event, token uint64, done func(store.SaveResult)) error {
+	return s.enqueue(ctx, &request{op: opSubmit, events: []*nostr.Event{ev}, callback: done, token: token, checked: true})
+}
+
+var _ store.Prechecker = (*Store)(nil)
+
 // Delete implements store.Store.
 func (s *Store) Delete(ctx context.Context, ids []nostr.ID) (int, error) {
 	r := &request{op: opDelete, ids: ids, done: make(chan struct{})}
@@ -273,20 +288,29 @@ func (s *Store) PurgeExpired(ctx context.Context, now int64) (int, error) {
 
 // Has implements store.Store.
 func (s *Store) Has(ctx context.Context, id nostr.ID) (bool, error) {
+	found, _, err := s.HasAt(ctx, id)
+	return found, err
+}
+
+// HasAt implements store.Prechecker. The token is the number of commits
+// visible before the lookup, so any commit the lookup may have missed
+// comes after it.
+func (s *Store) HasAt(ctx context.Context, id nostr.ID) (bool, uint64, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if s.closed.Load() {
-		return false, store.ErrClosed
+		return false, 0, store.ErrClosed
 	}
+	token := s.commits.Load()
 	_, closer, err := s.db.Get(idKey(&id))
 	if errors.Is(err, pebble.ErrNotFound) {
-		return false, nil
+		return false, token, nil
 	}
 	if err != nil {
-		return false, err
+		return false, 0, err
 	}
 	closer.Close()
-	return true, nil
+	return true, token, nil
 }
 
 // Stats implements store.Store. SizeBytes is pebble's disk space usage

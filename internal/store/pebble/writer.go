@@ -30,6 +30,8 @@ type request struct {
 	callback func(store.SaveResult)
 	ids      []nostr.ID
 	now      int64
+	token    uint64 // with checked: the HasAt token of the event's id
+	checked  bool
 
 	// Set by the writer before done is closed.
 	results []store.SaveResult
@@ -93,10 +95,14 @@ type writer struct {
 	post       postingBuf
 	batchStart uint64
 	leftDead   bool
+
+	// recent spares the duplicate lookup of events checked with HasAt.
+	recent *recentIDs
 }
 
 func newWriter(s *Store) (*writer, error) {
-	w := &writer{s: s, serial: 1, vanished: make(map[nostr.PubKey]int64), pendingVanish: make(map[nostr.PubKey]int64)}
+	w := &writer{s: s, serial: 1, vanished: make(map[nostr.PubKey]int64), pendingVanish: make(map[nostr.PubKey]int64),
+		recent: newRecentIDs(s.opts.recentIDs)}
 	vit, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{pfxVanish}, UpperBound: []byte{pfxVanish + 1}})
 	if err != nil {
 		return nil, err
@@ -253,8 +259,12 @@ func (w *writer) commit(reqs []*request) {
 		err = fmt.Errorf("store/pebble: commit: %w", err)
 		w.s.log.Error("store: write batch failed", "err", err)
 		clear(w.pendingVanish)
+		w.recent.failed()
 	} else {
 		w.keepVanish()
+		if len(w.recent.batch) > 0 {
+			w.recent.committed(w.s.commits.Add(1))
+		}
 		w.searchStats.Docs += w.searchDelta.Docs
 		w.searchStats.TotalLen += w.searchDelta.TotalLen
 	}
@@ -299,7 +309,7 @@ func (w *writer) apply(r *request) error {
 	case opSave, opSubmit:
 		r.results = make([]store.SaveResult, len(r.events))
 		for i, ev := range r.events {
-			res, err := w.save(ev)
+			res, err := w.save(ev, r)
 			if err != nil {
 				return err
 			}
@@ -362,11 +372,13 @@ func (w *writer) getTS(key []byte) (int64, bool, error) {
 }
 
 // save applies one event. An error is internal and aborts the batch.
-func (w *writer) save(ev *nostr.Event) (store.SaveResult, error) {
+func (w *writer) save(ev *nostr.Event, r *request) (store.SaveResult, error) {
 	if err := store.CheckEvent(ev); err != nil {
 		return store.SaveResult{Outcome: store.Failed, Err: err}, nil
 	}
-	if ok, err := w.has(idKey(&ev.ID)); err != nil || ok {
+	if r.checked && w.recent.absentSince(&ev.ID, r.token) {
+		w.s.precheckHits.Add(1)
+	} else if ok, err := w.has(idKey(&ev.ID)); err != nil || ok {
 		return store.SaveResult{Outcome: store.Duplicate}, err
 	}
 	if ev.Kind != nostr.KindDeletion && ev.Kind != nostr.KindRequestToVanish && w.tombstoned.mayContain(&ev.ID) {
@@ -440,6 +452,7 @@ func (w *writer) insert(ev *nostr.Event, aKey []byte) error {
 	if err := b.Set(idKey(&ev.ID), appendIDValue(nil, ev.CreatedAt, &m), nil); err != nil {
 		return err
 	}
+	w.recent.stored(&ev.ID)
 	w.keys.build(ev)
 	for _, k := range w.keys.all() {
 		if err := b.Set(k, val, nil); err != nil {

@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/signal"
 	"syscall"
@@ -18,16 +20,17 @@ func init() { extraCommands = append(extraCommands, compactCmd) }
 
 // compactFlags are the flags of `petrel compact`.
 type compactFlags struct {
-	common       commonFlags
-	purgeExpired bool
-	quiet        bool
-	jsonOut      bool
+	common        commonFlags
+	purgeExpired  bool
+	rebuildSearch bool
+	quiet         bool
+	jsonOut       bool
 }
 
 func compactCmd() *cobra.Command {
 	var f compactFlags
 	cmd := &cobra.Command{
-		Use:   "compact [--purge-expired]",
+		Use:   "compact [--purge-expired] [--rebuild-search]",
 		Short: "Compact the whole store (reclaims the space of deleted and replaced events)",
 		Long: `Compact runs pebble's manual compaction over the whole keyspace: every
 table is rewritten into the bottom level, dropping deleted and
@@ -38,6 +41,12 @@ data directory before and after.
 --purge-expired first removes the events whose NIP-40 expiration has
 passed (petrel serve also does this every minute), so that the
 compaction reclaims their space too.
+
+--rebuild-search first rebuilds the NIP-50 search index from the stored
+events. Postings of removed events (replaced profiles and articles,
+deletions, vanished authors, purged events) stay in the index, skipped by
+searches but taking space and search work; the rebuild clears them. It
+takes about as long as indexing every stored text once.
 
 Pebble compacts in the background on its own; a manual compaction is
 worth it after a large delete or import. It needs free disk space for
@@ -51,6 +60,7 @@ directory to itself: stop petrel serve first.`,
 	f.common.register(cmd)
 	fs := cmd.Flags()
 	fs.BoolVar(&f.purgeExpired, "purge-expired", false, "remove expired events (NIP-40) before compacting")
+	fs.BoolVar(&f.rebuildSearch, "rebuild-search", false, "rebuild the search index (clears postings of removed events) before compacting")
 	fs.BoolVarP(&f.quiet, "quiet", "q", false, "no progress spinner")
 	fs.BoolVar(&f.jsonOut, "json", false, "print the result as one JSON object instead of the summary line")
 	return cmd
@@ -77,15 +87,19 @@ func runCompactCmd(ctx context.Context, f *compactFlags, stdout, stderr io.Write
 	if err != nil {
 		return err
 	}
-	st, err := openToolStore(cfg, log, toolStoreOptions{})
-	if err != nil {
-		return err
+	if f.rebuildSearch && cfg.Store.DisableSearch {
+		return errors.New("--rebuild-search: search is disabled (store.disable_search)")
 	}
 	var res compactResult
-	// Measured with the store open (the lock is held, so nobody else is
-	// writing), and again once it is closed and obsolete files are gone.
-	if res.SizeBefore, err = dirSize(cfg.Store.Path); err != nil {
-		st.Close()
+	// Measured before Open (which may rebuild the search index), and again
+	// once the store is closed and obsolete files are gone. If serve is
+	// running, Open fails on pebble's lock.
+	if res.SizeBefore, err = dirSize(cfg.Store.Path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	start := time.Now()
+	st, err := openToolStore(cfg, log, toolStoreOptions{rebuildSearch: f.rebuildSearch})
+	if err != nil {
 		return err
 	}
 	if ctx == nil {
@@ -109,7 +123,6 @@ func runCompactCmd(ctx context.Context, f *compactFlags, stdout, stderr io.Write
 			}
 		}()
 	}
-	start := time.Now()
 	res.Purged, err = compactStore(ctx, st, f.purgeExpired, time.Now().Unix())
 	close(tick)
 	finishBar(bar)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"path/filepath"
 	"slices"
@@ -51,5 +52,37 @@ func TestCompactCommand(t *testing.T) {
 	openStoreAt(t, data)
 	if _, _, err := runTool(t, compactCmd, "", "--data", data); err == nil || !strings.Contains(err.Error(), "is petrel serve running?") {
 		t.Fatalf("held store: %v", err)
+	}
+}
+
+// TestCompactRebuildSearch: a profile replaced after it was indexed leaves
+// its postings behind; compact --rebuild-search rebuilds the index, and
+// search still finds exactly the current profile. With search disabled
+// the flag is refused.
+func TestCompactRebuildSearch(t *testing.T) {
+	k := relaytest.NewKey("tool-profile")
+	old := k.Event(0, `{"name":"ann","about":"quince grower"}`, nil, fixtureBase)
+	cur := k.Event(0, `{"name":"ann","about":"plum grower"}`, nil, fixtureBase+1)
+	data := fillStore(t, []*nostr.Event{old})
+	st := openStoreAt(t, data)
+	if _, err := st.Save(context.Background(), []*nostr.Event{cur}); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	out, _, err := runTool(t, compactCmd, "", "--data", data, "--rebuild-search", "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res compactResult
+	if err := json.Unmarshal([]byte(out), &res); err != nil || res.SizeBefore <= 0 || res.SizeAfter <= 0 {
+		t.Fatalf("%v: %s", err, out)
+	}
+	got, _, err := runTool(t, scanCmd, "", "--data", data, "--ids", "--filter", `{"search":"grower"}`)
+	if err != nil || strings.TrimSpace(got) != cur.ID.Hex() {
+		t.Fatalf("search after the rebuild: %v %q, want %s", err, got, cur.ID.Hex())
+	}
+	t.Setenv("PETREL_STORE_DISABLE_SEARCH", "true")
+	if _, _, err := runTool(t, compactCmd, "", "--data", data, "--rebuild-search"); err == nil || !strings.Contains(err.Error(), "search is disabled") {
+		t.Fatalf("rebuild with search disabled: %v", err)
 	}
 }

@@ -48,6 +48,8 @@ type toolStoreOptions struct {
 	// noSync commits without waiting for fsync (bulk import); the caller
 	// must sync (syncToolStore) before it reports success.
 	noSync bool
+	// rebuildSearch rebuilds the search index at open (compact).
+	rebuildSearch bool
 }
 
 // openToolStore opens the pebble store of cfg for the exclusive use of a
@@ -71,6 +73,7 @@ func openToolStore(cfg config.Config, log *slog.Logger, o toolStoreOptions) (*pe
 	opts := pebbleOptions(cfg, log)
 	opts.Path = path
 	opts.NoSync = o.noSync
+	opts.RebuildSearch = o.rebuildSearch
 	opts.PurgeInterval = -1
 	st, err := pebble.Open(opts)
 	if err != nil {

@@ -58,6 +58,13 @@ type Options struct {
 	// events before Open returns. Default false (search on).
 	DisableSearch bool
 
+	// RebuildSearch rebuilds the search index from the stored events at
+	// Open (with search on). Postings of removed events (replaced,
+	// deleted, vanished, purged) stay in the index, skipped by searches
+	// but taking space and search work, until a rebuild clears them
+	// (petrel compact --rebuild-search). Default false.
+	RebuildSearch bool
+
 	// recentIDs is how many stored ids the writer remembers for
 	// SubmitAfter (defaultRecentIDs; tests set it small).
 	recentIDs int

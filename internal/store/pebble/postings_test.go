@@ -593,3 +593,43 @@ func TestSearchBlockKeys(t *testing.T) {
 		s.Close()
 	}
 }
+
+// TestRebuildSearchClearsDeadPostings replaces a profile in a later batch
+// (its postings stay behind, dead) and reopens with RebuildSearch: the
+// rebuilt index has no dead postings and still finds the current profile.
+func TestRebuildSearchClearsDeadPostings(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(7, 7))
+	s := openTest(t, Options{Path: dir, NoSync: true})
+	old := storetest.NewEvent(rng, storetest.Key(1), 0, storetest.BaseTime, nil, `{"name":"alice","about":"quince grower"}`)
+	cur := storetest.NewEvent(rng, storetest.Key(1), 0, storetest.BaseTime+1, nil, `{"name":"alice","about":"plum grower"}`)
+	for _, ev := range []*nostr.Event{old, cur} { // two batches
+		if _, err := s.Save(ctx, []*nostr.Event{ev}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rep, err := integrity(s.db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.dead == 0 {
+		t.Fatal("the test's premise: replacing in a later batch leaves dead postings")
+	}
+	s.Close()
+	for _, rebuild := range []bool{false, true} {
+		s = openTest(t, Options{Path: dir, NoSync: true, RebuildSearch: rebuild})
+		rep, err = integrity(s.db)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if dead := rep.dead > 0; dead == rebuild {
+			t.Fatalf("RebuildSearch %v: %d dead postings", rebuild, rep.dead)
+		}
+		got := searchIDs(t, s, nostr.Filter{Search: "grower"})
+		if len(got) != 1 || got[0] != cur.ID {
+			t.Fatalf("RebuildSearch %v: search found %v, want the current profile only", rebuild, got)
+		}
+		s.Close()
+	}
+}

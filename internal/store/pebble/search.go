@@ -57,7 +57,7 @@ func (s *Store) openSearch(upgrade bool) error {
 		}
 		return b.Commit(pebble.Sync)
 	}
-	if ok && string(have) == searchIndexVersion && !upgrade {
+	if ok && string(have) == searchIndexVersion && !upgrade && !s.opts.RebuildSearch {
 		return nil
 	}
 	return s.buildSearch(upgrade, string(have))

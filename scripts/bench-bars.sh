@@ -74,9 +74,10 @@ for bar in $bars; do
 		start; run conns conns --conns "${PETREL_BENCH_CONNS:-19000}" --hold 20s
 		;;
 	overload)
-		start; run ladder ladder --rates 1000,1500,2000,2500,3000,3500,4000,5000,6000,8000 --hold 5s --conns 8
+		start; run ladder ladder --rates 1000,1500,2000,2500,3000,3500,4000,5000,6000,8000,10000,12000 --hold 5s --conns 8
 		;;
 	startup)
+		stop # the previous bar's relay holds the data directory
 		for i in 1 2 3 4 5; do
 			rm -rf "$DATA"/*
 			t0=$(date +%s%N)

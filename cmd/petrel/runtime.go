@@ -84,6 +84,14 @@ func worthReleasing(h heap, baseline, allocatedSince uint64) bool {
 	return r > 0 && allocatedSince < r/4
 }
 
+// quietChecks is how many checks in a row must find the heap worth
+// releasing: transient state is often dropped a little after a burst
+// ends (out-queue segments are trimmed a sweep or two after a
+// subscription's EOSE), and a release before that would keep it resident
+// (it becomes garbage only after the release, and a later collection
+// frees it without the footprint growing, so no release would follow).
+const quietChecks = 2
+
 // releaseCostShare bounds the time spent releasing: after a release that
 // took d, the next one waits at least releaseCostShare*d (so at most 1%
 // of one core goes to releases, however large the heap).
@@ -96,6 +104,7 @@ type heapWatch struct {
 	samples    []metrics.Sample
 	baseline   uint64 // resident footprint after the last release
 	lastAllocs uint64
+	streak     int       // checks in a row that found a release worth it
 	notBefore  time.Time // no release before this (releaseCostShare)
 }
 
@@ -135,9 +144,14 @@ func (w *heapWatch) check(now time.Time) (release, bool) {
 	if h.resident() < w.baseline {
 		w.baseline = h.resident() // the runtime returned memory itself
 	}
-	if now.Before(w.notBefore) || !worthReleasing(h, w.baseline, since) {
+	if !worthReleasing(h, w.baseline, since) {
+		w.streak = 0
 		return release{}, false
 	}
+	if w.streak++; w.streak < quietChecks || now.Before(w.notBefore) {
+		return release{}, false
+	}
+	w.streak = 0
 	start := time.Now()
 	debug.FreeOSMemory()
 	took := time.Since(start)

@@ -39,7 +39,8 @@ func TestWorthReleasing(t *testing.T) {
 var sink [][]byte
 
 // TestReleaseAfterBurst allocates and drops a burst: the check right after
-// it sees the allocation still going and waits; the next one releases, and
+// it sees the allocation still going and waits, the next finds one quiet
+// interval and waits, the one after releases, and
 // the runtime's released figure grows (which also checks the metric names
 // are real: a wrong name reads as KindBad, and Uint64 panics); a third
 // finds nothing to do.
@@ -56,6 +57,9 @@ func TestReleaseAfterBurst(t *testing.T) {
 	sink = nil
 	if r, ok := w.check(time.Now()); ok {
 		t.Fatalf("released %+v while the burst was in the last interval", r)
+	}
+	if r, ok := w.check(time.Now()); ok {
+		t.Fatalf("released %+v after one quiet interval, want %d", r, quietChecks)
 	}
 	var before runtime.MemStats
 	runtime.ReadMemStats(&before)
@@ -80,8 +84,9 @@ func TestReleaseAfterBurst(t *testing.T) {
 	sink = nil
 	now := time.Now()
 	w.check(now) // the burst is in this interval
+	w.check(now) // one quiet interval
 	if r, ok := w.check(now); ok {
-		t.Fatalf("released again %v after a release that took %v: %+v", time.Duration(0), r.took, r)
+		t.Fatalf("released again right after a release that took %v: %+v", r.took, r)
 	}
 	if _, ok := w.check(w.notBefore); !ok {
 		t.Fatal("no release once the cost bound had passed")

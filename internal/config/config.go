@@ -65,10 +65,10 @@ type Runtime struct {
 	GCPercent int `toml:"gc_percent"`
 	// MemoryReleaseInterval is how often the relay checks whether a burst
 	// (connections opening, a large query, an import) has left freed heap
-	// that the Go runtime keeps resident; once the burst is over and at
-	// least 16 MiB and a quarter of the live heap can be reclaimed, it
-	// collects and returns that memory to the OS (the runtime alone would
-	// take minutes). Default 5s; negative: never.
+	// that the Go runtime keeps resident; once the burst has been over for
+	// two checks and at least 16 MiB and a quarter of the heap can be
+	// reclaimed, it collects and returns that memory to the OS (the
+	// runtime alone would take minutes). Default 5s; negative: never.
 	MemoryReleaseInterval time.Duration `toml:"memory_release_interval"`
 }
 

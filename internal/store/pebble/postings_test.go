@@ -191,19 +191,7 @@ func TestSearchSeekBlocks(t *testing.T) {
 	}
 	f := func(query string, want []*nostr.Event) {
 		t.Helper()
-		fl := nostr.Filter{Search: query}
-		ss := q.newSearch(&fl, true, true)
-		var got []nostr.ID
-		for {
-			ok, err := ss.next()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !ok {
-				break
-			}
-			got = append(got, ss.cur.id)
-		}
+		ss, got := runSearch(t, q, query)
 		sameSet(t, query, got, want...)
 		if ss.matched != len(want) {
 			t.Fatalf("%q: %d candidates, want %d", query, ss.matched, len(want))
@@ -245,19 +233,7 @@ func TestSearchSeekBlocks(t *testing.T) {
 	}
 	defer q3.close()
 	for _, query := range []string{"common rare", "rare common"} {
-		fl := nostr.Filter{Search: query}
-		ss := q3.newSearch(&fl, true, true)
-		var got []nostr.ID
-		for {
-			ok, err := ss.next()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !ok {
-				break
-			}
-			got = append(got, ss.cur.id)
-		}
+		ss, got := runSearch(t, q3, query)
 		sameSet(t, query, got, far...)
 		if ss.seeks == 0 || ss.steps > 30 {
 			t.Fatalf("%q: %d pebble seeks, %d steps", query, ss.seeks, ss.steps)
@@ -288,19 +264,7 @@ func TestSearchSeekBlocks(t *testing.T) {
 	}
 	defer q2.close()
 	for _, query := range []string{"alpha beta", "beta alpha"} {
-		fl := nostr.Filter{Search: query}
-		ss := q2.newSearch(&fl, true, true)
-		var got []nostr.ID
-		for {
-			ok, err := ss.next()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !ok {
-				break
-			}
-			got = append(got, ss.cur.id)
-		}
+		ss, got := runSearch(t, q2, query)
 		sameSet(t, query, got, both...)
 		if ss.seeks != 0 {
 			t.Fatalf("%q: %d pebble seeks within one block", query, ss.seeks)
@@ -631,5 +595,24 @@ func TestRebuildSearchClearsDeadPostings(t *testing.T) {
 			t.Fatalf("RebuildSearch %v: search found %v, want the current profile only", rebuild, got)
 		}
 		s.Close()
+	}
+}
+
+// runSearch runs a search stream to its end and returns it (for its
+// figures) and the ids it matched, in order.
+func runSearch(t *testing.T, q *query, text string) (*searchStream, []nostr.ID) {
+	t.Helper()
+	fl := nostr.Filter{Search: text}
+	ss := q.newSearch(&fl, true, true)
+	var got []nostr.ID
+	for {
+		ok, err := ss.next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			return ss, got
+		}
+		got = append(got, ss.cur.id)
 	}
 }

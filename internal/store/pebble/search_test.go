@@ -145,19 +145,7 @@ func TestSearchBound(t *testing.T) {
 	defer q.close()
 	f := func(query string, wantMatched int, want []*nostr.Event) {
 		t.Helper()
-		fl := nostr.Filter{Search: query}
-		ss := q.newSearch(&fl, true, true)
-		var got []nostr.ID
-		for {
-			ok, err := ss.next()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !ok {
-				break
-			}
-			got = append(got, ss.cur.id)
-		}
+		ss, got := runSearch(t, q, query)
 		terms := len(search.ParseQuery(query).Terms)
 		if ss.matched != wantMatched || ss.steps > terms*10 {
 			t.Fatalf("search %q: %d candidates in %d steps, want %d in at most %d", query, ss.matched, ss.steps, wantMatched, terms*10)

@@ -3,6 +3,7 @@ package main
 import (
 	"log/slog"
 	"os"
+	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
 	"time"
@@ -11,11 +12,14 @@ import (
 )
 
 // applyRuntime sets the garbage collector's target (unless GOGC is set)
-// and starts the loop that returns freed heap to the OS. The returned
+// and GOMAXPROCS (if configured and GOMAXPROCS is not set), and starts the loop that returns freed heap to the OS. The returned
 // function stops the loop and waits for it to end.
 func applyRuntime(c config.Runtime, log *slog.Logger) (stop func()) {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(c.GCPercent)
+	}
+	if os.Getenv("GOMAXPROCS") == "" && c.GOMAXPROCS > 0 {
+		runtime.GOMAXPROCS(c.GOMAXPROCS)
 	}
 	if c.MemoryReleaseInterval <= 0 {
 		return func() {}

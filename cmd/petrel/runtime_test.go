@@ -110,4 +110,24 @@ func TestApplyRuntime(t *testing.T) {
 		t.Errorf("GC target %d with GOGC=100 set, want 100", prev)
 	}
 	stop()
+
+	// GOMAXPROCS: set when configured, left alone at 0 or when the
+	// environment sets it.
+	procs := runtime.GOMAXPROCS(0)
+	defer runtime.GOMAXPROCS(procs)
+	t.Setenv("GOMAXPROCS", "")
+	applyRuntime(config.Runtime{GOMAXPROCS: procs + 3, MemoryReleaseInterval: -1}, log)()
+	if n := runtime.GOMAXPROCS(0); n != procs+3 {
+		t.Errorf("GOMAXPROCS %d after configuring %d", n, procs+3)
+	}
+	runtime.GOMAXPROCS(procs)
+	applyRuntime(config.Runtime{MemoryReleaseInterval: -1}, log)()
+	if n := runtime.GOMAXPROCS(0); n != procs {
+		t.Errorf("GOMAXPROCS %d with 0 configured, want %d (unchanged)", n, procs)
+	}
+	t.Setenv("GOMAXPROCS", "1")
+	applyRuntime(config.Runtime{GOMAXPROCS: procs + 3, MemoryReleaseInterval: -1}, log)()
+	if n := runtime.GOMAXPROCS(0); n != procs {
+		t.Errorf("GOMAXPROCS %d with the environment variable set, want %d (unchanged)", n, procs)
+	}
 }

@@ -622,10 +622,7 @@ func Conns(o Options) (*Result, error) {
 	for _, k := range sortedKeys(errCounts) {
 		st.Errors = append(st.Errors, fmt.Sprintf("%d× %s", errCounts[k], k))
 	}
-	shown := st.Errors
-	if len(shown) > maxErrorKinds {
-		shown = append(shown[:maxErrorKinds:maxErrorKinds], fmt.Sprintf("and %d other errors", len(st.Errors)-maxErrorKinds))
-	}
+	shown := firstErrorKinds(st.Errors)
 	if st.DialFailed > 0 {
 		r.res.Fail("%d of %d connections could not be opened and subscribed (%s)", st.DialFailed, o.Conns, strings.Join(shown, "; "))
 	}
@@ -791,6 +788,15 @@ func (r *runner) liveness(parts []*connsPart, ev *nostr.Event, st *ConnsStats, p
 // maxErrorKinds is how many different dial errors the failure line
 // names (all of them are in the JSON result).
 const maxErrorKinds = 5
+
+// firstErrorKinds returns at most maxErrorKinds of errs, and a last entry
+// that counts the rest.
+func firstErrorKinds(errs []string) []string {
+	if len(errs) <= maxErrorKinds {
+		return errs
+	}
+	return append(errs[:maxErrorKinds:maxErrorKinds], fmt.Sprintf("and %d other errors", len(errs)-maxErrorKinds))
+}
 
 // groupDialError drops the source address (which varies: connections are
 // spread over 127.0.0.x and ports) from a dial error, so that the same

@@ -15,3 +15,17 @@ func TestGroupDialError(t *testing.T) {
 		}
 	}
 }
+
+func TestFirstErrorKinds(t *testing.T) {
+	errs := []string{"a", "b", "c", "d", "e", "f", "g"}
+	if got := firstErrorKinds(errs[:maxErrorKinds]); len(got) != maxErrorKinds || got[maxErrorKinds-1] != "e" {
+		t.Fatalf("at the limit: %q", got)
+	}
+	got := firstErrorKinds(errs[:maxErrorKinds+1])
+	if len(got) != maxErrorKinds+1 || got[maxErrorKinds] != "and 1 other errors" || got[maxErrorKinds-1] != "e" {
+		t.Fatalf("one past the limit: %q", got)
+	}
+	if errs[maxErrorKinds] != "f" {
+		t.Fatal("the caller's slice was modified")
+	}
+}

@@ -179,6 +179,7 @@ func (r *Relay) Stats() Snapshot {
 	s.Verifier = r.verifier.Name()
 	st := r.store.Stats()
 	s.DBSizeBytes = st.SizeBytes
+	s.SearchDeadPostings = st.SearchDeadPostings
 	s.StoreBackend = st.Backend
 	s.SubscriptionsActive = int64(r.idx.count())
 	s.NegStats = r.NegStats()

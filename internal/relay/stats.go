@@ -107,10 +107,13 @@ type Stats struct {
 
 // Snapshot is a point-in-time copy of the counters.
 type Snapshot struct {
-	UptimeSeconds       float64          `json:"uptime_seconds"`
-	Verifier            string           `json:"verifier"`
-	StoreBackend        string           `json:"store_backend"`
-	DBSizeBytes         int64            `json:"db_size_bytes"`
+	UptimeSeconds float64 `json:"uptime_seconds"`
+	Verifier      string  `json:"verifier"`
+	StoreBackend  string  `json:"store_backend"`
+	DBSizeBytes   int64   `json:"db_size_bytes"`
+	// SearchDeadPostings: search postings of removed events still in the
+	// index (petrel compact --rebuild-search clears them).
+	SearchDeadPostings  int64            `json:"search_dead_postings"`
 	ConnectionsActive   int64            `json:"connections_active"`
 	ConnectionsTotal    int64            `json:"connections_total"`
 	ConnectionsRejected int64            `json:"connections_rejected"`

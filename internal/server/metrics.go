@@ -54,6 +54,7 @@ var (
 	dLimits       = desc("limits_tripped_total", "Times a limit refused or clamped something, by limit.", "limit")
 	dQBytes       = desc("query_bytes_queued", "Stored-query bytes waiting in out-queues, relay-wide.")
 	dDBSize       = desc("db_size_bytes", "Bytes used by the store.")
+	dDeadPost     = desc("search_dead_postings", "Search postings of removed events still in the index (petrel compact --rebuild-search clears them).")
 	dUptime       = desc("uptime_seconds", "Seconds since the relay started.")
 	dVerifier     = desc("verifier_info", "The signature verifier in use.", "verifier")
 	dNegOpened    = desc("neg_sessions_opened_total", "NIP-77 sessions opened.")
@@ -113,6 +114,7 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	g(dQBytes, float64(st.QueryBytesQueued))
 	g(dDBSize, float64(st.DBSizeBytes))
+	g(dDeadPost, float64(st.SearchDeadPostings))
 	g(dUptime, st.UptimeSeconds)
 	g(dVerifier, 1, st.Verifier)
 	k(dNegOpened, st.NegStats.Opened)

@@ -113,7 +113,11 @@ type Item struct {
 // Stats is a snapshot of store-level figures for /stats and /metrics.
 type Stats struct {
 	SizeBytes int64  // bytes on disk (or in the database) used by the store
-	Backend   string // "pebble", "postgres", ...
+	Backend   string // "pebble", ...
+	// SearchDeadPostings counts the search postings of removed events the
+	// index still holds (the pebble store leaves them in place; a rebuild,
+	// petrel compact --rebuild-search, clears them).
+	SearchDeadPostings int64
 }
 
 // Store is an event store. All methods are safe for concurrent use.

@@ -69,6 +69,7 @@ func integrity(db *pebble.DB) (integrityReport, error) {
 		return rep, err
 	}
 	var searchSerial uint64 // 0: no postings of removed events allowed
+	recordedDead := 0       // searchDeadKey
 	var lastTerm []byte     // the term of the previous S key
 	var lastMin uint64      // and its block's oldest serial
 	var errs []error
@@ -87,6 +88,8 @@ func integrity(db *pebble.DB) (integrityReport, error) {
 				got[string(k)] = v
 			case bytes.Equal(k, searchSerialKey) && indexed && len(v) == 8:
 				searchSerial = binary.BigEndian.Uint64(v)
+			case bytes.Equal(k, searchDeadKey) && indexed && len(v) == 8:
+				recordedDead = int(binary.BigEndian.Uint64(v))
 			case bytes.HasPrefix(k, []byte(metaPrefix)): // LoadMeta/SaveMeta blobs
 			default:
 				return rep, fmt.Errorf("meta key %q = %q", k, v)
@@ -217,6 +220,9 @@ func integrity(db *pebble.DB) (integrityReport, error) {
 	}
 	for k := range got {
 		errs = append(errs, fmt.Errorf("orphan index entry %x", k))
+	}
+	if rep.dead != recordedDead {
+		errs = append(errs, fmt.Errorf("search dead postings: %d recorded, %d in the blocks", recordedDead, rep.dead))
 	}
 	if len(errs) > 5 {
 		errs = append(errs[:5], fmt.Errorf("... and %d more", len(errs)-5))

@@ -52,6 +52,9 @@ var (
 	searchKey       = []byte("\x00search")
 	searchStatsKey  = []byte("\x00searchstats")
 	searchSerialKey = []byte("\x00searchserial")
+	// searchDeadKey, when present, holds the number(8) of postings of
+	// removed events left in S blocks (cleared by a rebuild).
+	searchDeadKey = []byte("\x00searchdead")
 )
 
 // searchIndexVersion names the analyzer (search.Version) and the layout

@@ -580,6 +580,10 @@ func TestRebuildSearchClearsDeadPostings(t *testing.T) {
 	if rep.dead == 0 {
 		t.Fatal("the test's premise: replacing in a later batch leaves dead postings")
 	}
+	if n := s.Stats().SearchDeadPostings; n != int64(rep.dead) {
+		t.Fatalf("Stats counts %d dead postings, the index holds %d", n, rep.dead)
+	}
+	deadBefore := rep.dead
 	s.Close()
 	for _, rebuild := range []bool{false, true} {
 		s = openTest(t, Options{Path: dir, NoSync: true, RebuildSearch: rebuild})
@@ -589,6 +593,9 @@ func TestRebuildSearchClearsDeadPostings(t *testing.T) {
 		}
 		if dead := rep.dead > 0; dead == rebuild {
 			t.Fatalf("RebuildSearch %v: %d dead postings", rebuild, rep.dead)
+		}
+		if n := s.Stats().SearchDeadPostings; n != int64(rep.dead) || (!rebuild && rep.dead != deadBefore) {
+			t.Fatalf("RebuildSearch %v: Stats counts %d dead postings, the index holds %d (%d before the reopen)", rebuild, n, rep.dead, deadBefore)
 		}
 		got := searchIDs(t, s, nostr.Filter{Search: "grower"})
 		if len(got) != 1 || got[0] != cur.ID {
@@ -614,5 +621,36 @@ func runSearch(t *testing.T, q *query, text string) (*searchStream, []nostr.ID) 
 			return ss, got
 		}
 		got = append(got, ss.cur.id)
+	}
+}
+
+// TestDeadPostingsCount: a replacement in the same batch leaves nothing
+// behind (the pending postings are dropped); in a later batch it leaves
+// the old version's postings, counted once per removal.
+func TestDeadPostingsCount(t *testing.T) {
+	s := openTest(t, Options{NoSync: true})
+	defer s.Close()
+	rng := rand.New(rand.NewPCG(8, 8))
+	ctx := context.Background()
+	p := func(ts int64, about string) *nostr.Event {
+		return storetest.NewEvent(rng, storetest.Key(2), 0, storetest.BaseTime+ts, nil, `{"name":"bo","about":"`+about+`"}`)
+	}
+	if _, err := s.Save(ctx, []*nostr.Event{p(0, "apple pear"), p(1, "apple plum")}); err != nil {
+		t.Fatal(err)
+	}
+	if n := s.Stats().SearchDeadPostings; n != 0 {
+		t.Fatalf("replaced in the same batch: %d dead postings, want 0", n)
+	}
+	for i := int64(2); i < 5; i++ {
+		if _, err := s.Save(ctx, []*nostr.Event{p(i, "apple fig")}); err != nil {
+			t.Fatal(err)
+		}
+		rep, err := integrity(s.db)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := s.Stats().SearchDeadPostings; n != int64(rep.dead) || n == 0 {
+			t.Fatalf("after replacement %d: Stats counts %d, the index holds %d", i, n, rep.dead)
+		}
 	}
 }

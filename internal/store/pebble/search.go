@@ -107,6 +107,9 @@ func dropSearch(b *pebble.Batch) error {
 	if err := b.Delete(searchSerialKey, nil); err != nil {
 		return err
 	}
+	if err := b.Delete(searchDeadKey, nil); err != nil {
+		return err
+	}
 	return b.Delete(searchStatsKey, nil)
 }
 

@@ -52,6 +52,9 @@ type Store struct {
 	// precheckHits counts saves whose duplicate lookup the token spared
 	// (for tests).
 	precheckHits atomic.Uint64
+	// deadPostings mirrors the writer's count of postings of removed
+	// events (Stats).
+	deadPostings atomic.Uint64
 }
 
 var (
@@ -319,6 +322,7 @@ func (s *Store) Stats() store.Stats {
 	st := store.Stats{Backend: "pebble"}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
+	st.SearchDeadPostings = int64(s.deadPostings.Load())
 	if s.closed.Load() {
 		st.SizeBytes = s.lastSize.Load()
 		return st

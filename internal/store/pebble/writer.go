@@ -95,6 +95,9 @@ type writer struct {
 	post       postingBuf
 	batchStart uint64
 	leftDead   bool
+	// dead counts the postings of removed events left in committed
+	// blocks (searchDeadKey); deadDelta is the current batch's share.
+	dead, deadDelta uint64
 
 	// recent spares the duplicate lookup of events checked with HasAt.
 	recent *recentIDs
@@ -182,6 +185,17 @@ func newWriter(s *Store) (*writer, error) {
 			}
 			w.serial = max(w.serial, binary.BigEndian.Uint64(v))
 		}
+		v, ok, err = s.getMeta(searchDeadKey)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			if len(v) != 8 {
+				return nil, fmt.Errorf("%w: search dead postings %x", errCorrupt, v)
+			}
+			w.dead = binary.BigEndian.Uint64(v)
+		}
+		s.deadPostings.Store(w.dead)
 	}
 	return w, nil
 }
@@ -229,7 +243,7 @@ func (w *writer) run() {
 func (w *writer) commit(reqs []*request) {
 	w.b = w.s.db.NewIndexedBatch()
 	w.post.reset()
-	w.batchStart, w.leftDead = w.serial, false
+	w.batchStart, w.leftDead, w.deadDelta = w.serial, false, 0
 	var err error
 	for _, r := range reqs {
 		if err = w.apply(r); err != nil {
@@ -241,6 +255,9 @@ func (w *writer) commit(reqs []*request) {
 	}
 	if err == nil && w.leftDead {
 		err = w.b.Set(searchSerialKey, appendU64(nil, w.serial), nil)
+	}
+	if err == nil && w.deadDelta > 0 {
+		err = w.b.Set(searchDeadKey, appendU64(nil, w.dead+w.deadDelta), nil)
 	}
 	if err == nil && w.searchDelta != (search.Stats{}) {
 		st := search.Stats{Docs: w.searchStats.Docs + w.searchDelta.Docs, TotalLen: w.searchStats.TotalLen + w.searchDelta.TotalLen}
@@ -262,6 +279,10 @@ func (w *writer) commit(reqs []*request) {
 		w.recent.failed()
 	} else {
 		w.keepVanish()
+		if w.deadDelta > 0 {
+			w.dead += w.deadDelta
+			w.s.deadPostings.Store(w.dead)
+		}
 		if len(w.recent.batch) > 0 {
 			w.recent.committed(w.s.commits.Add(1))
 		}
@@ -503,6 +524,7 @@ func (w *writer) index(ev *nostr.Event, m *meta, remove bool) error {
 			}
 		} else {
 			w.leftDead = true
+			w.deadDelta += uint64(len(doc.Terms))
 		}
 		w.searchDelta.Docs--
 		w.searchDelta.TotalLen -= int64(doc.Len)

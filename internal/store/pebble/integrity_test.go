@@ -11,20 +11,6 @@ import (
 	"github.com/petrel-relay/petrel/internal/search"
 )
 
-// getKey reads one key.
-func getKey(db *pebble.DB, key []byte) ([]byte, bool, error) {
-	v, closer, err := db.Get(key)
-	if errors.Is(err, pebble.ErrNotFound) {
-		return nil, false, nil
-	}
-	if err != nil {
-		return nil, false, err
-	}
-	v = bytes.Clone(v)
-	closer.Close()
-	return v, true, nil
-}
-
 // checkIntegrity scans the whole database and checks that the tables agree:
 // every body has its id entry, stream entries, address pointer, expiration
 // entry and (when the database has a search index) doc entry and search
@@ -64,7 +50,7 @@ func integrity(db *pebble.DB) (integrityReport, error) {
 	bodies := 0
 	var an search.Analyzer
 	var st search.Stats
-	_, indexed, err := getKey(db, searchKey)
+	_, indexed, err := getValue(db, searchKey)
 	if err != nil {
 		return rep, err
 	}

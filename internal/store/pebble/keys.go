@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/petrel-relay/petrel/internal/nostr"
 	"github.com/petrel-relay/petrel/internal/search"
@@ -674,4 +675,30 @@ func decodeSearchStats(b []byte) (search.Stats, bool) {
 	}
 	st := search.Stats{Docs: int64(binary.BigEndian.Uint64(b)), TotalLen: int64(binary.BigEndian.Uint64(b[8:]))}
 	return st, st.Docs >= 0 && st.TotalLen >= 0
+}
+
+// getValue reads key from r (the database, a snapshot or an indexed
+// batch) and returns a copy of its value; ok is false when key is absent.
+func getValue(r pebble.Reader, key []byte) (v []byte, ok bool, err error) {
+	v, closer, err := r.Get(key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	v = bytes.Clone(v)
+	return v, true, closer.Close()
+}
+
+// hasKey reports whether r holds key.
+func hasKey(r pebble.Reader, key []byte) (bool, error) {
+	_, closer, err := r.Get(key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return true, closer.Close()
 }

@@ -2,7 +2,6 @@ package pebble
 
 import (
 	"context"
-	"errors"
 
 	"github.com/cockroachdb/pebble/v2"
 
@@ -23,15 +22,11 @@ func (s *Store) LoadMeta(ctx context.Context, name string) ([]byte, error) {
 	if s.closed.Load() {
 		return nil, store.ErrClosed
 	}
-	v, closer, err := s.db.Get([]byte(metaPrefix + name))
-	if errors.Is(err, pebble.ErrNotFound) {
-		return nil, store.ErrNotFound
+	v, ok, err := getValue(s.db, []byte(metaPrefix+name))
+	if err == nil && !ok {
+		err = store.ErrNotFound
 	}
-	if err != nil {
-		return nil, err
-	}
-	defer closer.Close()
-	return append([]byte(nil), v...), nil
+	return v, err
 }
 
 // SaveMeta saves value under name durably (synced) before returning. It

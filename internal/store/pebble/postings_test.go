@@ -482,7 +482,7 @@ func TestSearchOldLayout(t *testing.T) {
 
 	s = openTest(t, Options{Path: dir})
 	defer s.Close()
-	if v, _, _ := getKey(s.db, searchKey); string(v) != searchIndexVersion {
+	if v, _, _ := getValue(s.db, searchKey); string(v) != searchIndexVersion {
 		t.Fatalf("search key after the rebuild: %q", v)
 	}
 	rep := report(t, s)
@@ -508,7 +508,7 @@ func TestSearchCorruptBlock(t *testing.T) {
 	}
 	saveAll(t, s, evs...)
 	key := appendPostingKey(nil, "apple", 1)
-	v, ok, err := getKey(s.db, key)
+	v, ok, err := getValue(s.db, key)
 	if err != nil || !ok {
 		t.Fatalf("block of apple: %v %v", ok, err)
 	}

@@ -3,7 +3,6 @@ package pebble
 import (
 	"bytes"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -64,18 +63,7 @@ func (s *Store) openSearch(upgrade bool) error {
 }
 
 // getMeta reads a metadata key from the database.
-func (s *Store) getMeta(key []byte) ([]byte, bool, error) {
-	v, closer, err := s.db.Get(key)
-	if errors.Is(err, pebble.ErrNotFound) {
-		return nil, false, nil
-	}
-	if err != nil {
-		return nil, false, err
-	}
-	v = bytes.Clone(v)
-	closer.Close()
-	return v, true, nil
-}
+func (s *Store) getMeta(key []byte) ([]byte, bool, error) { return getValue(s.db, key) }
 
 // anySearchKeys reports whether the database holds an S or F key.
 func (s *Store) anySearchKeys() bool {
@@ -713,14 +701,10 @@ func (q *query) doc(serial uint64) (entry, bool, error) {
 
 // searchStats reads the collection figures from the query's snapshot.
 func (q *query) searchStats() (search.Stats, error) {
-	v, closer, err := q.snap.Get(searchStatsKey)
-	if errors.Is(err, pebble.ErrNotFound) {
-		return search.Stats{}, nil
-	}
-	if err != nil {
+	v, found, err := getValue(q.snap, searchStatsKey)
+	if !found || err != nil {
 		return search.Stats{}, err
 	}
-	defer closer.Close()
 	st, ok := decodeSearchStats(v)
 	if !ok {
 		return st, fmt.Errorf("%w: search stats %x", errCorrupt, v)

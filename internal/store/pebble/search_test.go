@@ -189,7 +189,7 @@ func TestSearchOnOff(t *testing.T) {
 		if err := checkIntegrity(s.db); err != nil {
 			t.Fatal(err)
 		}
-		_, has, err := getKey(s.db, searchKey)
+		_, has, err := getValue(s.db, searchKey)
 		if err != nil || has != indexed || s.anySearchKeys() != indexed {
 			t.Fatalf("search key %v, S keys %v, want %v (%v)", has, s.anySearchKeys(), indexed, err)
 		}
@@ -249,7 +249,7 @@ func TestSearchUpgrade(t *testing.T) {
 			s.Close()
 
 			s = openTest(t, Options{Path: dir, DisableSearch: disable})
-			if v, _, _ := getKey(s.db, formatKey); string(v) != formatVersion {
+			if v, _, _ := getValue(s.db, formatKey); string(v) != formatVersion {
 				t.Fatalf("format after upgrade: %q", v)
 			}
 			if err := checkIntegrity(s.db); err != nil {

@@ -305,15 +305,11 @@ func (s *Store) HasAt(ctx context.Context, id nostr.ID) (bool, uint64, error) {
 		return false, 0, store.ErrClosed
 	}
 	token := s.commits.Load()
-	_, closer, err := s.db.Get(idKey(&id))
-	if errors.Is(err, pebble.ErrNotFound) {
-		return false, token, nil
-	}
+	found, err := hasKey(s.db, idKey(&id))
 	if err != nil {
 		return false, 0, err
 	}
-	closer.Close()
-	return true, token, nil
+	return found, token, nil
 }
 
 // Stats implements store.Store. SizeBytes is pebble's disk space usage

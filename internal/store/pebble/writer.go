@@ -3,7 +3,6 @@ package pebble
 import (
 	"bytes"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"io"
 
@@ -354,30 +353,9 @@ func (w *writer) apply(r *request) error {
 
 // get reads key through the batch (so it sees this batch's writes). The
 // returned value is a copy.
-func (w *writer) get(key []byte) ([]byte, bool, error) {
-	v, closer, err := w.b.Get(key)
-	if errors.Is(err, pebble.ErrNotFound) {
-		return nil, false, nil
-	}
-	if err != nil {
-		return nil, false, err
-	}
-	v = bytes.Clone(v)
-	closer.Close()
-	return v, true, nil
-}
+func (w *writer) get(key []byte) ([]byte, bool, error) { return getValue(w.b, key) }
 
-func (w *writer) has(key []byte) (bool, error) {
-	_, closer, err := w.b.Get(key)
-	if errors.Is(err, pebble.ErrNotFound) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	closer.Close()
-	return true, nil
-}
+func (w *writer) has(key []byte) (bool, error) { return hasKey(w.b, key) }
 
 // getTS reads an 8-byte created_at value (R and W keys).
 func (w *writer) getTS(key []byte) (int64, bool, error) {

@@ -60,15 +60,32 @@ func decodeLowerHex(dst []byte, s string) error {
 	if len(s) != 2*len(dst) {
 		return fmt.Errorf("%w: want %d hex characters, got %d", ErrHex, 2*len(dst), len(s))
 	}
-	for i := 0; i < len(dst); i++ {
+	if !lowerHexInto(dst, s) {
+		return fmt.Errorf("%w: not lowercase hex", ErrHex)
+	}
+	return nil
+}
+
+// ParseHex32 decodes exactly 64 lowercase hex characters (an event id or
+// a pubkey, as in tag values); ok is false for anything else. Unlike
+// ParseID it does not allocate an error, for hot paths that test many
+// values.
+func ParseHex32(s string) (b [32]byte, ok bool) {
+	return b, len(s) == 64 && lowerHexInto(b[:], s)
+}
+
+// lowerHexInto decodes s (2*len(dst) characters) into dst and reports
+// whether every character was lowercase hex.
+func lowerHexInto(dst []byte, s string) bool {
+	for i := range dst {
 		hi, ok1 := fromHexChar(s[2*i])
 		lo, ok2 := fromHexChar(s[2*i+1])
 		if !ok1 || !ok2 {
-			return fmt.Errorf("%w: not lowercase hex", ErrHex)
+			return false
 		}
 		dst[i] = hi<<4 | lo
 	}
-	return nil
+	return true
 }
 
 func fromHexChar(c byte) (byte, bool) {

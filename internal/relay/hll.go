@@ -42,7 +42,7 @@ func hllFilter(filters []nostr.Filter) (offset int, ok bool) {
 // at position 32 as a base-16 digit and add 8. The result is in 8..23.
 func hllOffset(v string) int {
 	h := v
-	if !isLowerHex64(v) {
+	if _, ok := nostr.ParseHex32(v); !ok {
 		if a, ok := nostr.ParseAddress(v); ok {
 			h = a.PubKey.Hex()
 		} else {
@@ -55,19 +55,6 @@ func hllOffset(v string) int {
 		return int(c-'0') + 8
 	}
 	return int(c-'a') + 10 + 8
-}
-
-func isLowerHex64(s string) bool {
-	if len(s) != 64 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
-			return false
-		}
-	}
-	return true
 }
 
 // hllAdd adds an event by pk to the registers: the byte of pk at offset

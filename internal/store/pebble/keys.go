@@ -99,38 +99,14 @@ func appendU64(dst []byte, v uint64) []byte { return binary.BigEndian.AppendUint
 
 func appendU16(dst []byte, v uint16) []byte { return binary.BigEndian.AppendUint16(dst, v) }
 
-// isLowerHex64 reports whether s is exactly 64 lowercase hex characters.
-func isLowerHex64(s string) bool {
-	if len(s) != 64 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
-			return false
-		}
-	}
-	return true
-}
-
-func unhex(c byte) byte {
-	if c <= '9' {
-		return c - '0'
-	}
-	return c - 'a' + 10
-}
-
 // appendTagValue appends the key form of a tag value, and reports whether
 // the form is exact (hashed values may collide, so matches found through
 // them must be checked against the event).
 func appendTagValue(dst []byte, v string) ([]byte, bool) {
+	if b, ok := nostr.ParseHex32(v); ok {
+		return append(append(dst, tagHex32), b[:]...), true
+	}
 	switch {
-	case isLowerHex64(v):
-		dst = append(dst, tagHex32)
-		for i := 0; i < 64; i += 2 {
-			dst = append(dst, unhex(v[i])<<4|unhex(v[i+1]))
-		}
-		return dst, true
 	case len(v) <= maxInlineTag:
 		dst = append(dst, tagInline, byte(len(v)))
 		return append(dst, v...), true

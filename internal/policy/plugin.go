@@ -35,17 +35,25 @@ const (
 	ShadowReject
 )
 
+// actionNames are the actions' names in the plugin protocol.
+var actionNames = [...]string{Accept: "accept", Reject: "reject", ShadowReject: "shadowReject"}
+
 // String returns the action's name in the plugin protocol.
 func (a Action) String() string {
-	switch a {
-	case Accept:
-		return "accept"
-	case Reject:
-		return "reject"
-	case ShadowReject:
-		return "shadowReject"
+	if int(a) < len(actionNames) && actionNames[a] != "" {
+		return actionNames[a]
 	}
 	return "action(" + strconv.Itoa(int(a)) + ")"
+}
+
+// parseAction returns the action named name in the plugin protocol.
+func parseAction(name string) (Action, bool) {
+	for a, n := range actionNames {
+		if n != "" && n == name {
+			return Action(a), true
+		}
+	}
+	return 0, false
 }
 
 // Decision is a plugin's answer for one event.
@@ -193,16 +201,11 @@ func parseAnswer(line []byte) (answer, error) {
 			return out, fmt.Errorf("%w: msg is not a string", errAnswerAction)
 		}
 	}
-	switch a.Action {
-	case "accept":
-		out.Action = Accept
-	case "reject":
-		out.Action = Reject
-	case "shadowReject":
-		out.Action = ShadowReject
-	default:
+	act, ok := parseAction(a.Action)
+	if !ok {
 		return out, fmt.Errorf("%w: %q", errAnswerAction, a.Action)
 	}
+	out.Action = act
 	return out, nil
 }
 

@@ -645,3 +645,22 @@ func BenchmarkPluginRoundTrip(b *testing.B) {
 		})
 	}
 }
+
+func TestActionNames(t *testing.T) {
+	for _, a := range []Action{Accept, Reject, ShadowReject} {
+		if got, ok := parseAction(a.String()); !ok || got != a {
+			t.Errorf("parseAction(%q) = %v, %v", a.String(), got, ok)
+		}
+	}
+	for _, name := range []string{"", "Accept", "action(0)", "shadowreject"} {
+		if a, ok := parseAction(name); ok {
+			t.Errorf("parseAction(%q) = %v", name, a)
+		}
+	}
+	if s := Action(0).String(); s != "action(0)" {
+		t.Errorf("Action(0) = %q", s)
+	}
+	if s := Action(9).String(); s != "action(9)" {
+		t.Errorf("Action(9) = %q", s)
+	}
+}

@@ -3,9 +3,6 @@ package pebble
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -20,49 +17,12 @@ import (
 // like the other fixtures.
 func searchFixture(b *testing.B, n int) *Store {
 	b.Helper()
-	fixturesMu.Lock()
-	defer fixturesMu.Unlock()
-	if s := fixtures[-n]; s != nil {
-		return s
-	}
-	root := os.Getenv("PETREL_BENCH_DIR")
-	if root == "" {
-		root = os.TempDir()
-	}
-	name := strings.ReplaceAll(formatVersion+"-"+searchIndexVersion, "/", "-")
-	dir := filepath.Join(root, fmt.Sprintf("petrel-bench-search-%s-%d", name, n))
-	marker := filepath.Join(dir, "FIXTURE-COMPLETE")
-	if _, err := os.Stat(marker); err != nil {
-		os.RemoveAll(dir)
-		start := time.Now()
-		s, err := Open(Options{Path: dir, NoSync: true, Logger: quiet, PurgeInterval: -1, MaxBatch: 8192})
-		if err != nil {
-			b.Fatal(err)
-		}
-		err = storetest.SearchFixtureEvents(n, 4096, func(evs []*nostr.Event) error {
+	return cachedFixture(b, -n, "petrel-bench-search", func(s *Store) error {
+		return storetest.SearchFixtureEvents(n, 4096, func(evs []*nostr.Event) error {
 			_, err := s.Save(context.Background(), evs)
 			return err
 		})
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := s.db.Compact(context.Background(), []byte{0}, []byte{0xff}, true); err != nil {
-			b.Fatal(err)
-		}
-		if err := s.Close(); err != nil {
-			b.Fatal(err)
-		}
-		if err := os.WriteFile(marker, nil, 0o644); err != nil {
-			b.Fatal(err)
-		}
-		b.Logf("built search fixture of %d events in %v at %s", n, time.Since(start).Round(time.Millisecond), dir)
-	}
-	s, err := Open(Options{Path: dir, Logger: quiet, PurgeInterval: -1})
-	if err != nil {
-		b.Fatal(err)
-	}
-	fixtures[-n] = s
-	return s
+	})
 }
 
 // BenchmarkSearch: NIP-50 queries with limit 500 over 100,000 notes of

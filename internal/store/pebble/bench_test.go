@@ -33,16 +33,29 @@ var (
 
 func fixture(b *testing.B, n int) *Store {
 	b.Helper()
+	return cachedFixture(b, n, "petrel-bench", func(s *Store) error {
+		return storetest.LoadFixture(context.Background(), s, n, fixtureAuthors)
+	})
+}
+
+// cachedFixture returns the store cached under key (the fixture's size;
+// negative for the search fixture), opening its directory under
+// $PETREL_BENCH_DIR, named after prefix, the layout versions and the size,
+// and building it with fill first (unsynced, then compacted) if it is not
+// complete.
+func cachedFixture(b *testing.B, key int, prefix string, fill func(*Store) error) *Store {
+	b.Helper()
 	fixturesMu.Lock()
 	defer fixturesMu.Unlock()
-	if s := fixtures[n]; s != nil {
+	if s := fixtures[key]; s != nil {
 		return s
 	}
 	root := os.Getenv("PETREL_BENCH_DIR")
 	if root == "" {
 		root = os.TempDir()
 	}
-	dir := filepath.Join(root, fmt.Sprintf("petrel-bench-%s-%d", strings.ReplaceAll(formatVersion, "/", "-"), n))
+	name := strings.ReplaceAll(formatVersion+"-"+searchIndexVersion, "/", "-")
+	dir := filepath.Join(root, fmt.Sprintf("%s-%s-%d", prefix, name, max(key, -key)))
 	marker := filepath.Join(dir, "FIXTURE-COMPLETE")
 	if _, err := os.Stat(marker); err != nil {
 		os.RemoveAll(dir)
@@ -51,7 +64,7 @@ func fixture(b *testing.B, n int) *Store {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if err := storetest.LoadFixture(context.Background(), s, n, fixtureAuthors); err != nil {
+		if err := fill(s); err != nil {
 			b.Fatal(err)
 		}
 		if err := s.db.Compact(context.Background(), []byte{0}, []byte{0xff}, true); err != nil {
@@ -63,13 +76,13 @@ func fixture(b *testing.B, n int) *Store {
 		if err := os.WriteFile(marker, nil, 0o644); err != nil {
 			b.Fatal(err)
 		}
-		b.Logf("built fixture of %d events in %v at %s", n, time.Since(start).Round(time.Millisecond), dir)
+		b.Logf("built fixture %s in %v", dir, time.Since(start).Round(time.Millisecond))
 	}
 	s, err := Open(Options{Path: dir, Logger: quiet, PurgeInterval: -1})
 	if err != nil {
 		b.Fatal(err)
 	}
-	fixtures[n] = s
+	fixtures[key] = s
 	return s
 }
 

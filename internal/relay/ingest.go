@@ -15,8 +15,8 @@ type verifyJob struct {
 	s  *Session
 	ev *nostr.Event
 	t0 time.Time
-	// token is the store's store.Prechecker token from the duplicate
-	// check, when checked.
+	// token is the Relay.pre token from the duplicate check, when
+	// checked.
 	token   uint64
 	checked bool
 }
@@ -119,8 +119,8 @@ func (in *ingest) accept(j verifyJob) {
 		r.dispatch.push(dispatchItem{ev: j.ev, okTo: j.s, t0: j.t0, res: res, stored: true})
 	}
 	var err error
-	if pre, ok := r.store.(store.Prechecker); ok && j.checked {
-		err = pre.SubmitAfter(r.ctx, j.ev, j.token, done)
+	if j.checked {
+		err = r.pre.SubmitAfter(r.ctx, j.ev, j.token, done)
 	} else {
 		err = r.store.Submit(r.ctx, j.ev, done)
 	}
@@ -284,8 +284,8 @@ func (s *Session) handleEvent(ev *nostr.Event) {
 	if ev.Class() != nostr.Ephemeral {
 		var has bool
 		var err error
-		if pre, ok := r.store.(store.Prechecker); ok {
-			has, job.token, err = pre.HasAt(r.ctx, ev.ID)
+		if r.pre != nil {
+			has, job.token, err = r.pre.HasAt(r.ctx, ev.ID)
 			job.checked = err == nil
 		} else {
 			has, err = r.store.Has(r.ctx, ev.ID)

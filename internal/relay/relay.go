@@ -43,6 +43,7 @@ type Relay struct {
 	cfg      Config
 	limits   nostr.Limits
 	store    store.Store
+	pre      store.Prechecker // store, if it implements it; else nil
 	verifier nostr.Verifier
 	log      *slog.Logger
 	now      func() time.Time
@@ -111,6 +112,7 @@ func New(cfg Config, opts Options) (*Relay, error) {
 		idx:      newIndex(),
 		info:     opts.Info,
 	}
+	r.pre, _ = opts.Store.(store.Prechecker)
 	if r.verifier == nil {
 		r.verifier = nostr.DefaultVerifier()
 	}

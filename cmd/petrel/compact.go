@@ -6,9 +6,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -102,10 +99,7 @@ func runCompactCmd(ctx context.Context, f *compactFlags, stdout, stderr io.Write
 	if err != nil {
 		return err
 	}
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	ctx, stop := interruptible(ctx)
 	defer stop()
 	bar := newBar(stderr, f.quiet, "compacting", -1, false)
 	tick := make(chan struct{})

@@ -7,9 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
@@ -117,10 +115,7 @@ func runDeleteCmd(ctx context.Context, f *deleteFlags, stdin io.Reader, stdout, 
 		return err
 	}
 	defer st.Close()
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	ctx, stop := interruptible(ctx)
 	defer stop()
 
 	o := deleteOptions{DryRun: f.dryRun, Batch: f.batch}

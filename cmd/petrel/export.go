@@ -4,10 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
 	"slices"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -96,10 +93,7 @@ func runExportCmd(ctx context.Context, f *exportFlags, stdout, stderr io.Writer)
 	if err != nil {
 		return err
 	}
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	ctx, stop := interruptible(ctx)
 	defer stop()
 	var total int64 = -1
 	if !f.quiet && isTerminal(stderr) && !anyLimit(filters) {

@@ -9,13 +9,10 @@ import (
 	"io"
 	"net"
 	"net/url"
-	"os"
-	"os/signal"
 	"runtime"
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
@@ -221,10 +218,7 @@ func runImportCmd(ctx context.Context, f *importFlags, path string, stdin io.Rea
 	}
 	bar.b = newBar(stderr, f.quiet, "importing", size, true)
 
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	ctx, stop := interruptible(ctx)
 	defer stop()
 	res, err := importEvents(ctx, st, in, importOptions{
 		NoVerify:  f.noVerify,

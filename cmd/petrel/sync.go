@@ -6,10 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
 	"strconv"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -143,10 +140,7 @@ func runSync(ctx context.Context, f *syncFlags, remote string, stdout, stderr io
 			o.Progress = &syncProgress{p: p}
 		}
 	}
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	ctx, stop := interruptible(ctx)
 	defer stop()
 
 	res, err := psync.Run(ctx, o)

@@ -8,6 +8,7 @@ package main
 import (
 	"bufio"
 	"compress/gzip"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -411,6 +413,15 @@ func printJSON(w io.Writer, v any) error {
 
 // toolSetup loads the config and makes the logger of a maintenance
 // command.
+// interruptible returns ctx (Background if nil), cancelled by SIGINT or
+// SIGTERM, for commands that stop cleanly when their context ends.
+func interruptible(ctx context.Context) (context.Context, context.CancelFunc) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	return signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+}
+
 func toolSetup(cf *commonFlags) (config.Config, *slog.Logger, error) {
 	cfg, err := cf.load()
 	if err != nil {

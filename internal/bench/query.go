@@ -368,6 +368,22 @@ func splitLimit(limit, k int) []int {
 	return out
 }
 
+// prepareQueries does what the query scenarios share before their
+// queries: records their parameters, reads the relay's NIP-11 document and
+// fills the store. ok is false when the fill failed; the caller then
+// returns r.finish().
+func (r *runner) prepareQueries() (ri *RelayInfo, g *Generator, perAuthor []int, ok bool) {
+	r.param("requests", r.o.Requests)
+	r.param("conns", r.o.Conns)
+	ri = r.relayInfo()
+	g, perAuthor = r.fill(r.o.Fill)
+	if r.Failed() {
+		r.checkConns()
+		return ri, g, perAuthor, false
+	}
+	return ri, g, perAuthor, true
+}
+
 // Req fills the store (Options.Fill events over Options.Authors authors),
 // then repeats a REQ for Options.Limit kind-1 events by the bench's
 // authors and measures the time to EOSE. If the relay's NIP-11 max_limit
@@ -380,12 +396,8 @@ func Req(o Options) (*Result, error) {
 	}
 	o = r.o
 	r.param("limit", o.Limit)
-	r.param("requests", o.Requests)
-	r.param("conns", o.Conns)
-	ri := r.relayInfo()
-	g, perAuthor := r.fill(o.Fill)
-	if r.Failed() {
-		r.checkConns()
+	ri, g, perAuthor, ok := r.prepareQueries()
+	if !ok {
 		return r.finish(), nil
 	}
 	k := 1
@@ -445,12 +457,8 @@ func Feed(o Options) (*Result, error) {
 		return nil, err
 	}
 	o = r.o
-	r.param("requests", o.Requests)
-	r.param("conns", o.Conns)
-	ri := r.relayInfo()
-	g, perAuthor := r.fill(o.Fill)
-	if r.Failed() {
-		r.checkConns()
+	ri, g, perAuthor, ok := r.prepareQueries()
+	if !ok {
 		return r.finish(), nil
 	}
 	limit := 500
@@ -495,16 +503,12 @@ func Search(o Options) (*Result, error) {
 		return nil, err
 	}
 	o = r.o
-	r.param("requests", o.Requests)
-	r.param("conns", o.Conns)
-	ri := r.relayInfo()
+	ri, _, _, ok := r.prepareQueries()
+	if !ok {
+		return r.finish(), nil
+	}
 	if ri.SupportedNIPs != nil && !ri.Supports(50) {
 		r.res.Note("the relay's NIP-11 supported_nips does not list 50 (search)")
-	}
-	r.fill(o.Fill)
-	if r.Failed() {
-		r.checkConns()
-		return r.finish(), nil
 	}
 	limit := 500
 	if ri.MaxLimit > 0 && ri.MaxLimit < limit {

@@ -34,6 +34,8 @@ package nostr
 #cgo LDFLAGS: -ldl
 #cgo noescape petrel_secp_verify
 #cgo nocallback petrel_secp_verify
+#cgo noescape petrel_secp_verify_batch
+#cgo nocallback petrel_secp_verify_batch
 #cgo noescape petrel_secp_sign
 #cgo nocallback petrel_secp_sign
 #cgo noescape petrel_secp_pubkey
@@ -133,6 +135,16 @@ static int petrel_secp_verify(const unsigned char *sig64, const unsigned char *m
 	return petrel_schnorrsig_verify(petrel_ctx, sig64, msg32, 32, &pk);
 }
 
+// petrel_secp_verify_batch checks n signatures packed in in as n records
+// of sig(64) msg(32) pub(32), setting ok[i] to petrel_secp_verify's answer
+// for record i.
+static void petrel_secp_verify_batch(const unsigned char *in, size_t n, unsigned char *ok) {
+	for (size_t i = 0; i < n; i++) {
+		const unsigned char *r = in + 128 * i;
+		ok[i] = (unsigned char)petrel_secp_verify(r, r + 64, r + 96);
+	}
+}
+
 // petrel_secp_sign writes the BIP-340 signature of msg32 by seckey32 with
 // auxiliary randomness aux32 to sig64. It returns 0 if the secret key is
 // invalid.
@@ -182,6 +194,28 @@ func (libsecpBackend) Verify(pub *PubKey, msg *[32]byte, sig *Sig) bool {
 		(*C.uchar)(unsafe.Pointer(&msg[0])),
 		(*C.uchar)(unsafe.Pointer(&pub[0])),
 	) == 1
+}
+
+// VerifyEvents implements BatchVerifier: one cgo call per verifyBatchMax
+// events, with the inputs packed into one stack buffer (Go memory passed to
+// C must not hold Go pointers).
+func (libsecpBackend) VerifyEvents(evs []*Event, ok []bool) {
+	var in [verifyBatchMax * 128]byte
+	var res [verifyBatchMax]C.uchar
+	for len(evs) > 0 {
+		n := min(len(evs), verifyBatchMax)
+		for i, ev := range evs[:n] {
+			r := in[128*i : 128*i+128]
+			copy(r, ev.Sig[:])
+			copy(r[64:], ev.ID[:])
+			copy(r[96:], ev.PubKey[:])
+		}
+		C.petrel_secp_verify_batch((*C.uchar)(unsafe.Pointer(&in[0])), C.size_t(n), &res[0])
+		for i := range n {
+			ok[i] = res[i] == 1
+		}
+		evs, ok = evs[n:], ok[n:]
+	}
 }
 
 func (libsecpBackend) sign(sk *SecretKey, msg, aux *[32]byte) Sig {

@@ -442,3 +442,26 @@ func FuzzSignVerify(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkVerifyEvents is VerifyEvents over a full batch; ns/event is
+// comparable with BenchmarkVerify's ns/op.
+func BenchmarkVerifyEvents(b *testing.B) {
+	evs := make([]*Event, verifyBatchMax)
+	for i := range evs {
+		evs[i] = &Event{CreatedAt: int64(1700000000 + i), Kind: 1, Content: "bench"}
+		SignEvent(evs[i], SecretKeyFromSeed([]byte{byte(i)}))
+	}
+	ok := make([]bool, len(evs))
+	for _, be := range testBackends(b) {
+		b.Run(be.Name(), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				VerifyEvents(be, evs, ok)
+			}
+			if !ok[len(ok)-1] {
+				b.Fatal("valid signature rejected")
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(evs)), "ns/event")
+		})
+	}
+}

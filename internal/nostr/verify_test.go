@@ -1,6 +1,7 @@
 package nostr
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -95,4 +96,39 @@ func TestVerifierEnvSubprocess(t *testing.T) {
 		auto = VerifierLibsecp
 	}
 	f("", auto)
+}
+
+// TestVerifyEvents checks the batch form against VerifyEvent, one event at
+// a time, on every backend, over more events than one cgo call takes and
+// with invalid ones (bad signature, wrong id, key off the curve) at the
+// ends and in the middle of a call's chunk.
+func TestVerifyEvents(t *testing.T) {
+	const n = 2*verifyBatchMax + 5
+	evs := make([]*Event, n)
+	for i := range evs {
+		ev := &Event{CreatedAt: int64(1700000000 + i), Kind: 1, Content: fmt.Sprintf("note %d", i)}
+		SignEvent(ev, SecretKeyFromSeed([]byte{byte(i % 3)}))
+		evs[i] = ev
+	}
+	evs[0].Sig[5] ^= 1
+	evs[verifyBatchMax-1].ID[0] ^= 1
+	evs[verifyBatchMax].PubKey = PubKey(bytes.Repeat([]byte{0xff}, 32))
+	evs[n-1].Sig[63] ^= 0x80
+	invalid := map[int]bool{0: true, verifyBatchMax - 1: true, verifyBatchMax: true, n - 1: true}
+	for _, be := range testBackends(t) {
+		t.Run(be.Name(), func(t *testing.T) {
+			for _, m := range []int{0, 1, verifyBatchMax, n} {
+				ok := make([]bool, m)
+				for i := range ok {
+					ok[i] = invalid[i] // the opposite of every expected answer
+				}
+				VerifyEvents(be, evs[:m], ok)
+				for i := range m {
+					if ok[i] != !invalid[i] || ok[i] != VerifyEvent(be, evs[i]) {
+						t.Errorf("%d events: ok[%d] = %v, want %v", m, i, ok[i], !invalid[i])
+					}
+				}
+			}
+		})
+	}
 }

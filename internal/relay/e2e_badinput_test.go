@@ -173,3 +173,38 @@ func TestBadInputFrames(t *testing.T) {
 	expectWorks(t, c)
 	waitFor(t, "closed connections to be released", func() bool { return r.Stats().ConnectionsActive == 2 })
 }
+
+// TestPipelinedForgeries sends a burst of notes without waiting, some with
+// forged signatures, so that the verifier takes them from its queue in
+// batches: each forgery gets "invalid: bad signature", every other note
+// OK true, and only those are stored.
+func TestPipelinedForgeries(t *testing.T) {
+	r := relaytest.Start(t, relaytest.Options{Relay: relay.Config{VerifyWorkers: 1}})
+	alice := relaytest.NewKey("alice")
+	c := relaytest.Dial(t, r.URL)
+	events := notes(alice, 100, "burst")
+	forged := map[nostr.ID]bool{}
+	for i, ev := range events {
+		if i%7 == 3 || i == len(events)-1 {
+			ev.Sig[i%64] ^= 1
+			ev.Raw = nostr.Serialize(ev)
+			forged[ev.ID] = true
+		}
+	}
+	oks, rest := publishAll(t, c, events, len(events))
+	if len(rest) != 0 {
+		t.Fatalf("unexpected messages: %s", describe(rest[0]))
+	}
+	for _, ev := range events {
+		m := oks[ev.ID]
+		switch {
+		case forged[ev.ID] && (m.OK || m.Message != "invalid: bad signature"):
+			t.Errorf("forged %.12s: %s", ev.ID.Hex(), describe(m))
+		case !forged[ev.ID] && !m.OK:
+			t.Errorf("valid %.12s: %s", ev.ID.Hex(), describe(m))
+		}
+	}
+	if n, want := storedCount(t, r), int64(len(events)-len(forged)); n != want {
+		t.Fatalf("stored %d events, want %d", n, want)
+	}
+}

@@ -78,28 +78,67 @@ func (in *ingest) offer(j verifyJob) (ok, closed bool) {
 	}
 }
 
+// verifyBatch is the most jobs a verifier takes from the queue at once
+// (nostr.VerifyEvents checks them in one call).
+const verifyBatch = 16
+
 func (in *ingest) run() {
 	defer in.workers.Done()
 	r := in.r
+	jobs := make([]verifyJob, 0, verifyBatch)
+	evs := make([]*nostr.Event, 0, verifyBatch)
+	var ok [verifyBatch]bool
 	for j := range in.queue {
-		if !nostr.VerifyEvent(r.verifier, j.ev) {
-			j.s.finishEvent(j, nostr.Reject(nostr.PrefixInvalid, "bad signature"), "")
-			continue
-		}
-		// Checks that trust the pubkey: after verification (policy.go).
-		if r.limEventPK != nil {
-			if rej := r.limEventPK.AllowEvent(netip.Addr{}, j.ev.PubKey); rej != nil {
-				r.stats.LimitTrips[limEventRatePubKey].Add(1)
-				j.s.finishEvent(j, rej, "")
-				continue
+		jobs = append(jobs[:0], j)
+		// Take what is already queued, up to an even share per verifier
+		// (so that a short queue is still verified on every core), without
+		// waiting for more.
+		share := min(verifyBatch, 1+len(in.queue)/r.cfg.VerifyWorkers)
+	take:
+		for len(jobs) < share {
+			select {
+			case j, open := <-in.queue:
+				if !open {
+					break take
+				}
+				jobs = append(jobs, j)
+			default:
+				break take
 			}
 		}
-		if r.plugin != nil && j.ev.Kind != nostr.KindRequestToVanish {
-			in.checkPlugin(j)
-			continue
+		evs = evs[:0]
+		for i := range jobs {
+			evs = append(evs, jobs[i].ev)
 		}
-		in.accept(j)
+		nostr.VerifyEvents(r.verifier, evs, ok[:])
+		for i := range jobs {
+			in.verified(jobs[i], ok[i])
+		}
+		clear(jobs)
+		clear(evs)
 	}
+}
+
+// verified takes a job on after its signature check.
+func (in *ingest) verified(j verifyJob, valid bool) {
+	r := in.r
+	if !valid {
+		j.s.finishEvent(j, nostr.Reject(nostr.PrefixInvalid, "bad signature"), "")
+		return
+	}
+	// Checks that trust the pubkey: after verification (policy.go).
+	if r.limEventPK != nil {
+		if rej := r.limEventPK.AllowEvent(netip.Addr{}, j.ev.PubKey); rej != nil {
+			r.stats.LimitTrips[limEventRatePubKey].Add(1)
+			j.s.finishEvent(j, rej, "")
+			return
+		}
+	}
+	if r.plugin != nil && j.ev.Kind != nostr.KindRequestToVanish {
+		in.checkPlugin(j)
+		return
+	}
+	in.accept(j)
 }
 
 // accept hands a verified, accepted event on: ephemeral events to the

@@ -27,10 +27,11 @@ func openStore(cfg config.Config, log *slog.Logger) (store.Store, error) {
 // setting would drop or rebuild the search index).
 func pebbleOptions(cfg config.Config, log *slog.Logger) pebble.Options {
 	return pebble.Options{
-		Path:          cfg.Store.Path,
-		NoSync:        cfg.Store.NoSync,
-		CacheSize:     cfg.Store.CacheBytes,
-		DisableSearch: cfg.Store.DisableSearch,
-		Logger:        log,
+		Path:             cfg.Store.Path,
+		NoSync:           cfg.Store.NoSync,
+		CacheSize:        cfg.Store.CacheBytes,
+		IDFilterMaxBytes: cfg.Store.IDFilterBytes,
+		DisableSearch:    cfg.Store.DisableSearch,
+		Logger:           log,
 	}
 }

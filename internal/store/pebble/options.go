@@ -3,6 +3,7 @@ package pebble
 import (
 	"fmt"
 	"log/slog"
+	"math/bits"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -65,6 +66,17 @@ type Options struct {
 	// (petrel compact --rebuild-search). Default false.
 	RebuildSearch bool
 
+	// IDFilterMaxBytes caps the in-memory filter of stored ids that
+	// spares HasAt a database lookup for most new ids (16 bits per
+	// stored event, rounded to a power of two; past the cap the filter
+	// grows less precise, never wrong). Default 64 MiB (32 million events
+	// at full precision); negative: no filter.
+	IDFilterMaxBytes int
+
+	// idFilterMinBytes is the smallest filter (seenMinBytes; tests set
+	// it small). A power of two, at least 64.
+	idFilterMinBytes int
+
 	// recentIDs is how many stored ids the writer remembers for
 	// SubmitAfter (defaultRecentIDs; tests set it small).
 	recentIDs int
@@ -90,6 +102,7 @@ const (
 	DefaultPurgeInterval = time.Minute
 
 	DefaultSearchPostingsPerTerm = 20000
+	DefaultIDFilterMaxBytes      = 64 << 20
 )
 
 func (o *Options) withDefaults() (Options, error) {
@@ -102,6 +115,16 @@ func (o *Options) withDefaults() (Options, error) {
 	}
 	if r.MemTableSize == 0 {
 		r.MemTableSize = DefaultMemTableSize
+	}
+	switch {
+	case r.IDFilterMaxBytes == 0:
+		r.IDFilterMaxBytes = DefaultIDFilterMaxBytes
+	case r.IDFilterMaxBytes > 0:
+		// A power of two, at least the smallest filter.
+		r.IDFilterMaxBytes = max(1<<(bits.Len(uint(r.IDFilterMaxBytes))-1), seenMinBytes)
+	}
+	if r.idFilterMinBytes == 0 {
+		r.idFilterMinBytes = seenMinBytes
 	}
 	if r.MaxBatch <= 0 {
 		r.MaxBatch = DefaultMaxBatch

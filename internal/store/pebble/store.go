@@ -52,6 +52,17 @@ type Store struct {
 	// precheckHits counts saves whose duplicate lookup the token spared
 	// (for tests).
 	precheckHits atomic.Uint64
+	// seen is the filter of stored ids HasAt consults (nil until built);
+	// seenBuilding is a filter being built, which the writer also adds
+	// to; seenBuild is set while a build runs (see seen.go).
+	seen         atomic.Pointer[seenFilter]
+	seenBuilding atomic.Pointer[seenFilter]
+	seenBuild    atomic.Bool
+	seenOnce     sync.Once
+	seenSkips    atomic.Uint64 // lookups the filter spared (for tests)
+	// bg counts background goroutines Close waits for before closing
+	// pebble.
+	bg sync.WaitGroup
 	// deadPostings mirrors the writer's count of postings of removed
 	// events (Stats).
 	deadPostings atomic.Uint64
@@ -305,6 +316,15 @@ func (s *Store) HasAt(ctx context.Context, id nostr.ID) (bool, uint64, error) {
 		return false, 0, store.ErrClosed
 	}
 	token := s.commits.Load()
+	f := s.seen.Load()
+	if f == nil {
+		// Built at the first call, not at Open: tools that never ask
+		// (export, scan) do not pay for it.
+		s.seenOnce.Do(func() { s.startSeenBuild(s.estimateIDs()) })
+	} else if !f.mayContain(&id) {
+		s.seenSkips.Add(1)
+		return false, token, nil
+	}
 	found, err := hasKey(s.db, idKey(&id))
 	if err != nil {
 		return false, 0, err
@@ -344,6 +364,7 @@ func (s *Store) Close() error {
 	<-s.purgeDone
 	close(s.queue)
 	<-s.writerDone
+	s.bg.Wait()
 	s.itersMu.Lock()
 	iters := s.iters
 	s.iters = nil

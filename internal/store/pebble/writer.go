@@ -100,6 +100,8 @@ type writer struct {
 
 	// recent spares the duplicate lookup of events checked with HasAt.
 	recent *recentIDs
+	// batchIDs are the ids the current batch stores (for Store.addSeen).
+	batchIDs []nostr.ID
 }
 
 func newWriter(s *Store) (*writer, error) {
@@ -283,12 +285,14 @@ func (w *writer) commit(reqs []*request) {
 			w.s.deadPostings.Store(w.dead)
 		}
 		if len(w.recent.batch) > 0 {
+			w.s.addSeen(w.batchIDs) // before the commit count moves on
 			w.recent.committed(w.s.commits.Add(1))
 		}
 		w.searchStats.Docs += w.searchDelta.Docs
 		w.searchStats.TotalLen += w.searchDelta.TotalLen
 	}
 	w.searchDelta = search.Stats{}
+	w.batchIDs = w.batchIDs[:0]
 	for _, r := range reqs {
 		w.report(r, err)
 	}
@@ -452,6 +456,7 @@ func (w *writer) insert(ev *nostr.Event, aKey []byte) error {
 		return err
 	}
 	w.recent.stored(&ev.ID)
+	w.batchIDs = append(w.batchIDs, ev.ID)
 	w.keys.build(ev)
 	for _, k := range w.keys.all() {
 		if err := b.Set(k, val, nil); err != nil {

@@ -47,15 +47,16 @@ func (st *settler) run(tick time.Duration) {
 			return
 		case <-tk.C:
 		}
+		// current starts afresh: reusing due's array for it would let add
+		// append into the slots this loop is still reading.
 		st.mu.Lock()
 		due := st.previous
-		st.previous, st.current = st.current, due[:0]
+		st.previous, st.current = st.current, nil
 		st.mu.Unlock()
-		for i, t := range due {
+		for _, t := range due {
 			if !t.closing.Load() {
 				_ = t.nbc.SetReadDeadline(time.Time{})
 			}
-			due[i] = nil
 		}
 	}
 }

@@ -83,8 +83,9 @@ type Runtime struct {
 	// may use. On a single-CPU host, 2 lets the kernel interleave the
 	// relay's request path with pebble's background flushes and
 	// compactions instead of queueing it behind them for Go's 10 ms time
-	// slices: measured OK p99 at 3,000 events/s fell from 157-191 ms to
-	// 12-19 ms, for 8-15% more CPU per event (docs/BENCHMARKS.md, bar 5).
+	// slices, at a CPU cost per event that depends on the host (8-15% on
+	// one VM, a third on another; OK p99 gains from large to none: see
+	// docs/operations.md and measure with petrel bench ladder).
 	// The GOMAXPROCS environment variable, when set, wins. Default 0.
 	GOMAXPROCS int `toml:"gomaxprocs"`
 }

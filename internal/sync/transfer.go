@@ -58,6 +58,9 @@ func (s *syncer) transfer(ctx context.Context, phase string, ids []nostr.ID, src
 			select {
 			case ch <- batch{len(part), evs}:
 			case <-ctx.Done():
+				// Stopped before the last chunk: the transfer is not
+				// complete, and must not be reported as if it were.
+				ferr = ctx.Err()
 				return
 			}
 		}

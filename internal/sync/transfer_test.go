@@ -2,6 +2,7 @@ package sync
 
 import (
 	"context"
+	"errors"
 	"strings"
 	gosync "sync"
 	"testing"
@@ -136,4 +137,39 @@ func TestChunkSizes(t *testing.T) {
 	f(500, 0, 16384, 241)
 	f(500, 0, 100, 1)
 	f(50, 5000, 131072, 50)
+}
+
+// instantSource hands out empty chunks of one id at once, ignoring ctx.
+type instantSource struct{}
+
+func (instantSource) chunk() int { return 1 }
+func (instantSource) fetch(context.Context, []nostr.ID, *Transfer) ([]*nostr.Event, error) {
+	return nil, nil
+}
+
+// cancellingSink cancels the run's context at its first put and
+// succeeds.
+type cancellingSink struct{ cancel context.CancelFunc }
+
+func (s cancellingSink) put(context.Context, []*nostr.Event, *Transfer) error {
+	s.cancel()
+	return nil
+}
+
+// TestTransferCancelled: a transfer whose context ends before its
+// fetcher has handed over every chunk reports the cancellation, not
+// success (the fetcher used to stop quietly, and a cancelled sync then
+// looked complete).
+func TestTransferCancelled(t *testing.T) {
+	t.Parallel()
+	s := &syncer{}
+	ids := make([]nostr.ID, 10000)
+	for range 20 {
+		ctx, cancel := context.WithCancel(context.Background())
+		err := s.transfer(ctx, "test", ids, instantSource{}, cancellingSink{cancel}, &Transfer{})
+		cancel()
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("cancelled transfer returned %v, want context.Canceled", err)
+		}
+	}
 }

@@ -273,3 +273,15 @@ func TestGracefulShutdown(t *testing.T) {
 		t.Logf("round %d: %d of %d events committed and answered, %d refused (shutting down)", round, committed, len(evs), refused)
 	}
 }
+
+// TestIDFilterStat: the store's filter of stored ids is built after the
+// first EVENT and its memory shows in /stats.
+func TestIDFilterStat(t *testing.T) {
+	r := relaytest.Start(t, relaytest.Options{})
+	if n := statsJSON(t, r)["id_filter_bytes"]; n != 0.0 {
+		t.Fatalf("id_filter_bytes %v before any EVENT", n)
+	}
+	c := relaytest.Dial(t, r.URL)
+	c.MustPublish(relaytest.NewKey("alice").Note("first"))
+	waitFor(t, "id_filter_bytes = 1 MiB", func() bool { return statsJSON(t, r)["id_filter_bytes"] == float64(1<<20) })
+}

@@ -182,6 +182,7 @@ func (r *Relay) Stats() Snapshot {
 	st := r.store.Stats()
 	s.DBSizeBytes = st.SizeBytes
 	s.SearchDeadPostings = st.SearchDeadPostings
+	s.IDFilterBytes = st.IDFilterBytes
 	s.StoreBackend = st.Backend
 	s.SubscriptionsActive = int64(r.idx.count())
 	s.NegStats = r.NegStats()

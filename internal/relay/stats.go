@@ -113,7 +113,9 @@ type Snapshot struct {
 	DBSizeBytes   int64   `json:"db_size_bytes"`
 	// SearchDeadPostings: search postings of removed events still in the
 	// index (petrel compact --rebuild-search clears them).
-	SearchDeadPostings  int64            `json:"search_dead_postings"`
+	SearchDeadPostings int64 `json:"search_dead_postings"`
+	// IDFilterBytes: memory of the store's filter of stored ids.
+	IDFilterBytes       int64            `json:"id_filter_bytes"`
 	ConnectionsActive   int64            `json:"connections_active"`
 	ConnectionsTotal    int64            `json:"connections_total"`
 	ConnectionsRejected int64            `json:"connections_rejected"`

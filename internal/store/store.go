@@ -118,6 +118,9 @@ type Stats struct {
 	// index still holds (the pebble store leaves them in place; a rebuild,
 	// petrel compact --rebuild-search, clears them).
 	SearchDeadPostings int64
+	// IDFilterBytes is the memory of the pebble store's filter of stored
+	// ids (0 until it is built, or when it is off).
+	IDFilterBytes int64
 }
 
 // Store is an event store. All methods are safe for concurrent use.

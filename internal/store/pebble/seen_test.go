@@ -93,7 +93,13 @@ func waitSeen(t *testing.T, s *Store) *seenFilter {
 func TestSeenSparesLookup(t *testing.T) {
 	s := openTest(t, Options{NoSync: true})
 	defer s.Close()
+	if n := s.Stats().IDFilterBytes; n != 0 {
+		t.Fatalf("IDFilterBytes %d before the first HasAt", n)
+	}
 	waitSeen(t, s)
+	if n := s.Stats().IDFilterBytes; n != seenMinBytes {
+		t.Fatalf("IDFilterBytes %d for an empty store, want %d", n, seenMinBytes)
+	}
 	rng := rand.New(rand.NewPCG(3, 4))
 	var stored []*nostr.Event
 	for i := range 20 {
@@ -219,7 +225,7 @@ func TestSeenOff(t *testing.T) {
 			t.Fatal("a new id is found")
 		}
 	}
-	if s.seen.Load() != nil || s.seenBuild.Load() || s.seenSkips.Load() != 0 {
+	if s.seen.Load() != nil || s.seenBuild.Load() || s.seenSkips.Load() != 0 || s.Stats().IDFilterBytes != 0 {
 		t.Fatal("a filter was built with IDFilterMaxBytes < 0")
 	}
 }

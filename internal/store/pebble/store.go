@@ -339,6 +339,9 @@ func (s *Store) Stats() store.Stats {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	st.SearchDeadPostings = int64(s.deadPostings.Load())
+	if f := s.seen.Load(); f != nil {
+		st.IDFilterBytes = int64(len(f.words) * 8)
+	}
 	if s.closed.Load() {
 		st.SizeBytes = s.lastSize.Load()
 		return st

@@ -31,6 +31,7 @@ func pebbleOptions(cfg config.Config, log *slog.Logger) pebble.Options {
 		NoSync:           cfg.Store.NoSync,
 		CacheSize:        cfg.Store.CacheBytes,
 		IDFilterMaxBytes: cfg.Store.IDFilterBytes,
+		BodyCacheBytes:   cfg.Store.BodyCacheBytes,
 		DisableSearch:    cfg.Store.DisableSearch,
 		Logger:           log,
 	}

@@ -46,6 +46,12 @@ type Store struct {
 	// grows less precise. Default 64 MiB (enough for 32 million events);
 	// negative turns it off.
 	IDFilterBytes int `toml:"id_filter_bytes"`
+	// BodyCacheBytes is the memory for the bodies of the most recently
+	// stored events (at most 65,536), which stored queries then read
+	// without a database seek: recent events are what feeds ask for, and
+	// they sit in the store's memtables, where a seek is slowest. Default
+	// 32 MiB; negative turns it off.
+	BodyCacheBytes int64 `toml:"body_cache_bytes"`
 	// DisableSearch turns the NIP-50 full-text index off: events are
 	// stored faster (the index roughly triples the store's write cost per
 	// text note), search REQs return nothing and NIP-11 does not list 50.
@@ -106,6 +112,9 @@ func (c Config) Normalize() Config {
 	}
 	if c.Store.IDFilterBytes == 0 {
 		c.Store.IDFilterBytes = 64 << 20
+	}
+	if c.Store.BodyCacheBytes == 0 {
+		c.Store.BodyCacheBytes = 32 << 20
 	}
 	if c.Log.Level == "" {
 		c.Log.Level = "info"

@@ -73,6 +73,11 @@ type Options struct {
 	// at full precision); negative: no filter.
 	IDFilterMaxBytes int
 
+	// BodyCacheBytes is the memory for the bodies of the most recently
+	// stored events (at most 65,536 of them), which queries then read
+	// without a database seek. Default 32 MiB; negative: no cache.
+	BodyCacheBytes int64
+
 	// idFilterMinBytes is the smallest filter (seenMinBytes; tests set
 	// it small). A power of two, at least 64.
 	idFilterMinBytes int
@@ -103,6 +108,7 @@ const (
 
 	DefaultSearchPostingsPerTerm = 20000
 	DefaultIDFilterMaxBytes      = 64 << 20
+	DefaultBodyCacheBytes        = 32 << 20
 )
 
 func (o *Options) withDefaults() (Options, error) {
@@ -122,6 +128,9 @@ func (o *Options) withDefaults() (Options, error) {
 	case r.IDFilterMaxBytes > 0:
 		// A power of two, at least the smallest filter.
 		r.IDFilterMaxBytes = max(1<<(bits.Len(uint(r.IDFilterMaxBytes))-1), seenMinBytes)
+	}
+	if r.BodyCacheBytes == 0 {
+		r.BodyCacheBytes = DefaultBodyCacheBytes
 	}
 	if r.idFilterMinBytes == 0 {
 		r.idFilterMinBytes = seenMinBytes

@@ -204,6 +204,9 @@ func (q *query) close() error {
 // iterator kept open for the query: a seek on an open iterator costs a
 // fraction of a Get, which opens its sstable iterators anew every time.
 func (q *query) body(serial uint64, dst []byte) (nostr.PubKey, []byte, bool, error) {
+	if e := q.s.bodies.get(serial); e != nil {
+		return e.pk, append(dst[:0], e.raw...), true, nil
+	}
 	if q.bodyIt == nil {
 		it, err := q.snap.NewIter(&pebble.IterOptions{LowerBound: []byte{pfxBody}, UpperBound: []byte{pfxBody + 1}})
 		if err != nil {

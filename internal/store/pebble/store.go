@@ -60,6 +60,8 @@ type Store struct {
 	seenBuild    atomic.Bool
 	seenOnce     sync.Once
 	seenSkips    atomic.Uint64 // lookups the filter spared (for tests)
+	// bodies caches the bodies of recently stored events (nil when off).
+	bodies *bodyCache
 	// bg counts background goroutines Close waits for before closing
 	// pebble.
 	bg sync.WaitGroup
@@ -110,6 +112,7 @@ func Open(opts Options) (*Store, error) {
 		writerDone: make(chan struct{}),
 		purgeDone:  make(chan struct{}),
 		iters:      make(map[*iterator]struct{}),
+		bodies:     newBodyCache(o.BodyCacheBytes),
 	}
 	upgrade, err := s.checkFormat()
 	if err == nil {

@@ -102,6 +102,15 @@ type writer struct {
 	recent *recentIDs
 	// batchIDs are the ids the current batch stores (for Store.addSeen).
 	batchIDs []nostr.ID
+	// batchBodies are the bodies the current batch stores (for
+	// Store.bodies).
+	batchBodies []storedBody
+}
+
+type storedBody struct {
+	serial uint64
+	ev     *nostr.Event
+	raw    []byte
 }
 
 func newWriter(s *Store) (*writer, error) {
@@ -286,6 +295,9 @@ func (w *writer) commit(reqs []*request) {
 		}
 		if len(w.recent.batch) > 0 {
 			w.s.addSeen(w.batchIDs) // before the commit count moves on
+			for _, b := range w.batchBodies {
+				w.s.bodies.add(b.serial, &b.ev.PubKey, b.raw)
+			}
 			w.recent.committed(w.s.commits.Add(1))
 		}
 		w.searchStats.Docs += w.searchDelta.Docs
@@ -293,6 +305,8 @@ func (w *writer) commit(reqs []*request) {
 	}
 	w.searchDelta = search.Stats{}
 	w.batchIDs = w.batchIDs[:0]
+	clear(w.batchBodies)
+	w.batchBodies = w.batchBodies[:0]
 	for _, r := range reqs {
 		w.report(r, err)
 	}
@@ -457,6 +471,7 @@ func (w *writer) insert(ev *nostr.Event, aKey []byte) error {
 	}
 	w.recent.stored(&ev.ID)
 	w.batchIDs = append(w.batchIDs, ev.ID)
+	w.batchBodies = append(w.batchBodies, storedBody{m.serial, ev, raw})
 	w.keys.build(ev)
 	for _, k := range w.keys.all() {
 		if err := b.Set(k, val, nil); err != nil {

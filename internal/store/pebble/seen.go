@@ -29,11 +29,12 @@ import (
 // ids ground to collide; the filter is never wrong the other way.
 //
 // The first HasAt starts the build, in the background; lookups go to
-// pebble until it is done. Sizing: 16 bits per id, a power of two between seenMinBytes and
-// Options.IDFilterMaxBytes. At open the number of ids is estimated from
-// the I keys' disk space; once the filter holds more ids than it was
-// sized for it is rebuilt, twice as large, in the background (the old one
-// answers meanwhile). At the size cap it stays and only grows less precise.
+// pebble until it is done. Sizing: 16 bits per id, a power of two between
+// seenMinBytes and Options.IDFilterMaxBytes, for twice the number of ids
+// estimated from the I keys' disk space. Once the filter holds more ids
+// than it was sized for it is rebuilt, twice as large, in the background
+// (the old one answers meanwhile). At the size cap it stays and only
+// grows less precise.
 
 // seenMinBytes is the smallest filter (for up to half a million ids;
 // Options.idFilterMinBytes in tests).

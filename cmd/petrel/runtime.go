@@ -12,8 +12,9 @@ import (
 )
 
 // applyRuntime sets the garbage collector's target (unless GOGC is set)
-// and GOMAXPROCS (if configured and GOMAXPROCS is not set), and starts the loop that returns freed heap to the OS. The returned
-// function stops the loop and waits for it to end.
+// and GOMAXPROCS (if configured and GOMAXPROCS is not set), and starts
+// the loop that returns freed heap to the OS. The returned function stops
+// the loop and waits for it to end.
 func applyRuntime(c config.Runtime, log *slog.Logger) (stop func()) {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(c.GCPercent)

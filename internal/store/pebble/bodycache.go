@@ -27,8 +27,7 @@ type bodyCache struct {
 	budget int64
 	// Writer only.
 	bytes  int64
-	oldest uint64 // no serial below it is cached
-	empty  bool
+	oldest uint64 // no serial below it is cached; 0 before the first add (serials start at 1)
 }
 
 type cachedBody struct {
@@ -48,7 +47,7 @@ func newBodyCache(budget int64) *bodyCache {
 	if budget <= 0 {
 		return nil
 	}
-	return &bodyCache{slots: make([]atomic.Pointer[cachedBody], bodyCacheSlots), mask: bodyCacheSlots - 1, budget: budget, empty: true}
+	return &bodyCache{slots: make([]atomic.Pointer[cachedBody], bodyCacheSlots), mask: bodyCacheSlots - 1, budget: budget}
 }
 
 // get returns the cached body of serial, or nil.
@@ -69,8 +68,8 @@ func (c *bodyCache) add(serial uint64, pk *nostr.PubKey, raw []byte) {
 	if c == nil || int64(len(raw)+cachedBodyOverhead) > c.budget/4 {
 		return
 	}
-	if c.empty {
-		c.oldest, c.empty = serial, false
+	if c.oldest == 0 {
+		c.oldest = serial
 	}
 	slot := &c.slots[serial&c.mask]
 	if old := slot.Load(); old != nil {

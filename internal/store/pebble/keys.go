@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+
 	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/petrel-relay/petrel/internal/nostr"

@@ -1,6 +1,7 @@
 package pebble
 
 import (
+	"cmp"
 	"slices"
 	"strings"
 
@@ -76,15 +77,7 @@ func (pb *postingBuf) drop(term []byte, serial uint64) bool {
 	if tp == nil || tp.gen != pb.gen {
 		return false
 	}
-	i, ok := slices.BinarySearchFunc(tp.ps, serial, func(bp blockPosting, s uint64) int {
-		switch {
-		case bp.serial < s:
-			return -1
-		case bp.serial > s:
-			return 1
-		}
-		return 0
-	})
+	i, ok := slices.BinarySearchFunc(tp.ps, serial, func(bp blockPosting, s uint64) int { return cmp.Compare(bp.serial, s) })
 	if ok {
 		tp.ps = slices.Delete(tp.ps, i, i+1)
 	}

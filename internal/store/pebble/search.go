@@ -65,6 +65,18 @@ func (s *Store) openSearch(upgrade bool) error {
 // getMeta reads a metadata key from the database.
 func (s *Store) getMeta(key []byte) ([]byte, bool, error) { return getValue(s.db, key) }
 
+// getMetaU64 reads a metadata key holding a uint64(8); 0 when absent.
+func (s *Store) getMetaU64(key []byte) (uint64, error) {
+	v, ok, err := s.getMeta(key)
+	if !ok || err != nil {
+		return 0, err
+	}
+	if len(v) != 8 {
+		return 0, fmt.Errorf("%w: %q = %x", errCorrupt, key, v)
+	}
+	return binary.BigEndian.Uint64(v), nil
+}
+
 // anySearchKeys reports whether the database holds an S or F key.
 func (s *Store) anySearchKeys() bool {
 	for _, pfx := range []byte{pfxSearch, pfxDoc} {

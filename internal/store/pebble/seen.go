@@ -101,19 +101,20 @@ func (f *seenFilter) mayContain(id *nostr.ID) bool {
 	return true
 }
 
-// addSeen adds the ids of a committed batch to the filters. Called by the
-// writer, after the commit and before commits moves on.
-func (s *Store) addSeen(ids []nostr.ID) {
+// addSeen adds the ids of a committed batch's events to the filters.
+// Called by the writer, after the commit and before commits moves on.
+func (s *Store) addSeen(stored []storedBody) {
 	// The filter being built first: buildSeen publishes it as s.seen
 	// before it stops adding to it, so an id is never left out of both.
 	b := s.seenBuilding.Load()
 	f := s.seen.Load()
-	for i := range ids {
+	for i := range stored {
+		id := &stored[i].ev.ID
 		if f != nil {
-			f.add(&ids[i])
+			f.add(id)
 		}
 		if b != nil {
-			b.add(&ids[i])
+			b.add(id)
 		}
 	}
 	if f != nil && f.count.Load() > f.capacity && len(f.words)*8 < s.opts.IDFilterMaxBytes {

@@ -100,13 +100,12 @@ type writer struct {
 
 	// recent spares the duplicate lookup of events checked with HasAt.
 	recent *recentIDs
-	// batchIDs are the ids the current batch stores (for Store.addSeen).
-	batchIDs []nostr.ID
-	// batchBodies are the bodies the current batch stores (for
-	// Store.bodies).
-	batchBodies []storedBody
+	// stored are the events the current batch stores, with their serials
+	// and bodies (for Store.addSeen and Store.bodies once committed).
+	stored []storedBody
 }
 
+// storedBody is an event the current batch stores.
 type storedBody struct {
 	serial uint64
 	ev     *nostr.Event
@@ -185,25 +184,13 @@ func newWriter(s *Store) (*writer, error) {
 	// have been removed since), or their old postings would count for
 	// new events.
 	if w.an != nil {
-		v, ok, err := s.getMeta(searchSerialKey)
+		floor, err := s.getMetaU64(searchSerialKey)
 		if err != nil {
 			return nil, err
 		}
-		if ok {
-			if len(v) != 8 {
-				return nil, fmt.Errorf("%w: search serial %x", errCorrupt, v)
-			}
-			w.serial = max(w.serial, binary.BigEndian.Uint64(v))
-		}
-		v, ok, err = s.getMeta(searchDeadKey)
-		if err != nil {
+		w.serial = max(w.serial, floor)
+		if w.dead, err = s.getMetaU64(searchDeadKey); err != nil {
 			return nil, err
-		}
-		if ok {
-			if len(v) != 8 {
-				return nil, fmt.Errorf("%w: search dead postings %x", errCorrupt, v)
-			}
-			w.dead = binary.BigEndian.Uint64(v)
 		}
 		s.deadPostings.Store(w.dead)
 	}
@@ -293,9 +280,9 @@ func (w *writer) commit(reqs []*request) {
 			w.dead += w.deadDelta
 			w.s.deadPostings.Store(w.dead)
 		}
-		if len(w.recent.batch) > 0 {
-			w.s.addSeen(w.batchIDs) // before the commit count moves on
-			for _, b := range w.batchBodies {
+		if len(w.stored) > 0 {
+			w.s.addSeen(w.stored) // before the commit count moves on
+			for _, b := range w.stored {
 				w.s.bodies.add(b.serial, &b.ev.PubKey, b.raw)
 			}
 			w.recent.committed(w.s.commits.Add(1))
@@ -304,9 +291,8 @@ func (w *writer) commit(reqs []*request) {
 		w.searchStats.TotalLen += w.searchDelta.TotalLen
 	}
 	w.searchDelta = search.Stats{}
-	w.batchIDs = w.batchIDs[:0]
-	clear(w.batchBodies)
-	w.batchBodies = w.batchBodies[:0]
+	clear(w.stored)
+	w.stored = w.stored[:0]
 	for _, r := range reqs {
 		w.report(r, err)
 	}
@@ -470,8 +456,7 @@ func (w *writer) insert(ev *nostr.Event, aKey []byte) error {
 		return err
 	}
 	w.recent.stored(&ev.ID)
-	w.batchIDs = append(w.batchIDs, ev.ID)
-	w.batchBodies = append(w.batchBodies, storedBody{m.serial, ev, raw})
+	w.stored = append(w.stored, storedBody{m.serial, ev, raw})
 	w.keys.build(ev)
 	for _, k := range w.keys.all() {
 		if err := b.Set(k, val, nil); err != nil {

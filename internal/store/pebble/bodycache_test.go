@@ -121,3 +121,19 @@ func TestBodyCacheQueries(t *testing.T) {
 		t.Fatal("a deleted event was returned")
 	}
 }
+
+// TestBodyCacheLargeBody: a body taking a quarter of the budget is cached,
+// one byte more is not (one large event must not evict the rest).
+func TestBodyCacheLargeBody(t *testing.T) {
+	const size = 100
+	c := newBodyCache(4 * (size + cachedBodyOverhead))
+	pk := nostr.PubKey{3}
+	c.add(1, &pk, body(size, 1))
+	c.add(2, &pk, body(size+1, 2))
+	if c.get(1) == nil {
+		t.Fatal("a body of a quarter of the budget was not cached")
+	}
+	if c.get(2) != nil {
+		t.Fatal("a body of more than a quarter of the budget was cached")
+	}
+}

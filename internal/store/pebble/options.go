@@ -122,18 +122,18 @@ func (o *Options) withDefaults() (Options, error) {
 	if r.MemTableSize == 0 {
 		r.MemTableSize = DefaultMemTableSize
 	}
+	if r.idFilterMinBytes == 0 {
+		r.idFilterMinBytes = seenMinBytes
+	}
 	switch {
 	case r.IDFilterMaxBytes == 0:
 		r.IDFilterMaxBytes = DefaultIDFilterMaxBytes
 	case r.IDFilterMaxBytes > 0:
 		// A power of two, at least the smallest filter.
-		r.IDFilterMaxBytes = max(1<<(bits.Len(uint(r.IDFilterMaxBytes))-1), seenMinBytes)
+		r.IDFilterMaxBytes = max(1<<(bits.Len(uint(r.IDFilterMaxBytes))-1), r.idFilterMinBytes)
 	}
 	if r.BodyCacheBytes == 0 {
 		r.BodyCacheBytes = DefaultBodyCacheBytes
-	}
-	if r.idFilterMinBytes == 0 {
-		r.idFilterMinBytes = seenMinBytes
 	}
 	if r.MaxBatch <= 0 {
 		r.MaxBatch = DefaultMaxBatch

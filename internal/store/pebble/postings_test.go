@@ -178,10 +178,7 @@ func TestSearchSeekBlocks(t *testing.T) {
 	if got := blocksOf(t, s, "common"); len(got) != 12 {
 		t.Fatalf("blocks of common: %v", got)
 	}
-	q, err := s.newQuery()
-	if err != nil {
-		t.Fatal(err)
-	}
+	q := testQuery(t, s)
 	defer q.close()
 	var rare7 []*nostr.Event
 	for i, ev := range all {
@@ -227,10 +224,7 @@ func TestSearchSeekBlocks(t *testing.T) {
 		}
 		saveAll(t, s3, evs...)
 	}
-	q3, err := s3.newQuery()
-	if err != nil {
-		t.Fatal(err)
-	}
+	q3 := testQuery(t, s3)
 	defer q3.close()
 	for _, query := range []string{"common rare", "rare common"} {
 		ss, got := runSearch(t, q3, query)
@@ -258,10 +252,7 @@ func TestSearchSeekBlocks(t *testing.T) {
 		}
 	}
 	saveAll(t, s2, one...)
-	q2, err := s2.newQuery()
-	if err != nil {
-		t.Fatal(err)
-	}
+	q2 := testQuery(t, s2)
 	defer q2.close()
 	for _, query := range []string{"alpha beta", "beta alpha"} {
 		ss, got := runSearch(t, q2, query)

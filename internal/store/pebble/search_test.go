@@ -25,6 +25,16 @@ func TestConformanceNoSearch(t *testing.T) {
 }
 
 // saveAll saves events and fails unless all are stored.
+// testQuery opens a query on s; the caller closes it (before s).
+func testQuery(t testing.TB, s *Store) *query {
+	t.Helper()
+	q, err := s.newQuery()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return q
+}
+
 func saveAll(t testing.TB, s *Store, evs ...*nostr.Event) {
 	t.Helper()
 	res, err := s.Save(context.Background(), evs)
@@ -138,10 +148,7 @@ func TestSearchBound(t *testing.T) {
 		evs = append(evs, storetest.NewEvent(rng, storetest.Key(1), 1, int64(storetest.BaseTime+i), nil, content))
 	}
 	saveAll(t, s, evs...)
-	q, err := s.newQuery()
-	if err != nil {
-		t.Fatal(err)
-	}
+	q := testQuery(t, s)
 	defer q.close()
 	f := func(query string, wantMatched int, want []*nostr.Event) {
 		t.Helper()

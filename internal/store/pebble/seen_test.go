@@ -229,3 +229,45 @@ func TestSeenOff(t *testing.T) {
 		t.Fatal("a filter was built with IDFilterMaxBytes < 0")
 	}
 }
+
+// TestSeenCap: the filter grows up to IDFilterMaxBytes (rounded down to a
+// power of two) and no further; past its capacity at the cap it still
+// holds every stored id.
+func TestSeenCap(t *testing.T) {
+	s := openTest(t, Options{NoSync: true, idFilterMinBytes: 64, IDFilterMaxBytes: 1500})
+	defer s.Close()
+	const limit = 1024
+	if s.opts.IDFilterMaxBytes != limit {
+		t.Fatalf("IDFilterMaxBytes 1500 became %d, want %d", s.opts.IDFilterMaxBytes, limit)
+	}
+	capacity := int64(limit * 8 / seenBitsPerID)
+	waitSeen(t, s)
+	rng := rand.New(rand.NewPCG(13, 14))
+	var ids []nostr.ID
+	save := func(n int) {
+		for range n / 50 {
+			var evs []*nostr.Event
+			for range 50 {
+				ev := storetest.NewEvent(rng, storetest.Key(3), 1, storetest.BaseTime+int64(len(ids)), nil, "x")
+				ids = append(ids, ev.ID)
+				evs = append(evs, ev)
+			}
+			saveAll(t, s, evs...)
+		}
+	}
+	save(int(capacity)) // at the cap's capacity: the filter grows to the cap
+	f := waitSeen(t, s)
+	if n := len(f.words) * 8; n != limit {
+		t.Fatalf("filter of %d bytes for %d ids, want the cap, %d", n, len(ids), limit)
+	}
+	save(2 * int(capacity)) // past it: the filter stays at the cap
+	f = waitSeen(t, s)
+	if n := s.Stats().IDFilterBytes; n != limit || len(f.words)*8 != limit {
+		t.Fatalf("filter of %d bytes (Stats %d) past the cap, want %d", len(f.words)*8, n, limit)
+	}
+	for i := range ids {
+		if !f.mayContain(&ids[i]) {
+			t.Fatalf("stored id %d of %d is not in the filter at the cap", i, len(ids))
+		}
+	}
+}

@@ -165,10 +165,7 @@ func TestFormat(t *testing.T) {
 func TestPlanner(t *testing.T) {
 	s := openTest(t, Options{})
 	defer s.Close()
-	q, err := s.newQuery()
-	if err != nil {
-		t.Fatal(err)
-	}
+	q := testQuery(t, s)
 	defer q.close()
 	pk := storetest.Key(1).Hex()
 	many := storetest.FixtureAuthors(100)

@@ -321,9 +321,7 @@ func (r *Relay) sweep() {
 			if r.cfg.IdleTimeout > 0 {
 				idle := s.idleFor(now)
 				if idle > r.cfg.IdleTimeout {
-					if s.close(CloseGoingAway, "idle timeout") {
-						r.stats.LimitTrips[limIdleTimeout].Add(1)
-					}
+					s.closeFor(CloseGoingAway, "idle timeout", limIdleTimeout)
 					return
 				}
 				if idle > r.cfg.IdleTimeout/2 && !s.pinged.Load() {
@@ -340,9 +338,7 @@ func (r *Relay) sweep() {
 			o.trimIdle()
 			o.mu.Unlock()
 			if busy && time.Duration(now.UnixNano()-o.progress.Load()) > r.cfg.DrainTimeout {
-				if s.close(ClosePolicy, "not reading: out-queue stuck") {
-					r.stats.LimitTrips[limDrainTimeout].Add(1)
-				}
+				s.closeFor(ClosePolicy, "not reading: out-queue stuck", limDrainTimeout)
 			}
 		})
 	}

@@ -210,8 +210,19 @@ func (s *Session) Closed() {
 // that closes the connection is counted once however many messages keep
 // arriving until the transport reports Closed.
 func (s *Session) close(code int, reason string) bool {
+	return s.closeFor(code, reason, -1)
+}
+
+// closeFor is close for a tripped limit (an index into
+// Stats.LimitTrips; -1 for none): the trip is counted before the
+// transport is asked to close, so a reader who sees the connection gone
+// (connections_active) also sees the trip.
+func (s *Session) closeFor(code int, reason string, lim int) bool {
 	if s.closed.Load() || !s.closing.CompareAndSwap(false, true) {
 		return false
+	}
+	if lim >= 0 {
+		s.r.stats.LimitTrips[lim].Add(1)
 	}
 	s.closeReason.Store(&reason)
 	s.t.Close(code, reason)
@@ -301,9 +312,7 @@ func (s *Session) sendControl(build func([]byte) []byte) {
 	scratchPool.Put(bp)
 	s.r.stats.MessagesOut.Add(1)
 	if backlog > controlBacklogFactor*s.r.cfg.OutQueueBytes {
-		if s.close(ClosePolicy, "not reading responses") {
-			s.r.stats.LimitTrips[limControlBacklog].Add(1)
-		}
+		s.closeFor(ClosePolicy, "not reading responses", limControlBacklog)
 		return
 	}
 	s.r.flusher.schedule(s)
@@ -351,9 +360,7 @@ func (s *Session) HandleMessage(data []byte, binary bool) {
 	if len(data) > r.cfg.MaxMessageBytes {
 		// The transport enforces this with 1009 before we see the data;
 		// this is the backstop for transports that do not.
-		if s.close(CloseTooBig, "message too big") {
-			r.stats.LimitTrips[limMessageBytes].Add(1)
-		}
+		s.closeFor(CloseTooBig, "message too big", limMessageBytes)
 		return
 	}
 	msg, err := nostr.ParseClientMessage(data, &r.limits)

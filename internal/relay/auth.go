@@ -431,37 +431,17 @@ func (s *Session) checkReq(filters []nostr.Filter) *nostr.Rejection {
 	return nil
 }
 
-// checkRead returns the rejection of a read that cannot leave protected
-// events out one by one: NIP-77 negentropy (NEG-OPEN), which works on
-// (created_at, id) items only. It applies the per-address REQ rate limit
-// and checkReq; then a filter that names a protected kind must be limited
-// to the authenticated pubkeys (all authors, or all "#p" values), and so
-// must a kind-less filter that has authors or a "#p" condition (it would
-// list someone's direct messages); otherwise it is refused with
-// "restricted:". A kind-less filter without authors or "#p" ({} for a
-// full sync) is served: its items include the (created_at, id) of the
-// protected events it matches, which a REQ for those ids then withholds
-// (documented in docs/nips.md). Refusals are counted in Stats.ReqRefused.
+// checkRead returns the rejection of a NIP-77 negentropy read
+// (NEG-OPEN): the per-address REQ rate limit, then checkReq. What the
+// client may not see is left out of its items by negHidden. Refusals are
+// counted in Stats.ReqRefused.
 func (s *Session) checkRead(filters []nostr.Filter) *nostr.Rejection {
 	rej := s.allowReq()
 	if rej == nil {
 		rej = s.checkReq(filters)
 	}
-	r := s.r
-	if rej == nil && r.prot != nil {
-		info := s.auth.load()
-		for i := range filters {
-			f := &filters[i]
-			anonymous := !f.HasKinds() && !f.HasAuthors() && tagCond(f, 'p') == nil
-			if r.mayMatchProtected(f) && !anonymous && !info.allVisible(f) {
-				rej = nostr.Reject(nostr.PrefixRestricted, "kinds "+r.protText+
-					" are protected: sync them with authors or #p limited to your authenticated pubkeys, or give a kinds list without them")
-				break
-			}
-		}
-	}
 	if rej != nil {
-		r.stats.ReqRefused[reasonIndex(rej.Prefix)].Add(1)
+		s.r.stats.ReqRefused[reasonIndex(rej.Prefix)].Add(1)
 	}
 	return rej
 }

@@ -4,6 +4,7 @@ package relay_test
 // 14 and 1059): stored queries, live fan-out, COUNT and NEG-OPEN.
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -201,36 +202,56 @@ func TestProtectCountScanLimit(t *testing.T) {
 	}
 }
 
+// TestProtectNeg: NEG-OPEN lists exactly the events a REQ with the same
+// filter would return: protected events only to their authenticated
+// author or recipients, through each way of computing the hidden part
+// (no authentication, visible filters, a "#p" naming someone else read
+// one by one).
 func TestProtectNeg(t *testing.T) {
 	t.Parallel()
 	w := newDMWorld(t, relay.Config{})
-	// An initial negentropy message for an empty set.
-	const empty = "6100000200"
-	neg := func(c *relaytest.Client, sub, filter, wantPrefix string) {
+	const empty = "6100000200" // an initial message for an empty set
+	refused := func(c *relaytest.Client, sub, filter, wantPrefix string) {
 		t.Helper()
 		c.SendRaw(`["NEG-OPEN","` + sub + `",` + filter + `,"` + empty + `"]`)
-		m := c.Read()
-		switch {
-		case wantPrefix == "" && m.Type == "NEG-MSG":
-		case wantPrefix != "" && m.Type == "NEG-ERR" && strings.HasPrefix(m.Message, wantPrefix):
-		default:
-			t.Fatalf("NEG-OPEN %s: %s, want %q", filter, describe(m), wantPrefix)
-		}
-		c.SendRaw(`["NEG-CLOSE","` + sub + `"]`)
+		negExpectErr(t, c, sub, wantPrefix)
 	}
+	// served reconciles an empty set against the relay: the client needs
+	// exactly the relay's items, which must be the events a REQ returns.
+	served := func(c *relaytest.Client, sub, filter string, want ...*nostr.Event) {
+		t.Helper()
+		res := negRun(t, c, sub, filter, nil, 0)
+		negCheck(t, "NEG "+filter, res.need, want)
+		negCheck(t, "REQ "+filter, idSet(c.Req(sub+"-req", filter)), want)
+	}
+	alice, carol := w.notes[:3], w.notes[3:]
+	with := func(evs []*nostr.Event, more ...*nostr.Event) []*nostr.Event {
+		return append(slices.Clone(evs), more...)
+	}
+	pk := func(k relaytest.Key) string { return `"` + k.PK.Hex() + `"` }
+
 	anon := dialAuthed(t, w.r)
-	neg(anon, "a", `{"kinds":[4]}`, "auth-required: ")
-	neg(anon, "b", `{"authors":["`+w.alice.PK.Hex()+`"]}`, "restricted: ")
-	neg(anon, "c", `{"#p":["`+w.bob.PK.Hex()+`"]}`, "restricted: ")
-	neg(anon, "d", `{"kinds":[1]}`, "")
-	neg(anon, "e", `{}`, "") // documented: ids of protected events are listed
+	refused(anon, "a", `{"kinds":[4]}`, "auth-required: ")
+	served(anon, "b", `{}`, w.notes...)
+	served(anon, "c", `{"authors":[`+pk(w.alice)+`]}`, alice...)
+	served(anon, "d", `{"#p":[`+pk(w.bob)+`]}`)
+	served(anon, "e", `{"kinds":[1]}`, w.notes...)
+
 	bob := dialAuthed(t, w.r, w.bob)
-	neg(bob, "f", `{"kinds":[4]}`, "restricted: ")
-	neg(bob, "g", `{"kinds":[4],"#p":["`+w.bob.PK.Hex()+`"]}`, "")
-	neg(bob, "h", `{"kinds":[4],"authors":["`+w.bob.PK.Hex()+`"]}`, "")
-	neg(bob, "i", `{"authors":["`+w.alice.PK.Hex()+`"]}`, "restricted: ")
-	if v := w.r.Stats().RequestsRefused["restricted"]; v != 4 {
-		t.Fatalf("requests_refused.restricted = %d, want 4", v)
+	served(bob, "f", `{}`, with(w.notes, w.aliceToBob, w.wrapToBob, w.bobToAlice14)...)
+	served(bob, "g", `{"kinds":[4]}`, w.aliceToBob)
+	served(bob, "h", `{"kinds":[4],"#p":[`+pk(w.bob)+`]}`, w.aliceToBob)
+	served(bob, "i", `{"authors":[`+pk(w.alice)+`]}`, with(alice, w.aliceToBob)...)
+	served(bob, "j", `{"authors":[`+pk(w.carol)+`]}`, carol...)
+	// "#p" naming someone else: the protected matches are read one by one.
+	served(bob, "k", `{"#p":[`+pk(w.dave)+`]}`)
+	served(bob, "l", `{"#p":[`+pk(w.alice)+`]}`, w.bobToAlice14)
+	served(bob, "m", `{"kinds":[4,14],"#p":[`+pk(w.alice)+`,`+pk(w.dave)+`]}`, w.bobToAlice14)
+
+	dave := dialAuthed(t, w.r, w.dave)
+	served(dave, "n", `{}`, with(w.notes, w.carolToDave)...)
+	if v := w.r.Stats().RequestsRefused["auth-required"]; v != 1 {
+		t.Fatalf("requests_refused.auth-required = %d, want 1", v)
 	}
 }
 

@@ -29,9 +29,12 @@ package relay
 // it held); negSub.mu, then Session.out.mu (through sendControl).
 
 import (
+	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -356,6 +359,12 @@ func (nr *negRelay) load(sb *negSub) {
 		limit = 0 // no limit
 	}
 	items, err := r.store.Items(sb.ctx, sb.filter, int(limit))
+	if err == nil {
+		var hidden []store.Item
+		if hidden, err = nr.hidden(sb, int(limit)); err == nil {
+			items = subtractItems(items, hidden)
+		}
+	}
 	switch {
 	case sb.closed.Load():
 		return
@@ -419,6 +428,87 @@ func (nr *negRelay) load(sb *negSub) {
 	nr.opened.Add(1)
 	nr.messages.Add(1)
 	sb.send(func(b []byte) []byte { return nostr.AppendNegMsg(b, sb.id, reply) })
+}
+
+// hidden returns the items, among those matching sb's filter, of the
+// protected events (Config.ProtectedKinds) its client may not see, sorted
+// like store.Items. As for COUNT, with F the filter and P the protected
+// kinds: the items of F ∩ P, minus those of the filters expressing the
+// visible part (visibleFilters), or, when a "#p" condition names someone
+// else, the records of F ∩ P read one by one and checked with
+// canSeeRecord. limit bounds each read as it bounds F's. The reads are
+// taken one after the other: an event deleted between them may be listed.
+func (nr *negRelay) hidden(sb *negSub, limit int) ([]store.Item, error) {
+	r := nr.r
+	pf := r.protectedPart(sb.filter)
+	if len(pf) == 0 {
+		return nil, nil
+	}
+	info := sb.s.auth.load()
+	if !info.authed() {
+		return r.store.Items(sb.ctx, pf, limit)
+	}
+	if vf, ok := visibleFilters(pf, info); ok {
+		prot, err := r.store.Items(sb.ctx, pf, limit)
+		if err != nil || len(prot) == 0 || len(vf) == 0 {
+			return prot, err
+		}
+		vis, err := r.store.Items(sb.ctx, vf, limit)
+		if err != nil {
+			return nil, err
+		}
+		return subtractItems(prot, vis), nil
+	}
+	for i := range pf {
+		pf[i].HasLimit, pf[i].Limit = false, 0
+	}
+	it, err := r.store.Query(sb.ctx, pf)
+	if err != nil {
+		return nil, err
+	}
+	defer it.Close()
+	var out []store.Item
+	for n := 0; it.Next(); n++ {
+		if limit > 0 && n == limit {
+			return nil, store.ErrTooMany
+		}
+		if rec := it.Record(); !sb.s.canSeeRecord(rec) {
+			out = append(out, store.Item{CreatedAt: rec.CreatedAt, ID: rec.ID})
+		}
+	}
+	if err := it.Err(); err != nil {
+		return nil, err
+	}
+	slices.SortFunc(out, compareItems)
+	return out, nil
+}
+
+// compareItems orders items as store.Items returns them: created_at
+// ascending, then id.
+func compareItems(a, b store.Item) int {
+	if c := cmp.Compare(a.CreatedAt, b.CreatedAt); c != 0 {
+		return c
+	}
+	return bytes.Compare(a.ID[:], b.ID[:])
+}
+
+// subtractItems returns the items of a not in b, both sorted by
+// compareItems. It reuses a's array.
+func subtractItems(a, b []store.Item) []store.Item {
+	if len(b) == 0 {
+		return a
+	}
+	out, j := a[:0], 0
+	for _, it := range a {
+		for j < len(b) && compareItems(b[j], it) < 0 {
+			j++
+		}
+		if j < len(b) && compareItems(b[j], it) == 0 {
+			continue
+		}
+		out = append(out, it)
+	}
+	return out
 }
 
 // fail drops a session that could not be opened and tells the client.

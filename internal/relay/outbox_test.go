@@ -6,21 +6,36 @@ import (
 	"testing"
 )
 
-// TestOutboxSegments drives an out-queue with random frames of random
+// outboxModel is one out-queue under test with what it should write.
+type outboxModel struct {
+	o            outbox
+	want, got    bytes.Buffer
+	queued       [numCats]int
+	queuedFrames [numCats]int
+	inflight     []byte // a chunk taken and not yet written (nil: none)
+}
+
+// TestOutboxSegments drives three out-queues with random frames of random
 // categories and sizes (small control frames to frames over segMax),
-// interleaving writes the way a flusher does, and checks that the bytes
-// written are exactly the frames appended, in order, and that the
+// interleaving writes the way flushers do: a chunk taken from one queue is
+// written only later, while the others append, take and trim (and so take
+// segments from the shared pool). It checks that the bytes each queue
+// writes are exactly the frames appended to it, in order (a segment
+// pooled while a write still reads it would corrupt them), and that the
 // per-category accounting always equals what is still queued.
 func TestOutboxSegments(t *testing.T) {
 	for seed := uint64(0); seed < 50; seed++ {
 		rng := rand.New(rand.NewPCG(seed, 99))
-		var o outbox
-		var want, got bytes.Buffer
-		var queued [numCats]int
-		var queuedFrames [numCats]int
-		var released [numCats]int
+		var ms [3]outboxModel
 		prefix := `["EVENT","s",`
-		for step := 0; step < 3000; step++ {
+		write := func(m *outboxModel) {
+			m.got.Write(m.inflight)
+			m.inflight = nil
+			m.o.doneChunk()
+		}
+		for step := 0; step < 6000; step++ {
+			m := &ms[rng.IntN(len(ms))]
+			o := &m.o
 			switch r := rng.IntN(10); {
 			case r < 6:
 				cat := uint8(rng.IntN(int(numCats)))
@@ -42,10 +57,14 @@ func TestOutboxSegments(t *testing.T) {
 						t.Fatalf("seed %d: appendEventFrame size %d, want %d", seed, got, len(frame))
 					}
 				}
-				want.Write(frame)
-				queued[cat] += len(frame)
-				queuedFrames[cat]++
+				m.want.Write(frame)
+				m.queued[cat] += len(frame)
+				m.queuedFrames[cat]++
 			case r < 9:
+				if m.inflight != nil {
+					write(m)
+					continue
+				}
 				var rel [numCats]int
 				chunk := o.takeChunk(&rel)
 				if chunk == nil {
@@ -54,49 +73,84 @@ func TestOutboxSegments(t *testing.T) {
 					}
 					continue
 				}
-				got.Write(chunk)
 				for c := range rel {
-					queued[c] -= rel[c]
-					released[c] += rel[c]
+					m.queued[c] -= rel[c]
 				}
+				m.inflight = chunk
 				if rng.IntN(3) == 0 { // appends while the write is in progress
 					o.appendFrame(catControl, []byte("x"))
 					frame := append(appendWSHeader(nil, opText, 1), 'x')
-					want.Write(frame)
-					queued[catControl] += len(frame)
-					queuedFrames[catControl]++
+					m.want.Write(frame)
+					m.queued[catControl] += len(frame)
+					m.queuedFrames[catControl]++
 				}
-				o.doneChunk()
+				if rng.IntN(2) == 0 {
+					write(m)
+				}
 			default:
 				o.trimIdle()
 			}
-			for c := range queued {
-				if o.bytes[c] != queued[c] {
-					t.Fatalf("seed %d step %d: category %d accounts %d bytes, %d queued", seed, step, c, o.bytes[c], queued[c])
+			for c := range m.queued {
+				if o.bytes[c] != m.queued[c] {
+					t.Fatalf("seed %d step %d: category %d accounts %d bytes, %d queued", seed, step, c, o.bytes[c], m.queued[c])
 				}
 			}
 		}
-		for {
-			var rel [numCats]int
-			chunk := o.takeChunk(&rel)
-			if chunk == nil {
-				break
+		for i := range ms {
+			m := &ms[i]
+			o := &m.o
+			if m.inflight != nil {
+				write(m)
 			}
-			got.Write(chunk)
-			o.doneChunk()
-		}
-		if !bytes.Equal(got.Bytes(), want.Bytes()) {
-			t.Fatalf("seed %d: wrote %d bytes, appended %d, or in another order", seed, got.Len(), want.Len())
-		}
-		for c := range o.bytes {
-			if o.bytes[c] != 0 || o.frames[c] != 0 {
-				t.Fatalf("seed %d: drained out-queue still accounts %d bytes / %d frames in category %d", seed, o.bytes[c], o.frames[c], c)
+			for {
+				var rel [numCats]int
+				chunk := o.takeChunk(&rel)
+				if chunk == nil {
+					break
+				}
+				m.got.Write(chunk)
+				o.doneChunk()
+			}
+			if !bytes.Equal(m.got.Bytes(), m.want.Bytes()) {
+				t.Fatalf("seed %d queue %d: wrote %d bytes, appended %d, or in another order", seed, i, m.got.Len(), m.want.Len())
+			}
+			for c := range o.bytes {
+				if o.bytes[c] != 0 || o.frames[c] != 0 {
+					t.Fatalf("seed %d: drained out-queue still accounts %d bytes / %d frames in category %d", seed, o.bytes[c], o.frames[c], c)
+				}
+			}
+			o.trimIdle()
+			o.trimIdle()
+			if o.segs != nil || o.spare != nil {
+				t.Fatalf("seed %d: idle out-queue kept its segments", seed)
 			}
 		}
-		o.trimIdle()
-		o.trimIdle()
-		if o.segs != nil || o.spare != nil {
-			t.Fatalf("seed %d: idle out-queue kept its segments", seed)
+	}
+}
+
+// TestSegPool: only segments of the standard sizes are pooled, and a
+// pooled segment comes back empty.
+func TestSegPool(t *testing.T) {
+	for c, want := range map[int]int{
+		segMin / 2: -1, segMin - 1: -1, segMin: 0, segMin + 1: -1, 2 * segMin: 1,
+		3 * segMin: -1, segMax: segClasses - 1, segMax + 1: -1, 2 * segMax: -1,
+	} {
+		if got := segClass(c); got != want {
+			t.Errorf("segClass(%d) = %d, want %d", c, got, want)
 		}
+	}
+	t0 := newSeg(4 * segMin)
+	t0.b = append(t0.b, "frames"...)
+	t0.off = 3
+	t0.markers = append(t0.markers, marker{cat: catLive, end: 6, frames: 1})
+	freeSeg(t0)
+	t1 := newSeg(4 * segMin) // t0 again, unless a GC emptied the pool
+	if len(t1.b) != 0 || cap(t1.b) != 4*segMin || t1.off != 0 || len(t1.markers) != 0 || t1.mhead != 0 {
+		t.Fatalf("segment from the pool not empty: len %d cap %d off %d markers %d", len(t1.b), cap(t1.b), t1.off, len(t1.markers))
+	}
+	odd := &seg{b: make([]byte, 0, segMax+100)}
+	freeSeg(odd)
+	if got := newSeg(segMax + 100); got == odd {
+		t.Fatal("a segment of a non-standard size was pooled")
 	}
 }

@@ -441,3 +441,37 @@ func TestImportStoreFails(t *testing.T) {
 		t.Fatalf("stored %d, want the two batches before the failure", res.Stored)
 	}
 }
+
+// TestImportVanishGiftWraps: a request to vanish in a dump removes the
+// gift wraps addressed to its author that came before it in the dump, and
+// refuses those after it (NIP-62), as it does when published.
+func TestImportVanishGiftWraps(t *testing.T) {
+	alice, sender := relaytest.NewKey("import-vanish-alice"), relaytest.NewKey("import-vanish-sender")
+	toAlice := nostr.Tags{{"p", alice.PK.Hex()}}
+	before := sender.Event(1059, "sealed", toAlice, fixtureBase+1)
+	toBob := sender.Event(1059, "sealed", nostr.Tags{{"p", sender.PK.Hex()}}, fixtureBase+1)
+	req := alice.Event(62, "", nostr.Tags{{"relay", "ALL_RELAYS"}}, fixtureBase+10)
+	after := sender.Event(1059, "sealed again", toAlice, fixtureBase+2)
+	later := sender.Event(1059, "new", toAlice, fixtureBase+11)
+	var b strings.Builder
+	for _, ev := range []*nostr.Event{before, toBob, req, after, later} {
+		b.Write(ev.Raw)
+		b.WriteByte('\n')
+	}
+	st := openStoreAt(t, t.TempDir())
+	res, err := importEvents(context.Background(), st, strings.NewReader(b.String()), importOptions{MaxLine: 4096, MaxErrors: 10, Workers: 1, Batch: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Stored != 4 || res.Removed != 1 || res.Deleted != 1 {
+		t.Fatalf("stored %d removed %d deleted %d, want 4, 1, 1", res.Stored, res.Removed, res.Deleted)
+	}
+	for _, c := range []struct {
+		ev   *nostr.Event
+		want bool
+	}{{before, false}, {toBob, true}, {req, true}, {after, false}, {later, true}} {
+		if has, err := st.Has(context.Background(), c.ev.ID); err != nil || has != c.want {
+			t.Fatalf("%.12s stored = %v (%v), want %v", c.ev.ID.Hex(), has, err, c.want)
+		}
+	}
+}

@@ -159,9 +159,6 @@ func (d *dispatcher) handle(it dispatchItem) {
 	}
 	if it.stored {
 		r.pending.done(it.ev.ID) // after the whole fan-out: see pendingFanout
-		if it.ev.Kind == nostr.KindRequestToVanish && it.res.Outcome == store.Stored {
-			r.vanished(it.ev) // never blocks
-		}
 	}
 }
 

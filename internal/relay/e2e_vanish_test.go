@@ -40,18 +40,15 @@ func TestVanish(t *testing.T) {
 	}
 	req := alice.Event(nostr.KindRequestToVanish, "gone", nostr.Tags{{"relay", "WSS://Relay.Example.com/"}}, now)
 	c.MustPublish(req)
+	// Gone in the request's own commit, before its OK.
 	ctx := context.Background()
-	waitFor(t, "alice's events and gift wraps to be deleted", func() bool {
-		n, err := r.Store.Count(ctx, []nostr.Filter{{Authors: []nostr.PubKey{alice.PK}, Kinds: []int{1}, Present: nostr.PresentAuthors | nostr.PresentKinds}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		w, err := r.Store.Has(ctx, wrap.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return n == 0 && !w
-	})
+	n, err := r.Store.Count(ctx, []nostr.Filter{{Authors: []nostr.PubKey{alice.PK}, Kinds: []int{1}, Present: nostr.PresentAuthors | nostr.PresentKinds}})
+	if err != nil || n != 0 {
+		t.Fatalf("alice's notes after the OK: %d (%v)", n, err)
+	}
+	if has, err := r.Store.Has(ctx, wrap.ID); err != nil || has {
+		t.Fatalf("the gift wrap to alice is still stored after the OK (%v)", err)
+	}
 	// Bob's events and his gift wrap stay.
 	for _, ev := range append(bobs, wrapBob) {
 		if has, _ := r.Store.Has(ctx, ev.ID); !has {
@@ -71,6 +68,11 @@ func TestVanish(t *testing.T) {
 	if m := c.Publish(old[0]); m.OK || m.Message != "blocked: this event has been deleted" {
 		t.Fatalf("re-published after vanish: %+v", m)
 	}
+	// Nor can the gift wrap to her be re-broadcast; a later one is fine.
+	if m := c.Publish(wrap); m.OK || m.Message != "blocked: this event has been deleted" {
+		t.Fatalf("gift wrap re-broadcast after vanish: %+v", m)
+	}
+	c.MustPublish(relaytest.NewKey("throwaway3").Event(1059, "sealed", nostr.Tags{{"p", alice.PK.Hex()}}, now+1))
 }
 
 func TestVanishAllRelays(t *testing.T) {

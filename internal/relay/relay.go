@@ -89,7 +89,6 @@ type Relay struct {
 	protKinds        []int     // the same, sorted
 	protText         string    // "4, 14 and 1059", for messages
 	ownURL           string    // normalized Config.URL; "" if not set
-	vanishQ          chan *nostr.Event
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -136,7 +135,6 @@ func New(cfg Config, opts Options) (*Relay, error) {
 	if err := r.initPolicy(opts); err != nil {
 		return nil, err
 	}
-	r.vanishQ = make(chan *nostr.Event, vanishQueue)
 	r.limits = nostr.Limits{
 		MaxFilters:      cfg.MaxFilters,
 		MaxFilterValues: cfg.MaxFilterValues,
@@ -160,9 +158,8 @@ func New(cfg Config, opts Options) (*Relay, error) {
 	r.dispatch = newDispatcher(r)
 	r.queries = newQueryScheduler(r)
 	r.ingest = newIngest(r)
-	r.wg.Add(2)
+	r.wg.Add(1)
 	go r.sweep()
-	go r.vanishWorker()
 	return r, nil
 }
 

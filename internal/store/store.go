@@ -158,7 +158,10 @@ type Stats struct {
 // of its author with created_at <= its created_at (except itself, and
 // including the author's deletion requests and older requests to vanish);
 // later saves of that author's events with created_at <= its created_at
-// return Deleted, whatever their kind. The store applies this to every kind
+// return Deleted, whatever their kind. It also deletes the gift wraps
+// (kind 1059, NIP-59) with a "p" tag naming the author (lowercase hex) and
+// created_at <= its created_at, whoever wrote them, and later saves of
+// such wraps return Deleted. The store applies this to every kind
 // 62 event it is given: the relay decides which ones (its own URL or
 // ALL_RELAYS) reach the store.
 //

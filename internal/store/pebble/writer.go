@@ -392,6 +392,9 @@ func (w *writer) save(ev *nostr.Event, r *request) (store.SaveResult, error) {
 	if ts, ok := w.vanishedAt(&ev.PubKey); ok && ev.CreatedAt <= ts {
 		return store.SaveResult{Outcome: store.Deleted}, nil
 	}
+	if ev.Kind == nostr.KindGiftWrap && w.wrapVanished(ev) {
+		return store.SaveResult{Outcome: store.Deleted}, nil
+	}
 	var removed []nostr.ID
 	addr, isAddr := ev.Address()
 	var aKey []byte
@@ -691,8 +694,29 @@ func (w *writer) vanishedAt(pk *nostr.PubKey) (int64, bool) {
 	return ts, ok
 }
 
+// wrapVanished reports whether a gift wrap is addressed ("p") to an
+// author who asked to vanish at or after its created_at (NIP-62).
+func (w *writer) wrapVanished(ev *nostr.Event) bool {
+	if len(w.vanished) == 0 && len(w.pendingVanish) == 0 {
+		return false
+	}
+	for _, t := range ev.Tags {
+		if len(t) < 2 || t[0] != "p" {
+			continue
+		}
+		if pk, ok := nostr.ParseHex32(t[1]); ok {
+			if ts, ok := w.vanishedAt((*nostr.PubKey)(&pk)); ok && ev.CreatedAt <= ts {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // applyVanish applies a stored kind-62 event (NIP-62): every event of the
-// author at or before its created_at goes, except itself.
+// author at or before its created_at goes, except itself, and so does
+// every gift wrap (kind 1059) addressed to the author ("p") at or before
+// it, whoever wrote it.
 func (w *writer) applyVanish(ev *nostr.Event, removed []nostr.ID) ([]nostr.ID, error) {
 	if err := w.setMaxTS(vanishKey(&ev.PubKey), ev.CreatedAt); err != nil {
 		return nil, err
@@ -719,6 +743,35 @@ func (w *writer) applyVanish(ev *nostr.Event, removed []nostr.ID) ([]nostr.ID, e
 			return nil, fmt.Errorf("%w: author index %x", errCorrupt, it.Key())
 		}
 		if id != ev.ID {
+			victims = append(victims, victim{id, m.serial})
+		}
+	}
+	if err := closeIter(it); err != nil {
+		return nil, err
+	}
+	for _, v := range victims {
+		if err := w.removeSerial(v.serial); err != nil {
+			return nil, err
+		}
+		removed = append(removed, v.id)
+	}
+	// The gift wraps addressed to the author: the "p" stream of its pubkey,
+	// from the request's created_at down. The author's own were removed
+	// above, with their index entries.
+	prefix, _ = tagPrefix('p', ev.PubKey.Hex())
+	lower = appendU64(bytes.Clone(prefix), inv(ev.CreatedAt))
+	if it, err = w.b.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: prefixEnd(prefix)}); err != nil {
+		return nil, err
+	}
+	victims = victims[:0]
+	for it.First(); it.Valid(); it.Next() {
+		_, id, ok := decodeTail(it.Key())
+		m, good := decodeMeta(it.Value())
+		if !ok || !good {
+			it.Close()
+			return nil, fmt.Errorf("%w: tag index %x", errCorrupt, it.Key())
+		}
+		if m.kind == nostr.KindGiftWrap {
 			victims = append(victims, victim{id, m.serial})
 		}
 	}

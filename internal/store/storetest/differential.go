@@ -113,7 +113,7 @@ func newGen(seed uint64) *gen {
 	return g
 }
 
-var diffKinds = []int{1, 1, 1, 1, 7, 7, 1111, 0, 3, 10002, 30023, 30023, 30000, 5, 5, 62}
+var diffKinds = []int{1, 1, 1, 1, 7, 7, 1111, 0, 3, 10002, 30023, 30023, 30000, 5, 5, 62, 1059}
 
 func (g *gen) pick(n int) int { return g.rng.IntN(n) }
 
@@ -185,6 +185,13 @@ func (g *gen) event() *nostr.Event {
 			case 5:
 				tags = append(tags, nostr.Tag{"a", g.tagValue("a")})
 			}
+		}
+	case 1059:
+		// A gift wrap: addressed to one or two authors (NIP-62 removes it
+		// when one of them vanishes).
+		tags = nostr.Tags{{"p", g.author().Hex()}}
+		if g.pick(3) == 0 {
+			tags = append(tags, nostr.Tag{"p", g.author().Hex()})
 		}
 	case 62:
 		if g.pick(6) > 0 {

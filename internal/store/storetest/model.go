@@ -141,6 +141,13 @@ func (m *Model) apply(ev *nostr.Event) store.SaveResult {
 	if ts, ok := m.vanished[ev.PubKey]; ok && ev.CreatedAt <= ts {
 		return store.SaveResult{Outcome: store.Deleted}
 	}
+	if ev.Kind == nostr.KindGiftWrap {
+		for pk, ts := range m.vanished {
+			if ev.CreatedAt <= ts && addressedTo(ev, pk) {
+				return store.SaveResult{Outcome: store.Deleted}
+			}
+		}
+	}
 	if len(ev.Raw) == 0 {
 		c := *ev
 		c.Raw = nostr.Serialize(ev)
@@ -194,7 +201,9 @@ func (m *Model) apply(ev *nostr.Event) store.SaveResult {
 		}
 		for i := 0; i < len(m.events); {
 			t := m.events[i]
-			if t.PubKey == ev.PubKey && t.CreatedAt <= ev.CreatedAt && t.ID != ev.ID {
+			mine := t.PubKey == ev.PubKey && t.ID != ev.ID
+			wrap := t.Kind == nostr.KindGiftWrap && addressedTo(t, ev.PubKey)
+			if (mine || wrap) && t.CreatedAt <= ev.CreatedAt {
 				removed = append(removed, t.ID)
 				m.remove(i)
 				continue
@@ -203,6 +212,17 @@ func (m *Model) apply(ev *nostr.Event) store.SaveResult {
 		}
 	}
 	return store.SaveResult{Outcome: store.Stored, Removed: removed}
+}
+
+// addressedTo reports whether ev has a "p" tag naming pk (lowercase hex).
+func addressedTo(ev *nostr.Event, pk nostr.PubKey) bool {
+	h := pk.Hex()
+	for _, t := range ev.Tags {
+		if len(t) >= 2 && t[0] == "p" && t[1] == h {
+			return true
+		}
+	}
+	return false
 }
 
 // find returns the index of the stored event with this id, or -1.

@@ -40,6 +40,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"DeleteByAddress", testDeleteByAddress},
 		{"DeleteDeletion", testDeleteDeletion},
 		{"Vanish", testVanish},
+		{"VanishGiftWraps", testVanishGiftWraps},
 		{"Expiration", testExpiration},
 		{"CountItems", testCountItems},
 		{"HasDelete", testHasDelete},

@@ -194,6 +194,38 @@ func testVanish(t *testing.T, st store.Store) {
 	h.outcomes([]*nostr.Event{mine[0], van}, store.Deleted, store.Deleted)
 }
 
+// testVanishGiftWraps: a request to vanish also removes the gift wraps
+// (kind 1059) addressed to its author up to its created_at, whoever wrote
+// them, and refuses such wraps afterwards, re-broadcasts included.
+func testVanishGiftWraps(t *testing.T, st store.Store) {
+	h := newH(t, st)
+	p := func(k int) nostr.Tag { return nostr.Tag{"p", Key(k).Hex()} }
+	toMe := h.ev(2, 1059, BaseTime+5, p(1))
+	toMeAndOther := h.ev(3, 1059, BaseTime+6, p(4), p(1))
+	toMeLater := h.ev(2, 1059, BaseTime+20, p(1))
+	toOther := h.ev(2, 1059, BaseTime+5, p(4))
+	noteToMe := h.ev(2, 1, BaseTime+5, p(1)) // not a gift wrap: stays
+	h.stored(toMe, toMeAndOther, toMeLater, toOther, noteToMe)
+	van := h.ev(1, 62, BaseTime+10, nostr.Tag{"relay", "ALL_RELAYS"})
+	// A wrap earlier in the same batch goes with the others.
+	inBatch := h.ev(5, 1059, BaseTime+7, p(1))
+	res := h.outcomes([]*nostr.Event{inBatch, van}, store.Stored, store.Stored)
+	if !sameIDs(res[1].Removed, toMe.ID, toMeAndOther.ID, inBatch.ID) {
+		t.Fatalf("Removed %d ids, want the 3 wraps addressed to the author", len(res[1].Removed))
+	}
+	wraps := fs(nostr.Filter{Kinds: []int{1059}})
+	h.expect(wraps, toMeLater, toOther)
+	h.expect(fs(nostr.Filter{Kinds: []int{1}}), noteToMe)
+	// Re-broadcasts and new wraps at or before the request are refused;
+	// later ones, and wraps to others, are stored.
+	h.outcomes([]*nostr.Event{
+		toMe, toMeAndOther, h.ev(6, 1059, BaseTime+10, p(1)), h.ev(6, 1059, BaseTime+11, p(1)), h.ev(6, 1059, BaseTime+1, p(7)),
+	}, store.Deleted, store.Deleted, store.Deleted, store.Stored, store.Stored)
+	// Refused in the same batch as the request, after it.
+	van2 := h.ev(7, 62, BaseTime+10)
+	h.outcomes([]*nostr.Event{van2, h.ev(8, 1059, BaseTime+9, p(7))}, store.Stored, store.Deleted)
+}
+
 func testExpiration(t *testing.T, st store.Store) {
 	h := newH(t, st)
 	now := time.Now().Unix()

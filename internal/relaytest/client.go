@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"strings"
 	"sync"
 	"syscall"
@@ -49,7 +50,23 @@ type DialOptions struct {
 	// before connecting so the TCP window is small from the start; the
 	// kernel doubles the value and enforces a minimum). 0: default.
 	ReadBuffer int
+	// Header is sent with the upgrade request (e.g. X-Forwarded-For, as a
+	// reverse proxy would).
+	Header http.Header
+	// LocalIP is the source address to connect from ("127.0.0.2"); empty:
+	// the kernel's choice.
+	LocalIP string
 }
+
+// HandshakeError is a refused upgrade: the relay answered with an HTTP
+// status instead of 101.
+type HandshakeError struct {
+	Status int
+	Err    error
+}
+
+func (e *HandshakeError) Error() string { return fmt.Sprintf("HTTP %d: %v", e.Status, e.Err) }
+func (e *HandshakeError) Unwrap() error { return e.Err }
 
 // Dial connects to url and fails the test on error.
 func Dial(t testing.TB, url string) *Client {
@@ -65,24 +82,37 @@ func Dial(t testing.TB, url string) *Client {
 // failing.
 func DialWith(t testing.TB, url string, o DialOptions) (*Client, error) {
 	d := websocket.Dialer{HandshakeTimeout: DefaultTimeout, ReadBufferSize: 1 << 16, WriteBufferSize: 1 << 16}
-	if o.ReadBuffer > 0 {
-		nd := &net.Dialer{Timeout: DefaultTimeout, Control: func(_, _ string, rc syscall.RawConn) error {
-			var serr error
-			err := rc.Control(func(fd uintptr) {
-				serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, o.ReadBuffer)
-			})
-			if err != nil {
-				return err
+	if o.ReadBuffer > 0 || o.LocalIP != "" {
+		nd := &net.Dialer{Timeout: DefaultTimeout}
+		if o.LocalIP != "" {
+			ip := net.ParseIP(o.LocalIP)
+			if ip == nil {
+				return nil, fmt.Errorf("relaytest: LocalIP %q is not an address", o.LocalIP)
 			}
-			return serr
-		}}
+			nd.LocalAddr = &net.TCPAddr{IP: ip}
+		}
+		if o.ReadBuffer > 0 {
+			nd.Control = func(_, _ string, rc syscall.RawConn) error {
+				var serr error
+				err := rc.Control(func(fd uintptr) {
+					serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, o.ReadBuffer)
+				})
+				if err != nil {
+					return err
+				}
+				return serr
+			}
+		}
 		d.NetDialContext = nd.DialContext
 	}
-	conn, resp, err := d.Dial(url, nil)
+	conn, resp, err := d.Dial(url, o.Header)
 	if resp != nil && resp.Body != nil {
 		resp.Body.Close()
 	}
 	if err != nil {
+		if resp != nil {
+			return nil, &HandshakeError{Status: resp.StatusCode, Err: err}
+		}
 		return nil, err
 	}
 	conn.SetReadLimit(-1)

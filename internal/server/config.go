@@ -22,6 +22,22 @@ type Config struct {
 	// Pollers is the number of epoll goroutines. Default: the number of
 	// CPUs.
 	Pollers int `toml:"pollers"`
+	// TrustedProxies lists the reverse proxies (addresses or CIDR
+	// prefixes, e.g. "127.0.0.1" or "10.0.0.0/8") whose RealIPHeader is
+	// believed. A WebSocket from one of them is counted, limited and
+	// policed (max_connections_per_ip, blocked IPs, per-address rate
+	// limits) under the client address the proxy forwarded; connections
+	// from any other address use their TCP peer address, whatever headers
+	// they send. Default empty: every peer is a client.
+	TrustedProxies []string `toml:"trusted_proxies"`
+	// RealIPHeader is the request header a trusted proxy puts the client
+	// address in: a comma-separated list, each proxy appending the address
+	// it received from, of which the rightmost that is not itself a
+	// trusted proxy is the client ("X-Real-IP" with one address works the
+	// same). A trusted proxy's request without a usable header is counted
+	// under the proxy's own address (and in /stats proxy_header_missing).
+	// Default "X-Forwarded-For".
+	RealIPHeader string `toml:"real_ip_header"`
 	// Admins lists the hex pubkeys allowed to call the NIP-86 management
 	// API (a POST of type application/nostr+json+rpc to "/", authorized
 	// with NIP-98). Default empty: every call is answered 401, and NIP-11
@@ -40,6 +56,9 @@ func (c Config) Normalize() Config {
 	}
 	if c.MaxConnectionsPerIP == 0 {
 		c.MaxConnectionsPerIP = 128
+	}
+	if c.RealIPHeader == "" {
+		c.RealIPHeader = "X-Forwarded-For"
 	}
 	if c.HeaderTimeout <= 0 {
 		c.HeaderTimeout = 10 * time.Second

@@ -98,12 +98,16 @@ func (s *Server) serveLanding(w http.ResponseWriter, r *http.Request) {
 // Stats is the /stats document: the relay's counters plus the edge's.
 type Stats struct {
 	relay.Snapshot
-	SlotsActive int    `json:"connection_slots_active"`
-	Version     string `json:"version"`
+	SlotsActive int `json:"connection_slots_active"`
+	// ProxyHeaderMissing counts WebSocket upgrades from a trusted proxy
+	// without a usable client address (server.real_ip_header): counted
+	// under the proxy's own address.
+	ProxyHeaderMissing int64  `json:"proxy_header_missing"`
+	Version            string `json:"version"`
 }
 
 func (s *Server) statsDoc() Stats {
-	return Stats{Snapshot: s.relay.Stats(), SlotsActive: s.slots.active(), Version: s.version}
+	return Stats{Snapshot: s.relay.Stats(), SlotsActive: s.slots.active(), ProxyHeaderMissing: s.proxyNoClient.Load(), Version: s.version}
 }
 
 func (s *Server) handleStats(w http.ResponseWriter, r *http.Request) {

@@ -8,8 +8,10 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"net/netip"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/lesismal/nbio"
@@ -53,6 +55,9 @@ type Server struct {
 	stopOnce sync.Once
 	pprof    *http.Server
 	settle   *settler
+
+	proxies       []netip.Prefix // Config.TrustedProxies
+	proxyNoClient atomic.Int64   // upgrades from a trusted proxy without a usable client address
 }
 
 // New builds a server; Start begins listening.
@@ -77,6 +82,11 @@ func New(cfg Config, opts Options) (*Server, error) {
 	if err := s.initNIP86(); err != nil {
 		return nil, err
 	}
+	proxies, err := parseTrusted(cfg.TrustedProxies)
+	if err != nil {
+		return nil, err
+	}
+	s.proxies = proxies
 	s.slots = newSlots(cfg.MaxConnections, cfg.MaxConnectionsPerIP)
 	s.initMetrics()
 	logging.SetLogger(nbioLogger{s.log})

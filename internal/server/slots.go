@@ -8,14 +8,17 @@ import (
 
 // slots is the exact accounting of open connections, global and per client
 // address. A slot is taken at accept (before any byte is read) and released
-// once when the connection closes, whatever the path.
+// once when the connection closes, whatever the path. A connection from a
+// trusted proxy takes only the global part at accept; its per-address part
+// is attached at the WebSocket upgrade, for the client address the proxy
+// forwarded (attach).
 type slots struct {
 	mu     sync.Mutex
 	max    int // <= 0: unlimited
 	maxIP  int // <= 0: unlimited
 	total  int
 	perIP  map[netip.Prefix]*ipSlots
-	owners map[net.Conn]*ipSlots // a small value: this map has one entry per connection
+	owners map[net.Conn]*ipSlots // one entry per connection; nil: no per-address part (yet)
 }
 
 // ipSlots counts the connections of one client address.
@@ -33,13 +36,25 @@ func newSlots(maxTotal, maxIP int) *slots {
 	}
 }
 
-// ipKey groups IPv4 by address and IPv6 by /64 (one site's allocation).
-func ipKey(c net.Conn) netip.Prefix {
+// connAddr returns the TCP peer address of c (invalid if unparseable).
+func connAddr(c net.Conn) netip.Addr {
+	if a, ok := c.RemoteAddr().(*net.TCPAddr); ok {
+		ip, _ := netip.AddrFromSlice(a.IP)
+		return ip.Unmap()
+	}
 	ap, err := netip.ParseAddrPort(c.RemoteAddr().String())
 	if err != nil {
+		return netip.Addr{}
+	}
+	return ap.Addr().Unmap()
+}
+
+// ipKey groups IPv4 by address and IPv6 by /64 (one site's allocation).
+func ipKey(a netip.Addr) netip.Prefix {
+	if !a.IsValid() {
 		return netip.Prefix{}
 	}
-	a := ap.Addr().Unmap()
+	a = a.Unmap()
 	if a.Is4() {
 		return netip.PrefixFrom(a, 32)
 	}
@@ -47,30 +62,86 @@ func ipKey(c net.Conn) netip.Prefix {
 	return p
 }
 
-// acquire takes a slot for c. It reports false (and whether the per-IP cap
-// was the reason) when c must be refused.
-func (sl *slots) acquire(c net.Conn) (ok, perIP bool) {
-	k := ipKey(c)
+// acquire takes a slot for c, counted for client address a, or without a
+// per-address part when a is invalid (a trusted proxy's connection). It
+// reports false (and whether the per-IP cap was the reason) when c must
+// be refused.
+func (sl *slots) acquire(c net.Conn, a netip.Addr) (ok, perIP bool) {
 	sl.mu.Lock()
 	defer sl.mu.Unlock()
 	if sl.max > 0 && sl.total >= sl.max {
 		return false, false
 	}
-	ip := sl.perIP[k]
-	if sl.maxIP > 0 && ip != nil && int(ip.n) >= sl.maxIP {
-		return false, true
-	}
 	if _, dup := sl.owners[c]; dup {
 		return true, false
+	}
+	var ip *ipSlots
+	if a.IsValid() {
+		if ip, ok = sl.takeIP(ipKey(a)); !ok {
+			return false, true
+		}
+	}
+	sl.total++
+	sl.owners[c] = ip
+	return true, false
+}
+
+// attach counts c, which holds a slot without a per-address part, for
+// client address a, replacing any per-address part it had. It reports
+// false when a is at the per-IP cap (c keeps its global slot).
+func (sl *slots) attach(c net.Conn, a netip.Addr) bool {
+	sl.mu.Lock()
+	defer sl.mu.Unlock()
+	old, held := sl.owners[c]
+	if !held {
+		return false
+	}
+	k := ipKey(a)
+	if old != nil && old.key == k {
+		return true
+	}
+	ip, ok := sl.takeIP(k)
+	if !ok {
+		return false
+	}
+	sl.dropIP(old)
+	sl.owners[c] = ip
+	return true
+}
+
+// detach removes c's per-address part, keeping its global slot.
+func (sl *slots) detach(c net.Conn) {
+	sl.mu.Lock()
+	defer sl.mu.Unlock()
+	if ip, held := sl.owners[c]; held && ip != nil {
+		sl.dropIP(ip)
+		sl.owners[c] = nil
+	}
+}
+
+// takeIP counts one more connection for k. sl.mu must be held.
+func (sl *slots) takeIP(k netip.Prefix) (*ipSlots, bool) {
+	ip := sl.perIP[k]
+	if sl.maxIP > 0 && ip != nil && int(ip.n) >= sl.maxIP {
+		return nil, false
 	}
 	if ip == nil {
 		ip = &ipSlots{key: k}
 		sl.perIP[k] = ip
 	}
-	sl.total++
 	ip.n++
-	sl.owners[c] = ip
-	return true, false
+	return ip, true
+}
+
+// dropIP counts one connection less for ip (nil: none). sl.mu must be
+// held.
+func (sl *slots) dropIP(ip *ipSlots) {
+	if ip == nil {
+		return
+	}
+	if ip.n--; ip.n <= 0 {
+		delete(sl.perIP, ip.key)
+	}
 }
 
 // release frees c's slot if it holds one.
@@ -83,9 +154,7 @@ func (sl *slots) release(c net.Conn) {
 	}
 	delete(sl.owners, c)
 	sl.total--
-	if ip.n--; ip.n <= 0 {
-		delete(sl.perIP, ip.key)
-	}
+	sl.dropIP(ip)
 }
 
 func (sl *slots) active() int {

@@ -7,12 +7,14 @@ import (
 	"mime"
 	"net"
 	"net/http"
+	"net/netip"
 	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/lesismal/nbio"
+	"github.com/lesismal/nbio/nbhttp"
 	"github.com/lesismal/nbio/nbhttp/websocket"
 
 	"github.com/petrel-relay/petrel/internal/relay"
@@ -100,7 +102,13 @@ func (s *Server) admit(std net.Conn) (net.Conn, bool) {
 		s.log.Warn("accept: cannot take over connection", "err", err)
 		return nil, false
 	}
-	ok, perIP := s.slots.acquire(c)
+	// A trusted proxy's connection carries many clients: its per-address
+	// slot is taken at the upgrade, for the client it forwards.
+	peer := connAddr(c)
+	if s.trusted(peer) {
+		peer = netip.Addr{}
+	}
+	ok, perIP := s.slots.acquire(c, peer)
 	if !ok {
 		s.relay.CountRejectedConnection(perIP)
 		_ = c.Close() // not registered with a poller yet: just closes the descriptor
@@ -176,14 +184,42 @@ func isUpgrade(r *http.Request) bool {
 }
 
 func (s *Server) upgrade(w http.ResponseWriter, r *http.Request) {
+	ip := ""
+	var proxied net.Conn // a trusted proxy's connection, attached to its client
+	if len(s.proxies) > 0 {
+		// Behind a trusted proxy the TCP connection's per-address slot is
+		// taken here, for the forwarded client, before upgrading.
+		c, ok := responseConn(w)
+		if !ok {
+			http.Error(w, "internal error", http.StatusInternalServerError)
+			return
+		}
+		if peer := connAddr(c); s.trusted(peer) {
+			client := s.clientAddr(peer, r)
+			if !s.slots.attach(c, client) {
+				s.relay.CountRejectedConnection(true)
+				w.Header().Set("Connection", "close")
+				http.Error(w, "too many connections from your address", http.StatusTooManyRequests)
+				return
+			}
+			ip, proxied = client.String(), c
+		}
+	}
 	wsc, err := s.upgrader.Upgrade(w, r, nil)
 	if err != nil {
 		// The upgrader has answered with an HTTP error; the slot is
-		// released when the connection closes.
+		// released when the connection closes. A proxy's connection may
+		// carry other clients' requests meanwhile: it stops counting for
+		// this one.
+		if proxied != nil {
+			s.slots.detach(proxied)
+		}
 		return
 	}
 	nbc := wsc.UnderlayerConn()
-	ip := clientIP(nbc)
+	if ip == "" {
+		ip = clientIP(nbc)
+	}
 	t := &transport{wsc: wsc, nbc: nbc}
 	t.sess = s.relay.NewSession(t, ip)
 	wsc.SetSession(t)
@@ -217,6 +253,20 @@ func (s *Server) onWSClose(c *websocket.Conn, err error) {
 		t.closing.Store(true)
 		t.sess.Closed()
 	}
+}
+
+// responseConn returns the connection an nbio response goes out on: the
+// one admit gave nbio (slots are keyed by it).
+func responseConn(w http.ResponseWriter) (net.Conn, bool) {
+	res, ok := w.(*nbhttp.Response)
+	if !ok || res.Parser == nil || res.Parser.Conn == nil {
+		return nil, false
+	}
+	c := res.Parser.Conn
+	if hc, ok := c.(*nbhttp.Conn); ok {
+		c = hc.Conn // the *nbio.Conn that holds the slot
+	}
+	return c, c != nil
 }
 
 func clientIP(c net.Conn) string {

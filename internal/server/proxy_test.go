@@ -1,0 +1,124 @@
+package server
+
+import (
+	"net"
+	"net/netip"
+	"strings"
+	"testing"
+)
+
+func TestForwardedClient(t *testing.T) {
+	proxies, err := parseTrusted([]string{"127.0.0.1", "10.0.0.0/8", " ::1 ", "::ffff:192.0.2.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Server{proxies: proxies}
+	for _, c := range []struct {
+		values []string
+		want   string // "" : none
+	}{
+		{nil, ""},
+		{[]string{""}, ""},
+		{[]string{"203.0.113.5"}, "203.0.113.5"},
+		{[]string{" 203.0.113.5 , 10.1.2.3"}, "203.0.113.5"},                // the trusted hop is skipped
+		{[]string{"198.51.100.1, 203.0.113.5"}, "203.0.113.5"},              // rightmost untrusted: the left one may be forged
+		{[]string{"198.51.100.1", "203.0.113.5, 127.0.0.1"}, "203.0.113.5"}, // several header lines
+		{[]string{"10.0.0.1, 127.0.0.1"}, "10.0.0.1"},                       // all trusted: the leftmost
+		{[]string{"203.0.113.5:4711"}, "203.0.113.5"},
+		{[]string{"[2001:db8::1]:4711"}, "2001:db8::1"},
+		{[]string{"2001:db8::1"}, "2001:db8::1"},
+		{[]string{"::ffff:203.0.113.5"}, "203.0.113.5"},
+		{[]string{"192.0.2.1, 10.0.0.1"}, "192.0.2.1"}, // 192.0.2.1 trusted (mapped form): leftmost
+		{[]string{"unknown"}, ""},
+		{[]string{"203.0.113.5, garbage"}, ""}, // the entry that counts is not an address
+		{[]string{"garbage, 203.0.113.5"}, "203.0.113.5"},
+		{[]string{"fe80::1%eth0"}, ""},
+	} {
+		a, ok := s.forwardedClient(c.values)
+		got := ""
+		if ok {
+			got = a.String()
+		}
+		if got != c.want {
+			t.Errorf("forwardedClient(%q) = %q, want %q", c.values, got, c.want)
+		}
+	}
+	if !s.trusted(netip.MustParseAddr("::ffff:127.0.0.1")) || s.trusted(netip.MustParseAddr("127.0.0.2")) || s.trusted(netip.Addr{}) {
+		t.Error("trusted: wrong answer for a mapped trusted address, an untrusted one or none")
+	}
+	for _, bad := range []string{"localhost", "10.0.0.0/33", ""} {
+		if _, err := parseTrusted([]string{bad}); err == nil {
+			t.Errorf("parseTrusted(%q) accepted", bad)
+		}
+	}
+}
+
+// TestSlotsAttach: a proxy's connection takes only a global slot at
+// accept, and its per-address part at attach, at and past the cap.
+func TestSlotsAttach(t *testing.T) {
+	sl := newSlots(0, 2)
+	a := netip.MustParseAddr("203.0.113.5")
+	var conns [4]fakeConn
+	for i := range conns {
+		if ok, _ := sl.acquire(&conns[i], netip.Addr{}); !ok {
+			t.Fatalf("global slot %d refused", i)
+		}
+	}
+	if !sl.attach(&conns[0], a) || !sl.attach(&conns[1], a) {
+		t.Fatal("attach at the cap refused")
+	}
+	if sl.attach(&conns[2], a) {
+		t.Fatal("attach past the cap accepted")
+	}
+	if !sl.attach(&conns[1], a) { // again, same address: no change
+		t.Fatal("re-attach to the same address refused")
+	}
+	if ok, perIP := sl.acquire(&fakeConn{}, a); ok || !perIP {
+		t.Fatal("a direct connection from a full address accepted")
+	}
+	sl.detach(&conns[0])
+	if !sl.attach(&conns[2], a) {
+		t.Fatal("attach after a detach refused")
+	}
+	sl.release(&conns[1])
+	sl.release(&conns[2])
+	sl.release(&conns[3])
+	sl.release(&conns[3]) // twice: no effect
+	if sl.active() != 1 || len(sl.perIP) != 0 {
+		t.Fatalf("after release: %d active, %d addresses", sl.active(), len(sl.perIP))
+	}
+}
+
+// fakeConn is a distinct net.Conn for the slot table (never used for I/O).
+type fakeConn struct {
+	net.Conn
+	id int
+}
+
+// FuzzForwardedClient: any header value gives an address that appears in
+// it, or none, without panicking.
+func FuzzForwardedClient(f *testing.F) {
+	for _, v := range []string{"203.0.113.5", "198.51.100.1, 10.0.0.1", "[2001:db8::1]:4711", "unknown", ",,", "::ffff:1.2.3.4, 127.0.0.1"} {
+		f.Add(v)
+	}
+	proxies, _ := parseTrusted([]string{"127.0.0.1", "10.0.0.0/8"})
+	s := &Server{proxies: proxies}
+	f.Fuzz(func(t *testing.T, v string) {
+		a, ok := s.forwardedClient([]string{v})
+		if !ok {
+			return
+		}
+		if !a.IsValid() || a.Zone() != "" || a.Is4In6() {
+			t.Fatalf("%q: got %v", v, a)
+		}
+		found := false
+		for _, e := range strings.Split(v, ",") {
+			if b, ok := parseForwarded(strings.TrimSpace(e)); ok && b == a {
+				found = true
+			}
+		}
+		if !found {
+			t.Fatalf("%q: %v is not one of its entries", v, a)
+		}
+	})
+}

@@ -724,8 +724,23 @@ func (w *writer) applyVanish(ev *nostr.Event, removed []nostr.ID) ([]nostr.ID, e
 	if ts, ok := w.vanishedAt(&ev.PubKey); !ok || ev.CreatedAt > ts {
 		w.pendingVanish[ev.PubKey] = ev.CreatedAt
 	}
-	prefix := append([]byte{pfxAuthor}, ev.PubKey[:]...)
-	lower := appendU64(bytes.Clone(prefix), inv(ev.CreatedAt))
+	mine := append([]byte{pfxAuthor}, ev.PubKey[:]...)
+	removed, err := w.removeStream(mine, ev.CreatedAt, func(id *nostr.ID, _ *meta) bool { return *id != ev.ID }, removed)
+	if err != nil {
+		return nil, err
+	}
+	// The gift wraps addressed to the author: the "p" stream of its
+	// pubkey. The author's own were removed above, with their index
+	// entries.
+	wraps, _ := tagPrefix('p', ev.PubKey.Hex())
+	return w.removeStream(wraps, ev.CreatedAt, func(_ *nostr.ID, m *meta) bool { return m.kind == nostr.KindGiftWrap }, removed)
+}
+
+// removeStream removes the events of the stream under prefix (an index
+// of created_at-ordered keys, as seen by the batch) with created_at <= upTo
+// that pick chooses, and appends their ids to removed.
+func (w *writer) removeStream(prefix []byte, upTo int64, pick func(*nostr.ID, *meta) bool, removed []nostr.ID) ([]nostr.ID, error) {
+	lower := appendU64(bytes.Clone(prefix), inv(upTo))
 	it, err := w.b.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: prefixEnd(prefix)})
 	if err != nil {
 		return nil, err
@@ -740,38 +755,9 @@ func (w *writer) applyVanish(ev *nostr.Event, removed []nostr.ID) ([]nostr.ID, e
 		m, good := decodeMeta(it.Value())
 		if !ok || !good {
 			it.Close()
-			return nil, fmt.Errorf("%w: author index %x", errCorrupt, it.Key())
+			return nil, fmt.Errorf("%w: index entry %x", errCorrupt, it.Key())
 		}
-		if id != ev.ID {
-			victims = append(victims, victim{id, m.serial})
-		}
-	}
-	if err := closeIter(it); err != nil {
-		return nil, err
-	}
-	for _, v := range victims {
-		if err := w.removeSerial(v.serial); err != nil {
-			return nil, err
-		}
-		removed = append(removed, v.id)
-	}
-	// The gift wraps addressed to the author: the "p" stream of its pubkey,
-	// from the request's created_at down. The author's own were removed
-	// above, with their index entries.
-	prefix, _ = tagPrefix('p', ev.PubKey.Hex())
-	lower = appendU64(bytes.Clone(prefix), inv(ev.CreatedAt))
-	if it, err = w.b.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: prefixEnd(prefix)}); err != nil {
-		return nil, err
-	}
-	victims = victims[:0]
-	for it.First(); it.Valid(); it.Next() {
-		_, id, ok := decodeTail(it.Key())
-		m, good := decodeMeta(it.Value())
-		if !ok || !good {
-			it.Close()
-			return nil, fmt.Errorf("%w: tag index %x", errCorrupt, it.Key())
-		}
-		if m.kind == nostr.KindGiftWrap {
+		if pick(&id, &m) {
 			victims = append(victims, victim{id, m.serial})
 		}
 	}

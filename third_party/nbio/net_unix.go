@@ -11,8 +11,43 @@ import (
 	"errors"
 	"net"
 	"strings"
+	"sync/atomic"
 	"syscall"
 )
+
+// lastLocalAddr is the local address of the last TCP connection taken
+// over by dupStdConn (petrel patch): connections accepted on one listener
+// share it.
+var lastLocalAddr atomic.Value // *net.TCPAddr
+
+// sharedTCPAddr returns a, or an equal address shared with earlier
+// connections (petrel patch).
+func sharedTCPAddr(a net.Addr) net.Addr {
+	t, ok := a.(*net.TCPAddr)
+	if !ok {
+		return a
+	}
+	if p, _ := lastLocalAddr.Load().(*net.TCPAddr); p != nil && p.Port == t.Port && p.Zone == t.Zone && p.IP.Equal(t.IP) {
+		return p
+	}
+	c := compactTCPAddr(t).(*net.TCPAddr)
+	lastLocalAddr.Store(c)
+	return c
+}
+
+// compactTCPAddr returns a copy of a whose IP is a slice of its own, 4
+// bytes for IPv4 (petrel patch).
+func compactTCPAddr(a net.Addr) net.Addr {
+	t, ok := a.(*net.TCPAddr)
+	if !ok {
+		return a
+	}
+	ip := t.IP
+	if ip4 := ip.To4(); ip4 != nil {
+		ip = ip4
+	}
+	return &net.TCPAddr{IP: append(net.IP(nil), ip...), Port: t.Port, Zone: t.Zone}
+}
 
 //go:norace
 func init() {
@@ -70,6 +105,12 @@ func dupStdConn(conn net.Conn) (*Conn, error) {
 	switch conn.(type) {
 	case *net.TCPConn:
 		c.typ = ConnTypeTCP
+		// petrel patch: addresses cost 160 bytes per connection as the
+		// net package leaves them (each IP slice keeps its whole
+		// syscall.Sockaddr alive). Accepted connections share one local
+		// address; the remote one is copied compactly.
+		c.lAddr = sharedTCPAddr(lAddr)
+		c.rAddr = compactTCPAddr(rAddr)
 	case *net.UnixConn:
 		c.typ = ConnTypeUnix
 	case *net.UDPConn:

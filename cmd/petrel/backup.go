@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"time"
 
 	cpebble "github.com/cockroachdb/pebble/v2"
@@ -40,9 +41,12 @@ copied otherwise.
 --verify opens the copy afterwards and checks that it holds as many
 events as the store.
 
-Backup needs the data directory to itself: stop petrel serve first. For
-a backup while the relay runs, see docs/operations.md (filesystem
-snapshots, or petrel sync into another store).`,
+While petrel serve runs on the data directory, backup asks it for the
+checkpoint through its control socket (<data>/petrel.sock, which only the
+user serve runs as, and root, can use), so the relay need not stop; the
+copy then holds every event committed before the request, and --verify
+opens it and counts its events (the store itself keeps moving, so there is
+no fixed count to compare with). Otherwise backup opens the store itself.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runBackupCmd(cmd.Context(), &f, args[0], cmd.OutOrStdout())
@@ -61,6 +65,7 @@ type backupResult struct {
 	Bytes   int64   `json:"bytes"`            // size of the files in the copy
 	Events  int64   `json:"events,omitempty"` // with --verify
 	Seconds float64 `json:"seconds"`
+	Online  bool    `json:"online"` // written by the running relay
 }
 
 func runBackupCmd(ctx context.Context, f *backupFlags, dest string, stdout io.Writer) error {
@@ -74,12 +79,22 @@ func runBackupCmd(ctx context.Context, f *backupFlags, dest string, stdout io.Wr
 	if err != nil {
 		return err
 	}
-	st, err := openToolStore(cfg, log, toolStoreOptions{})
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	abs, err := filepath.Abs(dest)
 	if err != nil {
 		return err
 	}
-	if ctx == nil {
-		ctx = context.Background()
+	if res, served, err := askBackup(ctx, cfg.Store.Path, abs, f.verify); served {
+		if err != nil {
+			return err
+		}
+		return printBackup(stdout, f, cfg.Store.Path, res)
+	}
+	st, err := openToolStore(cfg, log, toolStoreOptions{})
+	if err != nil {
+		return err
 	}
 	start := time.Now()
 	res := backupResult{Dest: dest}
@@ -113,11 +128,21 @@ func runBackupCmd(ctx context.Context, f *backupFlags, dest string, stdout io.Wr
 	if res.Bytes, err = dirSize(dest); err != nil {
 		return err
 	}
+	return printBackup(stdout, f, cfg.Store.Path, res)
+}
+
+func printBackup(stdout io.Writer, f *backupFlags, storePath string, res backupResult) error {
 	if f.jsonOut {
 		return printJSON(stdout, res)
 	}
-	msg := fmt.Sprintf("backup of %s written to %s (%s) in %.1fs", cfg.Store.Path, dest, humanBytes(res.Bytes), res.Seconds)
-	if f.verify {
+	msg := fmt.Sprintf("backup of %s written to %s (%s) in %.1fs", storePath, res.Dest, humanBytes(res.Bytes), res.Seconds)
+	if res.Online {
+		msg += " by the running relay"
+	}
+	switch {
+	case f.verify && res.Online:
+		msg += fmt.Sprintf("; verified: the copy opens and holds %d events", res.Events)
+	case f.verify:
 		msg += fmt.Sprintf("; verified: %d events", res.Events)
 	}
 	fmt.Fprintln(stdout, msg)

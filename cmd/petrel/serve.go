@@ -18,6 +18,7 @@ import (
 	"github.com/petrel-relay/petrel/internal/relay"
 	"github.com/petrel-relay/petrel/internal/server"
 	"github.com/petrel-relay/petrel/internal/store"
+	"github.com/petrel-relay/petrel/internal/store/pebble"
 )
 
 // commonFlags are the flags every store-using subcommand takes.
@@ -121,6 +122,10 @@ func serve(cfg config.Config) error {
 		st.Close()
 		return err
 	}
+	var ctl *controlServer
+	if ps, ok := st.(*pebble.Store); ok {
+		ctl = startControl(cfg, log, ps)
+	}
 	log.Info("petrel listening",
 		"url", srv.URL(), "version", buildVersion(), "store", cfg.Store.Backend,
 		"path", cfg.Store.Path, "verifier", verifier.Name(), "startup", time.Since(start).Round(time.Millisecond))
@@ -139,6 +144,7 @@ func serve(cfg config.Config) error {
 	if err := srv.Shutdown(ctx); err != nil {
 		log.Warn("shutdown", "err", err)
 	}
+	ctl.close()
 	if err := st.Close(); err != nil {
 		return fmt.Errorf("close store: %w", err)
 	}

@@ -1,0 +1,201 @@
+package main
+
+// The control socket: petrel serve listens on a Unix socket inside its data
+// directory, so that the maintenance commands that can work on a live store
+// (petrel backup) ask the running relay instead of needing it stopped. The
+// socket is mode 0600: the user serve runs as (and root) may use it, as they
+// may read the data directory.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/petrel-relay/petrel/internal/config"
+	"github.com/petrel-relay/petrel/internal/nostr"
+	"github.com/petrel-relay/petrel/internal/store/pebble"
+)
+
+// controlSocketName is the control socket's name in the data directory.
+const controlSocketName = "petrel.sock"
+
+func controlSocketPath(storePath string) string {
+	return filepath.Join(storePath, controlSocketName)
+}
+
+// controlServer serves the control socket.
+type controlServer struct {
+	path string
+	srv  *http.Server
+	mu   sync.Mutex // one backup at a time
+}
+
+// startControl listens on the control socket of cfg's store. Without it
+// (a path too long for a Unix socket, say) the relay runs as before and
+// petrel backup needs it stopped: a warning says so.
+func startControl(cfg config.Config, log *slog.Logger, st *pebble.Store) *controlServer {
+	path := controlSocketPath(cfg.Store.Path)
+	// A socket left by a serve that died: the store's lock, which this
+	// process holds, says no other serve uses this directory.
+	if fi, err := os.Lstat(path); err == nil && fi.Mode()&fs.ModeSocket != 0 {
+		_ = os.Remove(path)
+	}
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		log.Warn("no control socket: petrel backup will need the relay stopped", "path", path, "err", err)
+		return nil
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		ln.Close()
+		log.Warn("no control socket: petrel backup will need the relay stopped", "path", path, "err", err)
+		return nil
+	}
+	c := &controlServer{path: path}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /backup", func(w http.ResponseWriter, r *http.Request) {
+		c.backup(w, r, cfg, log, st)
+	})
+	c.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = c.srv.Serve(ln) }()
+	return c
+}
+
+// close stops serving and removes the socket.
+func (c *controlServer) close() {
+	if c == nil {
+		return
+	}
+	_ = c.srv.Close()
+	_ = os.Remove(c.path)
+}
+
+// backupRequest asks the running relay for a checkpoint into Dest (an
+// absolute path that must not exist).
+type backupRequest struct {
+	Dest   string `json:"dest"`
+	Verify bool   `json:"verify"`
+}
+
+// controlError is the body of a refused control request.
+type controlError struct {
+	Error string `json:"error"`
+}
+
+func (c *controlServer) backup(w http.ResponseWriter, r *http.Request, cfg config.Config, log *slog.Logger, st *pebble.Store) {
+	reply := func(code int, v any) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(code)
+		_ = json.NewEncoder(w).Encode(v)
+	}
+	var req backupRequest
+	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<16)).Decode(&req); err != nil || !filepath.IsAbs(req.Dest) {
+		reply(http.StatusBadRequest, controlError{"want {\"dest\": an absolute path, \"verify\": bool}"})
+		return
+	}
+	if !c.mu.TryLock() {
+		reply(http.StatusConflict, controlError{"another backup is running"})
+		return
+	}
+	defer c.mu.Unlock()
+	res, err := liveBackup(r.Context(), cfg, log, st, req.Dest, req.Verify)
+	if err != nil {
+		reply(http.StatusInternalServerError, controlError{err.Error()})
+		return
+	}
+	log.Info("backup written", "dest", res.Dest, "bytes", res.Bytes, "seconds", res.Seconds)
+	reply(http.StatusOK, res)
+}
+
+// liveBackup writes a checkpoint of the running store into dest and, with
+// verify, opens the copy and counts its events. The store keeps moving, so
+// the count is the copy's own: there is nothing fixed to compare it with.
+func liveBackup(ctx context.Context, cfg config.Config, log *slog.Logger, st *pebble.Store, dest string, verify bool) (backupResult, error) {
+	start := time.Now()
+	res := backupResult{Dest: dest}
+	if _, err := os.Stat(dest); !errors.Is(err, fs.ErrNotExist) {
+		if err == nil {
+			return res, fmt.Errorf("%s already exists: backup writes a new directory", dest)
+		}
+		return res, err
+	}
+	if err := backupStore(st, dest); err != nil {
+		return res, err
+	}
+	if verify {
+		cpCfg := cfg
+		cpCfg.Store.Path = dest
+		cpCfg.Store.CacheBytes = 8 << 20 // a second store in the relay's process: keep it small
+		cp, err := openToolStore(cpCfg, log, toolStoreOptions{})
+		if err != nil {
+			return res, fmt.Errorf("verify: %w", err)
+		}
+		n, err := cp.Count(ctx, []nostr.Filter{{}})
+		if cerr := cp.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return res, fmt.Errorf("verify: %w", err)
+		}
+		res.Events = n
+	}
+	var err error
+	if res.Bytes, err = dirSize(dest); err != nil {
+		return res, err
+	}
+	res.Seconds = time.Since(start).Seconds()
+	res.Online = true
+	return res, nil
+}
+
+// askBackup asks a running petrel serve for a backup through its control
+// socket. served is false when no relay answers on it (no socket, or one
+// a stopped relay left behind): the caller then opens the store itself.
+func askBackup(ctx context.Context, storePath, dest string, verify bool) (res backupResult, served bool, err error) {
+	path := controlSocketPath(storePath)
+	if fi, err := os.Lstat(path); err != nil || fi.Mode()&fs.ModeSocket == 0 {
+		return res, false, nil
+	}
+	client := &http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", path)
+		},
+	}}
+	body, _ := json.Marshal(backupRequest{Dest: dest, Verify: verify})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://petrel/backup", bytes.NewReader(body))
+	if err != nil {
+		return res, true, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := client.Do(req)
+	if err != nil {
+		if errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, fs.ErrNotExist) {
+			return res, false, nil
+		}
+		return res, true, fmt.Errorf("ask the running relay (%s): %w", path, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		var ce controlError
+		if json.NewDecoder(resp.Body).Decode(&ce) != nil || ce.Error == "" {
+			ce.Error = resp.Status
+		}
+		return res, true, fmt.Errorf("the running relay: %s", ce.Error)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&res); err != nil {
+		return res, true, fmt.Errorf("the running relay's answer: %w", err)
+	}
+	return res, true, nil
+}

@@ -65,10 +65,7 @@ func TestBackupOnline(t *testing.T) {
 		t.Skip("builds the petrel binary")
 	}
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "petrel")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildPetrel(t, dir)
 	data := filepath.Join(dir, "data")
 	env := append(os.Environ(), "PETREL_CONFIG=")
 	serve := exec.Command(bin, "serve", "--data", data, "--listen", "127.0.0.1:0")

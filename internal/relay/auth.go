@@ -433,8 +433,8 @@ func (s *Session) checkReq(filters []nostr.Filter) *nostr.Rejection {
 
 // checkRead returns the rejection of a NIP-77 negentropy read
 // (NEG-OPEN): the per-address REQ rate limit, then checkReq. What the
-// client may not see is left out of its items by negRelay.hidden. Refusals are
-// counted in Stats.ReqRefused.
+// client may not see is left out of its items by negRelay.hidden.
+// Refusals are counted in Stats.ReqRefused.
 func (s *Session) checkRead(filters []nostr.Filter) *nostr.Rejection {
 	rej := s.allowReq()
 	if rej == nil {

@@ -2,6 +2,7 @@ package nostr
 
 import (
 	"bytes"
+	"encoding/binary"
 	"slices"
 )
 
@@ -174,8 +175,24 @@ func sortedHas[K ~[32]byte](list []K, v *K) bool {
 		}
 		return false
 	}
-	_, ok := slices.BinarySearchFunc(list, *v, func(a, b K) int { return bytes.Compare(a[:], b[:]) })
-	return ok
+	// A binary search that decides on the first 8 bytes (as a big-endian
+	// integer, which orders like the bytes) and compares the rest only on
+	// a tie: slices.BinarySearchFunc with bytes.Compare copied both
+	// 32-byte keys and called out for every step.
+	vb := [32]byte(*v)
+	k := binary.BigEndian.Uint64(vb[:8])
+	lo, hi := 0, len(list)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		e := [32]byte(list[m])
+		c := binary.BigEndian.Uint64(e[:8])
+		if c < k || c == k && bytes.Compare(e[8:], vb[8:]) < 0 {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return lo < len(list) && list[lo] == *v
 }
 
 func containsInt(list []int, v int) bool {

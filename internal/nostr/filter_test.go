@@ -1,7 +1,9 @@
 package nostr
 
 import (
+	"bytes"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -151,5 +153,51 @@ func TestPrepareKeepsMatches(t *testing.T) {
 				t.Fatalf("trial %d: Prepare changed the match of %+v", trial, ev)
 			}
 		}
+	}
+}
+
+// TestSortedHas compares the binary search of prepared lists with a scan,
+// on lists of every length around sortedScan, with keys that share their
+// first 8 bytes (the search decides on those first) and keys absent below,
+// between and above the list's.
+func TestSortedHas(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 11))
+	key := func() PubKey {
+		var k PubKey
+		for i := range k {
+			k[i] = byte(rng.IntN(4)) // few values: many shared prefixes and ties
+		}
+		return k
+	}
+	for n := 0; n < 3*sortedScan; n++ {
+		for round := 0; round < 50; round++ {
+			list := make([]PubKey, n)
+			for i := range list {
+				list[i] = key()
+			}
+			slices.SortFunc(list, func(a, b PubKey) int { return bytes.Compare(a[:], b[:]) })
+			for probe := 0; probe < 20; probe++ {
+				v := key()
+				if probe%3 == 0 && n > 0 {
+					v = list[rng.IntN(n)]
+				}
+				if got, want := sortedHas(list, &v), slices.Contains(list, v); got != want {
+					t.Fatalf("n=%d: sortedHas(%x) = %v, want %v", n, v[:], got, want)
+				}
+			}
+		}
+	}
+	var lo, hi PubKey
+	for i := range hi {
+		hi[i] = 0xff
+	}
+	list := []PubKey{}
+	for i := range 2 * sortedScan {
+		var k PubKey
+		k[0], k[31] = 0x80, byte(i)
+		list = append(list, k)
+	}
+	if sortedHas(list, &lo) || sortedHas(list, &hi) || !sortedHas(list, &list[0]) || !sortedHas(list, &list[len(list)-1]) {
+		t.Fatal("bounds")
 	}
 }

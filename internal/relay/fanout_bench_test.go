@@ -126,7 +126,7 @@ func BenchmarkFanout(b *testing.B) {
 					d.flushTouched()
 				}
 				sent += int64(len(`["EVENT","feed",]`) + len(ev.Raw))
-				if i%256 == 255 {
+				if i%1024 == 1023 {
 					// Let the flushers catch up now and then, so a busy
 					// machine measures a slower fan-out instead of
 					// overflowing the out-queues (which fails the run).

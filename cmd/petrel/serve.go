@@ -137,6 +137,9 @@ func serve(cfg config.Config) error {
 	go func() {
 		<-sig
 		log.Warn("second signal: exiting now")
+		if ctl != nil {
+			_ = os.Remove(ctl.path) // no backup can be served any more
+		}
 		os.Exit(1)
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.Server.ShutdownTimeout+10*time.Second)

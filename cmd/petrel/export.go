@@ -197,15 +197,7 @@ func exportOldestFirst(ctx context.Context, st store.Store, filters []nostr.Filt
 	if err != nil {
 		return err
 	}
-	slices.SortFunc(items, func(a, b store.Item) int {
-		if a.CreatedAt != b.CreatedAt {
-			if a.CreatedAt < b.CreatedAt {
-				return -1
-			}
-			return 1
-		}
-		return slices.Compare(a.ID[:], b.ID[:])
-	})
+	slices.SortFunc(items, store.CompareItems)
 	raws := make(map[nostr.ID][]byte, exportFetch)
 	ids := make([]nostr.ID, 0, exportFetch)
 	for len(items) > 0 {

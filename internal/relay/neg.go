@@ -29,8 +29,6 @@ package relay
 // it held); negSub.mu, then Session.out.mu (through sendControl).
 
 import (
-	"bytes"
-	"cmp"
 	"context"
 	"errors"
 	"math"
@@ -479,31 +477,22 @@ func (nr *negRelay) hidden(sb *negSub, limit int) ([]store.Item, error) {
 	if err := it.Err(); err != nil {
 		return nil, err
 	}
-	slices.SortFunc(out, compareItems)
+	slices.SortFunc(out, store.CompareItems)
 	return out, nil
 }
 
-// compareItems orders items as store.Items returns them: created_at
-// ascending, then id.
-func compareItems(a, b store.Item) int {
-	if c := cmp.Compare(a.CreatedAt, b.CreatedAt); c != 0 {
-		return c
-	}
-	return bytes.Compare(a.ID[:], b.ID[:])
-}
-
 // subtractItems returns the items of a not in b, both sorted by
-// compareItems. It reuses a's array.
+// store.CompareItems. It reuses a's array.
 func subtractItems(a, b []store.Item) []store.Item {
 	if len(b) == 0 {
 		return a
 	}
 	out, j := a[:0], 0
 	for _, it := range a {
-		for j < len(b) && compareItems(b[j], it) < 0 {
+		for j < len(b) && store.CompareItems(b[j], it) < 0 {
 			j++
 		}
-		if j < len(b) && compareItems(b[j], it) == 0 {
+		if j < len(b) && store.CompareItems(b[j], it) == 0 {
 			continue
 		}
 		out = append(out, it)

@@ -1,6 +1,8 @@
 package store
 
 import (
+	"bytes"
+	"cmp"
 	"context"
 	"errors"
 
@@ -108,6 +110,15 @@ type Iterator interface {
 type Item struct {
 	CreatedAt int64
 	ID        nostr.ID
+}
+
+// CompareItems orders items as Items returns them: created_at ascending,
+// then id ascending (bytewise).
+func CompareItems(a, b Item) int {
+	if c := cmp.Compare(a.CreatedAt, b.CreatedAt); c != 0 {
+		return c
+	}
+	return bytes.Compare(a.ID[:], b.ID[:])
 }
 
 // Stats is a snapshot of store-level figures for /stats and /metrics.

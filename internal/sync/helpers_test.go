@@ -81,7 +81,7 @@ func want(events ...[]*nostr.Event) []store.Item {
 	for _, ev := range slices.Concat(events...) {
 		out = append(out, store.Item{CreatedAt: ev.CreatedAt, ID: ev.ID})
 	}
-	slices.SortFunc(out, storetest.CompareItems)
+	slices.SortFunc(out, store.CompareItems)
 	return slices.Compact(out)
 }
 

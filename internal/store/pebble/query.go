@@ -1105,14 +1105,6 @@ func (s *Store) Items(ctx context.Context, filters []nostr.Filter, max int) ([]s
 	if err != nil {
 		return nil, err
 	}
-	slices.SortFunc(items, func(a, b store.Item) int {
-		if a.CreatedAt != b.CreatedAt {
-			if a.CreatedAt < b.CreatedAt {
-				return -1
-			}
-			return 1
-		}
-		return bytes.Compare(a.ID[:], b.ID[:])
-	})
+	slices.SortFunc(items, store.CompareItems)
 	return items, nil
 }

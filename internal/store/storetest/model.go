@@ -258,18 +258,6 @@ func CompareNewestFirst(a, b *nostr.Event) int {
 	return bytes.Compare(a.ID[:], b.ID[:])
 }
 
-// CompareItems orders items as Items returns them: created_at ascending,
-// then id ascending.
-func CompareItems(a, b store.Item) int {
-	if a.CreatedAt != b.CreatedAt {
-		if a.CreatedAt < b.CreatedAt {
-			return -1
-		}
-		return 1
-	}
-	return bytes.Compare(a.ID[:], b.ID[:])
-}
-
 // Active reports whether a filter can contribute to a Query: it is not
 // Empty, and does not have a limit of zero or less. Count and Items ignore
 // the limit part. (A filter with Search needs a store that supports
@@ -422,7 +410,7 @@ func (m *Model) Items(ctx context.Context, filters []nostr.Filter, max int) ([]s
 	for i, ev := range evs {
 		items[i] = store.Item{CreatedAt: ev.CreatedAt, ID: ev.ID}
 	}
-	slices.SortFunc(items, CompareItems)
+	slices.SortFunc(items, store.CompareItems)
 	return items, nil
 }
 

@@ -234,7 +234,7 @@ func testSearchLimitOrder(t *testing.T, st store.Store) {
 		t.Fatalf("Count = %d, want %d", n, len(many))
 	}
 	items, err := st.Items(context.Background(), fs(searchFor("kiwi")), 0)
-	if err != nil || len(items) != len(many) || !slices.IsSortedFunc(items, CompareItems) {
+	if err != nil || len(items) != len(many) || !slices.IsSortedFunc(items, store.CompareItems) {
 		t.Fatalf("Items: %d items, %v", len(items), err)
 	}
 }

@@ -1,9 +1,6 @@
 package pebble
 
 import (
-	"encoding/binary"
-	"math/bits"
-	"sync/atomic"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -14,7 +11,7 @@ import (
 // The relay asks HasAt for every incoming event before verifying it, and
 // for a new event the answer is a pebble lookup of a missing key: mostly a
 // walk down the memtables' skiplists, about a tenth of the CPU an ingested
-// event costs. seenFilter, a Bloom filter over the ids of every stored
+// event costs. idBloom, a Bloom filter over the ids of every stored
 // event, answers "absent" for most new ids without that lookup.
 //
 // No false negatives: an id the filter does not contain was not stored by
@@ -36,70 +33,13 @@ import (
 // (the old one answers meanwhile). At the size cap it stays and only
 // grows less precise.
 
-// seenMinBytes is the smallest filter (for up to half a million ids;
-// Options.idFilterMinBytes in tests).
-const seenMinBytes = 1 << 20
-
-// seenBitsPerID is the filter's design density: about 0.1% false
-// positives with seenHashes bits per id in 512-bit blocks.
-const seenBitsPerID = 16
-
-// seenHashes is the number of bits an id sets, all in one 512-bit block
-// (one cache line), so a lookup costs one cache miss.
-const seenHashes = 6
-
 // idKeyDiskBytes estimates the disk space of one I key and value, for
 // sizing the filter at open.
 const idKeyDiskBytes = 48
 
-type seenFilter struct {
-	words    []atomic.Uint64 // 8 words (one block) per id's bits
-	blocks   uint64          // a power of two
-	capacity int64           // ids at seenBitsPerID
-	count    atomic.Int64    // ids added (an id added twice counts twice)
-}
-
-func newSeenFilter(bytes int) *seenFilter {
-	n := uint64(bytes) / 64
-	return &seenFilter{words: make([]atomic.Uint64, n*8), blocks: n, capacity: int64(bytes) * 8 / seenBitsPerID}
-}
-
-// seenBytes is the filter size for n ids: the next power of two at
-// seenBitsPerID, within [least, limit].
-func seenBytes(n int64, least, limit int) int {
-	want := uint64(max(n, 1)) * seenBitsPerID / 8
-	b := 1 << bits.Len64(want-1)
-	return min(max(b, least), limit)
-}
-
-// positions returns the id's block and its bits there. Ids are SHA-256
-// hashes, so their bytes serve as the hash functions.
-func (f *seenFilter) positions(id *nostr.ID) (block []atomic.Uint64, h uint64) {
-	b := binary.LittleEndian.Uint64(id[0:]) & (f.blocks - 1)
-	return f.words[b*8 : b*8+8], binary.LittleEndian.Uint64(id[8:])
-}
-
-func (f *seenFilter) add(id *nostr.ID) {
-	block, h := f.positions(id)
-	for range seenHashes {
-		bit := h & 511
-		block[bit/64].Or(1 << (bit % 64))
-		h >>= 9
-	}
-	f.count.Add(1)
-}
-
-func (f *seenFilter) mayContain(id *nostr.ID) bool {
-	block, h := f.positions(id)
-	for range seenHashes {
-		bit := h & 511
-		if block[bit/64].Load()&(1<<(bit%64)) == 0 {
-			return false
-		}
-		h >>= 9
-	}
-	return true
-}
+// seenMinBytes is the smallest filter (for up to half a million ids;
+// Options.idFilterMinBytes in tests).
+const seenMinBytes = 1 << 20
 
 // addSeen adds the ids of a committed batch's events to the filters.
 // Called by the writer, after the commit and before commits moves on.
@@ -153,7 +93,7 @@ func (s *Store) estimateIDs() int64 {
 func (s *Store) buildSeen(n int64) error {
 	for {
 		start := time.Now()
-		f := newSeenFilter(seenBytes(2*n, s.opts.idFilterMinBytes, s.opts.IDFilterMaxBytes))
+		f := newIDBloom(idBloomBytes(2*n, s.opts.idFilterMinBytes, s.opts.IDFilterMaxBytes))
 		// The writer adds to f every id it commits from now on; the
 		// iterator, opened after, sees every id committed before.
 		s.seenBuilding.Store(f)
@@ -174,7 +114,7 @@ func (s *Store) buildSeen(n int64) error {
 
 // fillSeen adds every stored id to f and returns how many it added, or
 // -1 if the store began closing.
-func (s *Store) fillSeen(f *seenFilter) (int, error) {
+func (s *Store) fillSeen(f *idBloom) (int, error) {
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{pfxID}, UpperBound: []byte{pfxID + 1}})
 	if err != nil {
 		return 0, err

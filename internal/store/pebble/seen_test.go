@@ -22,10 +22,10 @@ func randomID(rng *rand.Rand) nostr.ID {
 	return id
 }
 
-// TestSeenFilter: every added id is found; at the design density few
+// TestIDBloom: every added id is found; at the design density few
 // others are.
-func TestSeenFilter(t *testing.T) {
-	f := newSeenFilter(1 << 16)
+func TestIDBloom(t *testing.T) {
+	f := newIDBloom(1 << 16)
 	rng := rand.New(rand.NewPCG(1, 2))
 	ids := make([]nostr.ID, f.capacity)
 	for i := range ids {
@@ -46,14 +46,14 @@ func TestSeenFilter(t *testing.T) {
 		}
 	}
 	if rate := float64(fp) / probes; rate > 0.005 {
-		t.Fatalf("false positives at %d bits per id: %.3f%%, want under 0.5%%", seenBitsPerID, 100*rate)
+		t.Fatalf("false positives at %d bits per id: %.3f%%, want under 0.5%%", idBloomBitsPerID, 100*rate)
 	}
 	if f.count.Load() != f.capacity {
 		t.Fatalf("count %d, want %d", f.count.Load(), f.capacity)
 	}
 }
 
-func TestSeenBytes(t *testing.T) {
+func TestIDBloomBytes(t *testing.T) {
 	for _, c := range []struct {
 		n            int64
 		least, limit int
@@ -66,15 +66,15 @@ func TestSeenBytes(t *testing.T) {
 		{1 << 30, 64, 1 << 20, 1 << 20}, // capped
 		{10, 1 << 20, 1 << 26, 1 << 20},
 	} {
-		if got := seenBytes(c.n, c.least, c.limit); got != c.want {
-			t.Errorf("seenBytes(%d, %d, %d) = %d, want %d", c.n, c.least, c.limit, got, c.want)
+		if got := idBloomBytes(c.n, c.least, c.limit); got != c.want {
+			t.Errorf("idBloomBytes(%d, %d, %d) = %d, want %d", c.n, c.least, c.limit, got, c.want)
 		}
 	}
 }
 
 // waitSeen starts the store's filter (the first HasAt does) and waits
 // until it is built and no build runs.
-func waitSeen(t *testing.T, s *Store) *seenFilter {
+func waitSeen(t *testing.T, s *Store) *idBloom {
 	t.Helper()
 	hasAt(t, s, nostr.ID{})
 	deadline := time.Now().Add(30 * time.Second)
@@ -240,7 +240,7 @@ func TestSeenCap(t *testing.T) {
 	if s.opts.IDFilterMaxBytes != limit {
 		t.Fatalf("IDFilterMaxBytes 1500 became %d, want %d", s.opts.IDFilterMaxBytes, limit)
 	}
-	capacity := int64(limit * 8 / seenBitsPerID)
+	capacity := int64(limit * 8 / idBloomBitsPerID)
 	waitSeen(t, s)
 	rng := rand.New(rand.NewPCG(13, 14))
 	var ids []nostr.ID

@@ -55,8 +55,8 @@ type Store struct {
 	// seen is the filter of stored ids HasAt consults (nil until built);
 	// seenBuilding is a filter being built, which the writer also adds
 	// to; seenBuild is set while a build runs (see seen.go).
-	seen         atomic.Pointer[seenFilter]
-	seenBuilding atomic.Pointer[seenFilter]
+	seen         atomic.Pointer[idBloom]
+	seenBuilding atomic.Pointer[idBloom]
 	seenBuild    atomic.Bool
 	seenOnce     sync.Once
 	seenSkips    atomic.Uint64 // lookups the filter spared (for tests)

@@ -74,8 +74,11 @@ type writer struct {
 	vanished      map[nostr.PubKey]int64
 	pendingVanish map[nostr.PubKey]int64
 
-	// tombstoned filters the ids that have D keys (see idFilter).
-	tombstoned *idFilter
+	// tombstoned filters the ids that have D keys, so that saving an
+	// event costs no tombstone lookup unless its id may have one. Sized at
+	// open from the number of tombstones; it only grows less precise as
+	// tombstones are added until the next open.
+	tombstoned *idBloom
 
 	// Search index (nil analyzer when Options.DisableSearch): the
 	// committed collection figures, and the current batch's change to
@@ -147,7 +150,7 @@ func newWriter(s *Store) (*writer, error) {
 	if err := closeIter(dit); err != nil {
 		return nil, err
 	}
-	w.tombstoned = newIDFilter(len(dead))
+	w.tombstoned = newIDBloom(idBloomBytes(int64(len(dead)), seenMinBytes, 1<<40))
 	for i := range dead {
 		w.tombstoned.add(&dead[i])
 	}

@@ -196,14 +196,14 @@ func (libsecpBackend) Verify(pub *PubKey, msg *[32]byte, sig *Sig) bool {
 	) == 1
 }
 
-// VerifyEvents implements BatchVerifier: one cgo call per verifyBatchMax
+// VerifyEvents implements BatchVerifier: one cgo call per VerifyBatchMax
 // events, with the inputs packed into one stack buffer (Go memory passed to
 // C must not hold Go pointers).
 func (libsecpBackend) VerifyEvents(evs []*Event, ok []bool) {
-	var in [verifyBatchMax * 128]byte
-	var res [verifyBatchMax]C.uchar
+	var in [VerifyBatchMax * 128]byte
+	var res [VerifyBatchMax]C.uchar
 	for len(evs) > 0 {
-		n := min(len(evs), verifyBatchMax)
+		n := min(len(evs), VerifyBatchMax)
 		for i, ev := range evs[:n] {
 			r := in[128*i : 128*i+128]
 			copy(r, ev.Sig[:])

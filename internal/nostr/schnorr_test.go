@@ -446,7 +446,7 @@ func FuzzSignVerify(f *testing.F) {
 // BenchmarkVerifyEvents is VerifyEvents over a full batch; ns/event is
 // comparable with BenchmarkVerify's ns/op.
 func BenchmarkVerifyEvents(b *testing.B) {
-	evs := make([]*Event, verifyBatchMax)
+	evs := make([]*Event, VerifyBatchMax)
 	for i := range evs {
 		evs[i] = &Event{CreatedAt: int64(1700000000 + i), Kind: 1, Content: "bench"}
 		SignEvent(evs[i], SecretKeyFromSeed([]byte{byte(i)}))

@@ -120,10 +120,10 @@ type BatchVerifier interface {
 	VerifyEvents(evs []*Event, ok []bool)
 }
 
-// verifyBatchMax is the most events the libsecp256k1 verifier checks in
+// VerifyBatchMax is the most events the libsecp256k1 verifier checks in
 // one cgo call: 16 verifies are under a millisecond, and their packed
-// inputs (2 KiB) fit on the stack.
-const verifyBatchMax = 16
+// inputs (2 KiB) fit on the stack. VerifyEvents takes any number.
+const VerifyBatchMax = 16
 
 // VerifyEvents sets ok[i] to whether evs[i] has a valid signature
 // (VerifyEvent), in one call to v when v is a BatchVerifier.

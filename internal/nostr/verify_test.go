@@ -103,7 +103,7 @@ func TestVerifierEnvSubprocess(t *testing.T) {
 // with invalid ones (bad signature, wrong id, key off the curve) at the
 // ends and in the middle of a call's chunk.
 func TestVerifyEvents(t *testing.T) {
-	const n = 2*verifyBatchMax + 5
+	const n = 2*VerifyBatchMax + 5
 	evs := make([]*Event, n)
 	for i := range evs {
 		ev := &Event{CreatedAt: int64(1700000000 + i), Kind: 1, Content: fmt.Sprintf("note %d", i)}
@@ -111,13 +111,13 @@ func TestVerifyEvents(t *testing.T) {
 		evs[i] = ev
 	}
 	evs[0].Sig[5] ^= 1
-	evs[verifyBatchMax-1].ID[0] ^= 1
-	evs[verifyBatchMax].PubKey = PubKey(bytes.Repeat([]byte{0xff}, 32))
+	evs[VerifyBatchMax-1].ID[0] ^= 1
+	evs[VerifyBatchMax].PubKey = PubKey(bytes.Repeat([]byte{0xff}, 32))
 	evs[n-1].Sig[63] ^= 0x80
-	invalid := map[int]bool{0: true, verifyBatchMax - 1: true, verifyBatchMax: true, n - 1: true}
+	invalid := map[int]bool{0: true, VerifyBatchMax - 1: true, VerifyBatchMax: true, n - 1: true}
 	for _, be := range testBackends(t) {
 		t.Run(be.Name(), func(t *testing.T) {
-			for _, m := range []int{0, 1, verifyBatchMax, n} {
+			for _, m := range []int{0, 1, VerifyBatchMax, n} {
 				ok := make([]bool, m)
 				for i := range ok {
 					ok[i] = invalid[i] // the opposite of every expected answer

@@ -78,9 +78,9 @@ func (in *ingest) offer(j verifyJob) (ok, closed bool) {
 	}
 }
 
-// verifyBatch is the most jobs a verifier takes from the queue at once
-// (nostr.VerifyEvents checks them in one call).
-const verifyBatch = 16
+// verifyBatch is the most jobs a verifier takes from the queue at once:
+// what nostr.VerifyEvents checks in one call.
+const verifyBatch = nostr.VerifyBatchMax
 
 func (in *ingest) run() {
 	defer in.workers.Done()

@@ -184,25 +184,26 @@ func isUpgrade(r *http.Request) bool {
 }
 
 func (s *Server) upgrade(w http.ResponseWriter, r *http.Request) {
-	ip := ""
-	var proxied net.Conn // a trusted proxy's connection, attached to its client
+	// The client's address, for the write policy: the TCP peer, or, behind
+	// a trusted proxy, the client it forwards, whose per-address slot the
+	// proxy's connection takes here, before upgrading.
+	var client netip.Addr
+	var proxied net.Conn
 	if len(s.proxies) > 0 {
-		// Behind a trusted proxy the TCP connection's per-address slot is
-		// taken here, for the forwarded client, before upgrading.
 		c, ok := responseConn(w)
 		if !ok {
 			http.Error(w, "internal error", http.StatusInternalServerError)
 			return
 		}
 		if peer := connAddr(c); s.trusted(peer) {
-			client := s.clientAddr(peer, r)
+			client = s.clientAddr(peer, r)
 			if !s.slots.attach(c, client) {
 				s.relay.CountRejectedConnection(true)
 				w.Header().Set("Connection", "close")
 				http.Error(w, "too many connections from your address", http.StatusTooManyRequests)
 				return
 			}
-			ip, proxied = client.String(), c
+			proxied = c
 		}
 	}
 	wsc, err := s.upgrader.Upgrade(w, r, nil)
@@ -217,8 +218,12 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	nbc := wsc.UnderlayerConn()
-	if ip == "" {
-		ip = clientIP(nbc)
+	if proxied == nil {
+		client = connAddr(nbc)
+	}
+	ip := ""
+	if client.IsValid() {
+		ip = client.String()
 	}
 	t := &transport{wsc: wsc, nbc: nbc}
 	t.sess = s.relay.NewSession(t, ip)
@@ -267,15 +272,4 @@ func responseConn(w http.ResponseWriter) (net.Conn, bool) {
 		c = hc.Conn // the *nbio.Conn that holds the slot
 	}
 	return c, c != nil
-}
-
-func clientIP(c net.Conn) string {
-	if a, ok := c.RemoteAddr().(*net.TCPAddr); ok {
-		return a.IP.String()
-	}
-	host, _, err := net.SplitHostPort(c.RemoteAddr().String())
-	if err != nil {
-		return c.RemoteAddr().String()
-	}
-	return host
 }

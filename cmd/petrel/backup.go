@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"time"
@@ -13,6 +14,7 @@ import (
 	cpebble "github.com/cockroachdb/pebble/v2"
 	"github.com/spf13/cobra"
 
+	"github.com/petrel-relay/petrel/internal/config"
 	"github.com/petrel-relay/petrel/internal/nostr"
 	"github.com/petrel-relay/petrel/internal/store/pebble"
 )
@@ -69,10 +71,7 @@ type backupResult struct {
 }
 
 func runBackupCmd(ctx context.Context, f *backupFlags, dest string, stdout io.Writer) error {
-	if _, err := os.Stat(dest); !errors.Is(err, fs.ErrNotExist) {
-		if err == nil {
-			return fmt.Errorf("%s already exists: backup writes a new directory", dest)
-		}
+	if err := checkNewDir(dest); err != nil {
 		return err
 	}
 	cfg, log, err := toolSetup(&f.common)
@@ -109,16 +108,9 @@ func runBackupCmd(ctx context.Context, f *backupFlags, dest string, stdout io.Wr
 		return err
 	}
 	if f.verify {
-		cpCfg := cfg
-		cpCfg.Store.Path = dest
-		cp, err := openToolStore(cpCfg, log, toolStoreOptions{})
+		n, err := countCopy(ctx, cfg, log, dest)
 		if err != nil {
-			return fmt.Errorf("verify: %w", err)
-		}
-		n, err := cp.Count(ctx, []nostr.Filter{{}})
-		cp.Close()
-		if err != nil {
-			return fmt.Errorf("verify: %w", err)
+			return err
 		}
 		if n != res.Events {
 			return fmt.Errorf("verify: the copy holds %d events, the store %d", n, res.Events)
@@ -147,6 +139,36 @@ func printBackup(stdout io.Writer, f *backupFlags, storePath string, res backupR
 	}
 	fmt.Fprintln(stdout, msg)
 	return nil
+}
+
+// checkNewDir fails unless dest does not exist yet.
+func checkNewDir(dest string) error {
+	if _, err := os.Stat(dest); !errors.Is(err, fs.ErrNotExist) {
+		if err == nil {
+			return fmt.Errorf("%s already exists: backup writes a new directory", dest)
+		}
+		return err
+	}
+	return nil
+}
+
+// countCopy opens the backup in dest with cfg's store options (and a small
+// cache: it may be opened inside the running relay) and counts its events.
+func countCopy(ctx context.Context, cfg config.Config, log *slog.Logger, dest string) (int64, error) {
+	cfg.Store.Path = dest
+	cfg.Store.CacheBytes = 8 << 20
+	cp, err := openToolStore(cfg, log, toolStoreOptions{})
+	if err != nil {
+		return 0, fmt.Errorf("verify: %w", err)
+	}
+	n, err := cp.Count(ctx, []nostr.Filter{{}})
+	if cerr := cp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return 0, fmt.Errorf("verify: %w", err)
+	}
+	return n, nil
 }
 
 // backupStore writes a checkpoint of st into dest, which must not exist.

@@ -24,7 +24,6 @@ import (
 	"time"
 
 	"github.com/petrel-relay/petrel/internal/config"
-	"github.com/petrel-relay/petrel/internal/nostr"
 	"github.com/petrel-relay/petrel/internal/store/pebble"
 )
 
@@ -124,33 +123,18 @@ func (c *controlServer) backup(w http.ResponseWriter, r *http.Request, cfg confi
 func liveBackup(ctx context.Context, cfg config.Config, log *slog.Logger, st *pebble.Store, dest string, verify bool) (backupResult, error) {
 	start := time.Now()
 	res := backupResult{Dest: dest}
-	if _, err := os.Stat(dest); !errors.Is(err, fs.ErrNotExist) {
-		if err == nil {
-			return res, fmt.Errorf("%s already exists: backup writes a new directory", dest)
-		}
+	if err := checkNewDir(dest); err != nil {
 		return res, err
 	}
 	if err := backupStore(st, dest); err != nil {
 		return res, err
 	}
-	if verify {
-		cpCfg := cfg
-		cpCfg.Store.Path = dest
-		cpCfg.Store.CacheBytes = 8 << 20 // a second store in the relay's process: keep it small
-		cp, err := openToolStore(cpCfg, log, toolStoreOptions{})
-		if err != nil {
-			return res, fmt.Errorf("verify: %w", err)
-		}
-		n, err := cp.Count(ctx, []nostr.Filter{{}})
-		if cerr := cp.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			return res, fmt.Errorf("verify: %w", err)
-		}
-		res.Events = n
-	}
 	var err error
+	if verify {
+		if res.Events, err = countCopy(ctx, cfg, log, dest); err != nil {
+			return res, err
+		}
+	}
 	if res.Bytes, err = dirSize(dest); err != nil {
 		return res, err
 	}

@@ -6,7 +6,8 @@ package relay
 // keyed by subscription id. NEG-OPEN checks the read rules and the
 // per-connection count, then queues a load job: one of a few dedicated
 // load workers (half the query workers, at least one) reads the matching
-// (created_at, id) items with store.Items, bounded by MaxNegItems and by
+// (created_at, id) items with store.Items, less those of protected events
+// the client may not see (hidden), bounded by MaxNegItems and by
 // what is left of the relay-wide NegItemsTotal budget, builds the
 // negentropy Vector, answers the initial message and only then marks the
 // session ready. NEG-MSG is answered inline on the message handler: its

@@ -1,0 +1,61 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/petrel-relay/petrel/internal/config"
+)
+
+// TestControlBackup drives the control socket in process: one backup at a
+// time (a second, while one runs, is refused and writes nothing; the next
+// is served), a destination that exists is refused, and the socket is
+// private to its user and gone after close.
+func TestControlBackup(t *testing.T) {
+	dir := t.TempDir()
+	cfg := config.Config{}.Normalize()
+	cfg.Store.Path = filepath.Join(dir, "data")
+	st := openStoreAt(t, cfg.Store.Path)
+	c := startControl(cfg, quietLog, st)
+	if c == nil {
+		t.Fatal("no control socket")
+	}
+	defer c.close()
+	fi, err := os.Stat(c.path)
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("socket mode %v (%v), want 0600", fi.Mode().Perm(), err)
+	}
+	ctx := context.Background()
+
+	// At the limit of one: a request while a backup runs is refused.
+	c.mu.Lock()
+	busy := filepath.Join(dir, "busy")
+	_, served, err := askBackup(ctx, cfg.Store.Path, busy, false)
+	c.mu.Unlock()
+	if !served || err == nil || !strings.Contains(err.Error(), "another backup is running") {
+		t.Fatalf("backup while one runs: served %v, err %v", served, err)
+	}
+	if _, err := os.Stat(busy); !os.IsNotExist(err) {
+		t.Fatalf("a refused backup wrote %s (%v)", busy, err)
+	}
+	// Then served.
+	res, served, err := askBackup(ctx, cfg.Store.Path, busy, true)
+	if !served || err != nil || !res.Online || res.Dest != busy || res.Events != 0 {
+		t.Fatalf("backup: served %v, err %v, result %+v", served, err, res)
+	}
+	// An existing destination is refused by the relay.
+	if _, _, err := askBackup(ctx, cfg.Store.Path, busy, false); err == nil || !strings.Contains(err.Error(), "already exists") {
+		t.Fatalf("backup into an existing directory: %v", err)
+	}
+	c.close()
+	if _, err := os.Stat(c.path); !os.IsNotExist(err) {
+		t.Fatalf("socket left after close: %v", err)
+	}
+	// No socket: not served, so the caller opens the store itself.
+	if _, served, err := askBackup(ctx, cfg.Store.Path, filepath.Join(dir, "b2"), false); served || err != nil {
+		t.Fatalf("without a socket: served %v, err %v", served, err)
+	}
+}

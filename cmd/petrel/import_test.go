@@ -357,7 +357,7 @@ func BenchmarkImport(b *testing.B) {
 			var elapsed time.Duration
 			for range b.N {
 				b.StopTimer()
-				st, err := pebble.Open(pebble.Options{Path: b.TempDir(), NoSync: true, Logger: quietLog, PurgeInterval: -1})
+				st, err := pebble.Open(pebble.Options{Path: b.TempDir(), NoSync: true, Logger: quietLog, PurgeInterval: -1, BodyCacheBytes: -1})
 				if err != nil {
 					b.Fatal(err)
 				}

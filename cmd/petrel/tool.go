@@ -77,6 +77,9 @@ func openToolStore(cfg config.Config, log *slog.Logger, o toolStoreOptions) (*pe
 	opts.NoSync = o.noSync
 	opts.RebuildSearch = o.rebuildSearch
 	opts.PurgeInterval = -1
+	// No body cache: a tool reads each event once, and import would copy
+	// every body it writes into it for nothing.
+	opts.BodyCacheBytes = -1
 	st, err := pebble.Open(opts)
 	if err != nil {
 		if isLockError(err) {

@@ -86,13 +86,10 @@ func parseForwarded(e string) (netip.Addr, bool) {
 	return netip.Addr{}, false
 }
 
-// clientAddr returns the client address of an upgrade request arriving
-// from peer: the forwarded one when peer is a trusted proxy that sent a
-// usable header, otherwise peer itself.
-func (s *Server) clientAddr(peer netip.Addr, r *http.Request) netip.Addr {
-	if len(s.proxies) == 0 || !s.trusted(peer) {
-		return peer
-	}
+// proxiedClient returns the client address a trusted proxy (peer) forwarded
+// with an upgrade request, or peer itself, counted in
+// Stats.ProxyHeaderMissing, when the header is missing or unusable.
+func (s *Server) proxiedClient(peer netip.Addr, r *http.Request) netip.Addr {
 	if a, ok := s.forwardedClient(r.Header.Values(s.cfg.RealIPHeader)); ok {
 		return a
 	}

@@ -196,7 +196,7 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if peer := connAddr(c); s.trusted(peer) {
-			client = s.clientAddr(peer, r)
+			client = s.proxiedClient(peer, r)
 			if !s.slots.attach(c, client) {
 				s.relay.CountRejectedConnection(true)
 				w.Header().Set("Connection", "close")

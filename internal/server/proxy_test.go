@@ -2,6 +2,8 @@ package server
 
 import (
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"net/netip"
 	"strings"
 	"testing"
@@ -121,4 +123,32 @@ func FuzzForwardedClient(f *testing.F) {
 			t.Fatalf("%q: %v is not one of its entries", v, a)
 		}
 	})
+}
+
+// TestProxiedClientHeader: the client address comes from the configured
+// header only; without a usable one the proxy's own address is used and
+// counted.
+func TestProxiedClientHeader(t *testing.T) {
+	peer := netip.MustParseAddr("127.0.0.1")
+	s := &Server{cfg: Config{RealIPHeader: "X-Real-IP"}.Normalize()}
+	s.proxies, _ = parseTrusted([]string{"127.0.0.1"})
+	req := func(h map[string]string) *http.Request {
+		r := httptest.NewRequest(http.MethodGet, "/", nil)
+		for k, v := range h {
+			r.Header.Set(k, v)
+		}
+		return r
+	}
+	if got := s.proxiedClient(peer, req(map[string]string{"X-Real-IP": "203.0.113.5", "X-Forwarded-For": "198.51.100.1"})); got.String() != "203.0.113.5" {
+		t.Fatalf("X-Real-IP configured: got %v", got)
+	}
+	if got := s.proxiedClient(peer, req(map[string]string{"X-Forwarded-For": "198.51.100.1"})); got != peer || s.proxyNoClient.Load() != 1 {
+		t.Fatalf("only X-Forwarded-For sent: got %v, missing %d", got, s.proxyNoClient.Load())
+	}
+	if got := s.proxiedClient(peer, req(map[string]string{"X-Real-IP": "not an address"})); got != peer || s.proxyNoClient.Load() != 2 {
+		t.Fatalf("unusable X-Real-IP: got %v, missing %d", got, s.proxyNoClient.Load())
+	}
+	if d := (Config{}).Normalize().RealIPHeader; d != "X-Forwarded-For" {
+		t.Fatalf("default real_ip_header %q", d)
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"slices"
 
 	"github.com/petrel-relay/petrel/internal/nostr"
 )
@@ -69,11 +70,51 @@ func (o Outcome) String() string {
 // SaveResult is the result of saving one event.
 type SaveResult struct {
 	Outcome Outcome
+	// Seq is the commit position of the commit that stored the event
+	// (Outcome Stored), never 0; 0 for every other outcome. See Snapshot.
+	Seq uint64
 	// Removed lists the ids this save removed from the store (older
 	// replaceable versions, deletion targets). May be nil.
 	Removed []nostr.ID
 	// Err is set when Outcome is Failed.
 	Err error
+}
+
+// Snapshot says which commits a query's results reflect, by their commit
+// positions (SaveResult.Seq). It is what the relay hands a subscription
+// from its stored query to its live feed with: a live event whose
+// position the subscription's snapshot includes was already answered (or
+// passed over, by the limit) by the stored query and is not delivered
+// again; every other live event is.
+//
+// The shape is that of an MVCC snapshot: every position below Low is
+// included, none at or above High is, and a position in [Low, High) is
+// included unless it is listed in Open (commits still in progress when
+// the snapshot was taken). An embedded store with one writer has
+// Low == High (its last visible commit + 1) and no Open list; a shared
+// SQL store reports its transaction snapshot (PostgreSQL: xmin, xmax and
+// the in-progress list of pg_current_snapshot(), with positions being the
+// writing transaction's xid8). Position 0 is never included: it marks an
+// event that has no position (ephemeral events, which are never stored).
+// The zero Snapshot includes nothing.
+type Snapshot struct {
+	Low, High uint64
+	// Open is sorted ascending; it is shared, not copied: treat it as
+	// read-only.
+	Open []uint64
+}
+
+// Includes reports whether the commit at position seq is visible in the
+// snapshot.
+func (s *Snapshot) Includes(seq uint64) bool {
+	if seq == 0 || seq >= s.High {
+		return false
+	}
+	if seq < s.Low {
+		return true
+	}
+	_, open := slices.BinarySearch(s.Open, seq)
+	return !open
 }
 
 // Record is one stored event as a query returns it: the fields the relay
@@ -104,6 +145,12 @@ type Iterator interface {
 	Err() error
 	// Close releases the iterator. It is safe to call more than once.
 	Close() error
+	// Snapshot reports which commits the iterator's results reflect (see
+	// the Store contract's hand-off section). It may be called at any
+	// time before Close and always returns the same value. An iterator
+	// that reads nothing (its filters match nothing) may return the zero
+	// Snapshot.
+	Snapshot() Snapshot
 }
 
 // Item is one (created_at, id) pair, the unit of negentropy reconciliation.
@@ -183,6 +230,31 @@ type Stats struct {
 // counts as stored for Duplicate and for replaceable addresses. Tombstones
 // (deleted ids, "a" deletions, vanished authors) are never purged.
 //
+// # Commit positions and the stored-to-live hand-off
+//
+// Every commit that stores events has a commit position, a number above 0
+// that SaveResult.Seq reports for each event it stored; events stored by
+// one commit share it. Every iterator Query returns reports, through
+// Snapshot, exactly which commit positions its results reflect: a
+// backend must guarantee that a query sees an event's commit if and only
+// if its Snapshot includes the event's position. That is all the relay
+// needs to hand a subscription from its stored query to its live feed
+// without losing or repeating an event: the subscription is listed for
+// live events before its query runs, so every event committed after the
+// query's snapshot reaches it live, and the relay drops, for that
+// subscription, each live event whose position the snapshot includes.
+// Because the rule is decided per event, by its own position, events may
+// reach the fan-out in any order: a store with one writer fans out in
+// position order, a shared store fed by several nodes does not, and the
+// relay treats both alike. Positions must be comparable across every
+// process that shares the store (a shared store hands them to other nodes
+// with the event, over the live bus) and must not be reused while any
+// subscription may hold a snapshot that refers to them. The relay keeps
+// no list of ids per subscription for this; an id-based window is needed
+// only where a node replays events it may already have fanned out (a
+// cluster node catching up after its bus connection dropped), and that
+// is the node's business, not the store's.
+//
 // # Ordering
 //
 // Query returns events newest first: created_at descending, ties by id
@@ -201,7 +273,12 @@ type Store interface {
 	// Submit queues one event for the store's single writer, which commits
 	// queued events in batches. done is called exactly once, from the
 	// writer goroutine, after the batch holding ev has committed (or
-	// failed); it must not block and must not call back into the store.
+	// failed), and in the order the events were submitted. done must not
+	// call back into the store. It may block: that holds up the writer,
+	// and so every later commit, which a caller may want on purpose (the
+	// relay's done blocks while its fan-out queue is full, so a slow
+	// fan-out slows the writer instead of growing a queue); it must
+	// never block on something that waits for the writer.
 	// Submit blocks while the writer's queue is full, and returns ctx's
 	// error (without calling done) if ctx ends first, or ErrClosed.
 	Submit(ctx context.Context, ev *nostr.Event, done func(SaveResult)) error

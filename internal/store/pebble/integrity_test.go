@@ -74,6 +74,7 @@ func integrity(db *pebble.DB) (integrityReport, error) {
 				got[string(k)] = v
 			case bytes.Equal(k, searchSerialKey) && indexed && len(v) == 8:
 				searchSerial = binary.BigEndian.Uint64(v)
+			case bytes.Equal(k, commitKey) && len(v) == 8 && binary.BigEndian.Uint64(v) > 0:
 			case bytes.Equal(k, searchDeadKey) && indexed && len(v) == 8:
 				recordedDead = int(binary.BigEndian.Uint64(v))
 			case bytes.HasPrefix(k, []byte(metaPrefix)): // LoadMeta/SaveMeta blobs

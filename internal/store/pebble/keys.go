@@ -64,6 +64,12 @@ var (
 // Open rebuilds an index stored under any other value.
 const searchIndexVersion = search.Version + "+blocks1"
 
+// commitKey holds the commit position(8) of the last commit that stored
+// events (store.SaveResult.Seq). Every such commit writes it in its own
+// batch, so a query reads, from its own snapshot, exactly the last commit
+// it sees (store.Snapshot).
+var commitKey = []byte("\x00commit")
+
 // Tag value encodings (the byte after the tag name in T keys).
 const (
 	tagHex32  = 0x01 // 64 lowercase hex characters stored as 32 raw bytes
@@ -666,6 +672,22 @@ func getValue(r pebble.Reader, key []byte) (v []byte, ok bool, err error) {
 	}
 	v = bytes.Clone(v)
 	return v, true, closer.Close()
+}
+
+// getU64 reads a key holding a uint64(8) from r; 0 and false when absent.
+func getU64(r pebble.Reader, key []byte) (uint64, bool, error) {
+	v, closer, err := r.Get(key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, err
+	}
+	defer closer.Close()
+	if len(v) != 8 {
+		return 0, false, fmt.Errorf("%w: %q = %x", errCorrupt, key, v)
+	}
+	return binary.BigEndian.Uint64(v), true, nil
 }
 
 // hasKey reports whether r holds key.

@@ -865,6 +865,7 @@ type iterator struct {
 	rec    store.Record
 	err    error
 	closed bool
+	snap   store.Snapshot // fixed at Query
 }
 
 // Query implements store.Store.
@@ -893,8 +894,14 @@ func (s *Store) Query(ctx context.Context, filters []nostr.Filter) (store.Iterat
 	if len(m.streams) == 0 && len(it.ss) == 0 {
 		q.close()
 		it.q = nil
-		return it, nil
+		return it, nil // reads nothing: the zero Snapshot
 	}
+	last, _, err := getU64(q.snap, commitKey)
+	if err != nil {
+		q.close()
+		return nil, err
+	}
+	it.snap = store.Snapshot{Low: last + 1, High: last + 1}
 	if !s.track(it) {
 		q.close()
 		return nil, store.ErrClosed
@@ -966,6 +973,10 @@ func (q *query) newSearches(filters []nostr.Filter, forQuery, wantBody bool) []*
 
 // Record implements store.Iterator.
 func (it *iterator) Record() *store.Record { return &it.rec }
+
+// Snapshot implements store.Iterator: the query sees every commit up to
+// the last one that wrote commitKey into its pebble snapshot.
+func (it *iterator) Snapshot() store.Snapshot { return it.snap }
 
 // Err implements store.Iterator.
 func (it *iterator) Err() error {

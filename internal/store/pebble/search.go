@@ -67,14 +67,8 @@ func (s *Store) getMeta(key []byte) ([]byte, bool, error) { return getValue(s.db
 
 // getMetaU64 reads a metadata key holding a uint64(8); 0 when absent.
 func (s *Store) getMetaU64(key []byte) (uint64, error) {
-	v, ok, err := s.getMeta(key)
-	if !ok || err != nil {
-		return 0, err
-	}
-	if len(v) != 8 {
-		return 0, fmt.Errorf("%w: %q = %x", errCorrupt, key, v)
-	}
-	return binary.BigEndian.Uint64(v), nil
+	v, _, err := getU64(s.db, key)
+	return v, err
 }
 
 // anySearchKeys reports whether the database holds an S or F key.

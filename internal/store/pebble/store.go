@@ -46,8 +46,9 @@ type Store struct {
 
 	lastSize atomic.Int64
 
-	// commits counts the writer's commits that stored events; HasAt's
-	// token (see recentIDs).
+	// commits is the commit position of the writer's last commit that
+	// stored events (commitKey; store.SaveResult.Seq), and HasAt's token
+	// (see recentIDs). Only the writer moves it, after the commit.
 	commits atomic.Uint64
 	// precheckHits counts saves whose duplicate lookup the token spared
 	// (for tests).
@@ -117,6 +118,11 @@ func Open(opts Options) (*Store, error) {
 	upgrade, err := s.checkFormat()
 	if err == nil {
 		err = s.openSearch(upgrade)
+	}
+	if err == nil {
+		var last uint64
+		last, err = s.getMetaU64(commitKey)
+		s.commits.Store(last)
 	}
 	if err != nil {
 		db.Close()

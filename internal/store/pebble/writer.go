@@ -263,6 +263,11 @@ func (w *writer) commit(reqs []*request) {
 		st := search.Stats{Docs: w.searchStats.Docs + w.searchDelta.Docs, TotalLen: w.searchStats.TotalLen + w.searchDelta.TotalLen}
 		err = w.b.Set(searchStatsKey, appendSearchStats(nil, st), nil)
 	}
+	if err == nil && len(w.stored) > 0 {
+		// The position every Stored result of this batch reports; the
+		// counter itself moves on only once the commit is done.
+		err = w.b.Set(commitKey, appendU64(nil, w.s.commits.Load()+1), nil)
+	}
 	if err == nil && !w.b.Empty() {
 		opt := pebble.Sync
 		if w.s.opts.NoSync {
@@ -437,7 +442,7 @@ func (w *writer) save(ev *nostr.Event, r *request) (store.SaveResult, error) {
 	if err != nil {
 		return store.SaveResult{}, err
 	}
-	return store.SaveResult{Outcome: store.Stored, Removed: removed}, nil
+	return store.SaveResult{Outcome: store.Stored, Seq: w.s.commits.Load() + 1, Removed: removed}, nil
 }
 
 // insert writes the event's body and every index entry.

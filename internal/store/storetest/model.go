@@ -40,6 +40,7 @@ type Model struct {
 	addrDel  map[nostr.Address]int64 // NIP-09 "a" tombstones: address -> max created_at
 	vanished map[nostr.PubKey]int64  // NIP-62 tombstones: author -> max created_at
 	latest   map[nostr.Address]*nostr.Event
+	seq      uint64 // commit position of the last call that stored events
 
 	callbacks chan func()   // done callbacks, run in order by runCallbacks
 	cbDone    chan struct{} // closed when runCallbacks returns
@@ -107,7 +108,22 @@ func (m *Model) Save(ctx context.Context, events []*nostr.Event) ([]store.SaveRe
 	for i, ev := range events {
 		res[i] = m.apply(ev)
 	}
+	m.commit(res)
 	return res, nil
+}
+
+// commit gives the Stored results of one call (one commit) its position.
+// m.mu must be held.
+func (m *Model) commit(res []store.SaveResult) {
+	stored := false
+	for i := range res {
+		if res[i].Outcome == store.Stored {
+			res[i].Seq, stored = m.seq+1, true
+		}
+	}
+	if stored {
+		m.seq++
+	}
 }
 
 // Submit implements store.Store.
@@ -120,7 +136,9 @@ func (m *Model) Submit(ctx context.Context, ev *nostr.Event, done func(store.Sav
 	if m.closed {
 		return store.ErrClosed
 	}
-	r := m.apply(ev)
+	res := []store.SaveResult{m.apply(ev)}
+	m.commit(res)
+	r := res[0]
 	m.callbacks <- func() { done(r) } // under mu: Close cannot close the channel meanwhile
 	return nil
 }
@@ -376,7 +394,7 @@ func (m *Model) Query(ctx context.Context, filters []nostr.Filter) (store.Iterat
 		recs[i] = store.Record{ID: ev.ID, PubKey: ev.PubKey, CreatedAt: ev.CreatedAt, Kind: ev.Kind,
 			Raw: slices.Clone(ev.Raw)}
 	}
-	return &sliceIter{recs: recs, i: -1}, nil
+	return &sliceIter{recs: recs, i: -1, snap: store.Snapshot{Low: m.seq + 1, High: m.seq + 1}}, nil
 }
 
 // Count implements store.Store.
@@ -497,6 +515,7 @@ type sliceIter struct {
 	recs   []store.Record
 	i      int
 	closed bool
+	snap   store.Snapshot
 }
 
 func (it *sliceIter) Next() bool {
@@ -511,3 +530,5 @@ func (it *sliceIter) Next() bool {
 func (it *sliceIter) Record() *store.Record { return &it.recs[it.i] }
 func (it *sliceIter) Err() error            { return nil }
 func (it *sliceIter) Close() error          { it.closed = true; return nil }
+
+func (it *sliceIter) Snapshot() store.Snapshot { return it.snap }

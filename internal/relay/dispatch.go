@@ -28,7 +28,7 @@ type dispatcher struct {
 	queue   chan dispatchItem
 	done    chan struct{}
 	once    sync.Once
-	seq     uint64
+	visits  uint64 // fan-outs so far: sub.stamp marks a sub visited by one
 	touched []*Session
 	mark    map[*Session]struct{}
 	ptrs    []*sub
@@ -49,10 +49,14 @@ func newDispatcher(r *Relay) *dispatcher {
 // that is backpressure on the store's writer, never a silent drop.
 func (d *dispatcher) push(it dispatchItem) { d.queue <- it }
 
-// Publish fans out an event that was committed elsewhere (another node,
-// an import), without an OK.
-func (r *Relay) Publish(ev *nostr.Event) {
-	r.dispatch.push(dispatchItem{ev: ev, accepted: true})
+// Publish fans out an event that was committed elsewhere (another node
+// of a shared store, an import), without an OK. seq is the commit
+// position the store gave it (store.SaveResult.Seq), so that a
+// subscription whose stored query saw that commit does not get it twice;
+// 0 for an event that was never stored (ephemeral). Events may be
+// published in any order.
+func (r *Relay) Publish(ev *nostr.Event, seq uint64) {
+	r.dispatch.push(dispatchItem{ev: ev, accepted: true, res: store.SaveResult{Seq: seq}})
 }
 
 func (d *dispatcher) close() {
@@ -155,24 +159,24 @@ func (d *dispatcher) handle(it dispatchItem) {
 		r.stats.EventsAccepted.Add(1)
 	}
 	if fanout {
-		d.fanout(it.ev)
-	}
-	if it.stored {
-		r.pending.done(it.ev.ID) // after the whole fan-out: see pendingFanout
+		d.fanout(it.ev, it.res.Seq)
 	}
 }
 
-// fanout delivers ev to every live subscription that matches it.
-func (d *dispatcher) fanout(ev *nostr.Event) {
+// fanout delivers ev, committed at position seq (0: never stored), to
+// every live subscription that matches it, except those whose stored
+// query saw that commit (sub.sawCommit); a subscription whose stored
+// query still runs holds it until EOSE, when the same rule decides.
+func (d *dispatcher) fanout(ev *nostr.Event, seq uint64) {
 	r := d.r
-	d.seq++
-	seq := d.seq
+	d.visits++
+	visit := d.visits
 	d.ptrs = d.ptrs[:0]
 	r.idx.candidates(ev, func(sb *sub) {
-		if sb.stamp == seq {
+		if sb.stamp == visit {
 			return
 		}
-		sb.stamp = seq
+		sb.stamp = visit
 		if !nostr.MatchesAny(sb.filters, ev) {
 			return
 		}
@@ -182,9 +186,8 @@ func (d *dispatcher) fanout(ev *nostr.Event) {
 		s := sb.s
 		o := &s.out
 		o.mu.Lock()
-		if _, sent := sb.early[ev.ID]; sent {
-			// Its stored query already sent this event (pendingFanout).
-			delete(sb.early, ev.ID)
+		if sb.sawCommit(seq) {
+			// Its stored query answered this commit already.
 			o.mu.Unlock()
 			return
 		}
@@ -195,8 +198,7 @@ func (d *dispatcher) fanout(ev *nostr.Event) {
 				sb.state = subClosed
 				d.ptrs = append(d.ptrs, sb)
 			} else {
-				sb.held = append(sb.held, held{id: ev.ID, raw: ev.Raw})
-				o.hold(len(ev.Raw), 1)
+				sb.job.hold(o, ev.Raw, seq)
 			}
 		case subLive:
 			if !s.roomForLive(len(ev.Raw) + len(sb.prefix) + 11) {

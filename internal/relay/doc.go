@@ -11,8 +11,10 @@
 //     call Session.HandleMessage, serially per connection. Handlers never
 //     block on other connections or on the store's writer: work is handed
 //     off through bounded queues, and a full queue is an explicit refusal.
-//   - Verifiers: Config.VerifyWorkers goroutines verify signatures and
-//     submit events to the store's writer.
+//   - Verifiers: Config.VerifyWorkers goroutines verify signatures in
+//     batches and submit events to the store's writer, each batch in its
+//     turn, so that one connection's events reach the writer in the order
+//     they were read (ingest.go).
 //   - The store's writer commits batches and calls back; the callback hands
 //     the result to the dispatcher.
 //   - The dispatcher (one goroutine) writes OKs, looks up candidate
@@ -25,17 +27,26 @@
 //   - The sweeper pings idle connections, closes dead and stuck ones.
 //   - With a write-policy plugin (policy.go): the plugin's own goroutines
 //     call back with each decision and never block; one poster goroutine
-//     takes plugin-accepted events from a bounded queue (capacity
-//     policy.Config.PluginMaxInflight; full: "rate-limited:") and does what
-//     may block, the store's Submit or the dispatcher's queue.
-//   - One vanish worker deletes the gift wraps addressed to an author whose
-//     NIP-62 request to vanish was committed (vanish.go); the dispatcher
-//     hands it requests through a queue of 64 without blocking.
+//     takes the decisions in the order the events were verified (a
+//     sequencer of capacity policy.Config.PluginMaxInflight; full:
+//     "rate-limited:") and does what may block for accepted events, the
+//     store's Submit or the dispatcher's queue.
+//
+// # The stored-to-live hand-off
+//
+// A REQ's subscription is listed in the live index before its stored
+// query runs. The query's iterator reports the store's snapshot (the
+// commit positions its answer reflects, store.Snapshot); every event
+// reaches the fan-out with its commit position (store.SaveResult.Seq).
+// A subscription skips a live event whose position its snapshot includes
+// (sub.sawCommit); while its query runs, it holds the others and sends
+// them after EOSE, deciding by the same rule once the snapshot is known.
+// Nothing else is needed: no list of ids in flight, no per-subscription
+// record of what the query sent.
 //
 // # Lock order
 //
-// Session.mu, then index.mu, then outbox.mu, then a pendingFanout shard
-// lock (a leaf). The dispatcher holds index.mu (read) while taking
+// Session.mu, then index.mu, then outbox.mu. The dispatcher holds index.mu (read) while taking
 // outbox.mu of candidate sessions; it never takes Session.mu. Nothing is
 // written to a socket while any of these is held.
 //
@@ -44,6 +55,8 @@
 // the dispatcher (canSee) and the query workers (canSeeRecord) without a
 // lock. The write lists are lock-free for readers. The rate limits'
 // shard locks and the plugin's lock are leaves, taken with none of the
-// locks above held. ingest.mu (read: enqueuers and plugin callbacks
-// handing off; write: close) guards only the closing of its queues.
+// locks above held. ingest.mu (read: enqueuers; write: close) guards
+// only the closing of the verify queue; ingest.takeMu, ingest.turnMu and
+// the sequencer's lock are taken alone (a verifier may block on the
+// store's Submit in its turn, with no lock held).
 package relay

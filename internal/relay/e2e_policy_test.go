@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/petrel-relay/petrel/internal/nostr"
 	"github.com/petrel-relay/petrel/internal/policy"
@@ -32,11 +33,14 @@ func TestMain(m *testing.M) {
 // runTestPlugin speaks strfry's plugin protocol and decides by content:
 // "reject" is rejected with "blocked: plugin says no", "shadow" is
 // shadow-rejected, "whoami" is rejected with a message naming the
-// request's authed and sourceType fields; the rest is accepted.
+// request's authed and sourceType fields; the rest is accepted. "late" is
+// accepted, but answered only after the next request's answer, so that
+// answers come back out of order.
 func runTestPlugin() int {
 	in := bufio.NewScanner(os.Stdin)
 	in.Buffer(make([]byte, 1<<20), 1<<20)
 	out := bufio.NewWriter(os.Stdout)
+	var late []byte
 	for in.Scan() {
 		var req struct {
 			Event struct {
@@ -59,7 +63,15 @@ func runTestPlugin() int {
 			action, msg = "reject", "blocked: authed="+req.Authed+" source="+req.SourceType
 		}
 		b, _ := json.Marshal(map[string]string{"id": req.Event.ID, "action": action, "msg": msg})
+		if req.Event.Content == "late" && late == nil {
+			late = append(b, '\n')
+			continue
+		}
 		out.Write(append(b, '\n'))
+		if late != nil {
+			out.Write(late)
+			late = nil
+		}
 		out.Flush()
 	}
 	return 0
@@ -124,6 +136,33 @@ func TestPolicyPlugin(t *testing.T) {
 	}
 	if m := statsJSON(t, r)["policy"].(map[string]any)["plugin"].(map[string]any); m["ShadowRejected"] != float64(1) {
 		t.Fatalf("/stats policy.plugin %v", m)
+	}
+}
+
+// TestPolicyPluginOrder: the plugin answers a connection's events out of
+// order, yet they reach the store in the order the connection sent them:
+// an older addressable version the plugin answers late still comes
+// before the newer one it answered first.
+func TestPolicyPluginOrder(t *testing.T) {
+	t.Parallel()
+	r := relaytest.Start(t, relaytest.Options{Policy: policy.Config{Plugin: writeTestPlugin(t)}})
+	alice := relaytest.NewKey("plugin-order")
+	c := relaytest.Dial(t, r.URL)
+	for round := 0; round < 5; round++ {
+		ts := time.Now().Unix() - 100 + int64(10*round)
+		older := alice.Event(30078, "late", nostr.Tags{{"d", "app"}}, ts)
+		newer := alice.Event(30078, "second", nostr.Tags{{"d", "app"}}, ts+1)
+		c.SendRaw(`["EVENT",` + string(older.Raw) + `]`)
+		c.SendRaw(`["EVENT",` + string(newer.Raw) + `]`)
+		for _, ev := range []*nostr.Event{older, newer} {
+			if m := c.ExpectType("OK"); m.EventID != ev.ID || !m.OK || m.Message != "" {
+				t.Fatalf("round %d: %s, want OK true for %s", round, describe(m), ev.Content)
+			}
+		}
+		if got := c.Req("q", authorFilter(alice, `"kinds":[30078]`)); len(got) != 1 || got[0].ID != newer.ID {
+			t.Fatalf("round %d: %d stored versions, want the newer", round, len(got))
+		}
+		c.SendRaw(`["CLOSE","q"]`)
 	}
 }
 

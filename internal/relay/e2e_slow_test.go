@@ -384,6 +384,8 @@ func (it *endlessIterator) Record() *store.Record { return &it.rec }
 func (it *endlessIterator) Err() error            { return nil }
 func (it *endlessIterator) Close() error          { it.closed = true; return nil }
 
+func (it *endlessIterator) Snapshot() store.Snapshot { return store.Snapshot{} }
+
 // TestQueryTimeSlice: with one query worker, a REQ that never ends and a
 // small REQ: the small one's EOSE arrives, which is only possible if the
 // endless query yields its worker.

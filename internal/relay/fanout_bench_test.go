@@ -121,7 +121,9 @@ func BenchmarkFanout(b *testing.B) {
 				// is published), with batches of 8 events, about what one
 				// commit of the writer brings under bar 2's load.
 				ev := w.events[i%len(w.events)]
-				d.fanout(ev)
+				// A commit position above every subscription's snapshot,
+				// as for a newly committed event.
+				d.fanout(ev, 1<<40+uint64(i))
 				if i%8 == 7 || i == b.N-1 {
 					d.flushTouched()
 				}

@@ -25,13 +25,26 @@ type verifyJob struct {
 // a pool of verifiers, which hand valid events to the store's writer (or,
 // for ephemeral events, straight to the dispatcher).
 //
+// Events from one connection reach the writer in the order they were
+// read, so their commits and their OKs follow that order too (a client
+// that pipelines an event and its replacement, or a note and its
+// deletion, gets what it sent). Verification is parallel, so order is
+// restored after it: each verifier takes a batch from the queue together
+// with a ticket (taking is one step under takeMu, so tickets follow the
+// queue's order), verifies it, and hands it on only when every earlier
+// ticket has been handed on (turn). The queue is filled by each
+// connection's handler in the order it reads, so per-connection order
+// holds from the read to the writer; across connections nothing waits
+// longer than one batch's verification.
+//
 // With a write-policy plugin, a verified event waits for the plugin's
-// decision without holding a verifier: the plugin calls back on its own
-// goroutine, which must not block, so an accepted event is handed to one
-// dedicated goroutine (the poster) through a bounded queue, and the
-// poster does what may block (the store's Submit, the dispatcher's
-// queue). When that queue is full the event is refused with
-// "rate-limited:".
+// decision without holding a verifier, and decisions may come back in any
+// order: each event gets a place in a sequencer, in turn, and one
+// dedicated goroutine (the poster) hands accepted events on in that
+// order, doing what may block (the store's Submit) so that the plugin's
+// callbacks never do. Refusals are answered as soon as they are decided;
+// only accepted events wait for their turn. Events beyond the sequencer's
+// capacity (PluginMaxInflight) are refused with "rate-limited:".
 type ingest struct {
 	r        *Relay
 	mu       sync.RWMutex // read: enqueuers; write: close
@@ -40,16 +53,22 @@ type ingest struct {
 	workers  sync.WaitGroup
 	inflight sync.WaitGroup // events submitted to the store, not yet answered
 
-	post       chan verifyJob // plugin-accepted events for the poster; nil without plugin
-	postClosed bool           // guarded by mu
-	postDone   chan struct{}  // closed when the poster exits
-	plugged    sync.WaitGroup // events submitted to the plugin, not yet decided
+	takeMu sync.Mutex // held while a verifier takes a batch and its ticket
+	ticket uint64     // the next batch's ticket; guarded by takeMu
+	turnMu sync.Mutex
+	turnCv *sync.Cond
+	turn   uint64 // the ticket whose batch is handed on next; guarded by turnMu
+
+	seq      *sequencer     // plugin decisions, in order; nil without plugin
+	postDone chan struct{}  // closed when the poster exits
+	plugged  sync.WaitGroup // events submitted to the plugin, not yet decided
 }
 
 func newIngest(r *Relay) *ingest {
 	in := &ingest{r: r, queue: make(chan verifyJob, r.cfg.VerifyQueue)}
+	in.turnCv = sync.NewCond(&in.turnMu)
 	if r.plugin != nil {
-		in.post = make(chan verifyJob, max(r.postQueue, 1))
+		in.seq = newSequencer(max(r.postQueue, 1))
 		in.postDone = make(chan struct{})
 		go in.poster()
 	}
@@ -88,38 +107,75 @@ func (in *ingest) run() {
 	jobs := make([]verifyJob, 0, verifyBatch)
 	evs := make([]*nostr.Event, 0, verifyBatch)
 	var ok [verifyBatch]bool
-	for j := range in.queue {
-		jobs = append(jobs[:0], j)
-		// Take what is already queued, up to an even share per verifier
-		// (so that a short queue is still verified on every core), without
-		// waiting for more.
-		share := min(verifyBatch, 1+len(in.queue)/r.cfg.VerifyWorkers)
-	take:
-		for len(jobs) < share {
-			select {
-			case j, open := <-in.queue:
-				if !open {
-					break take
-				}
-				jobs = append(jobs, j)
-			default:
-				break take
-			}
+	for {
+		ticket, open := in.take(&jobs)
+		if !open {
+			return
 		}
 		evs = evs[:0]
 		for i := range jobs {
 			evs = append(evs, jobs[i].ev)
 		}
 		nostr.VerifyEvents(r.verifier, evs, ok[:])
+		in.waitTurn(ticket)
 		for i := range jobs {
 			in.verified(jobs[i], ok[i])
 		}
+		in.endTurn()
 		clear(jobs)
 		clear(evs)
 	}
 }
 
-// verified takes a job on after its signature check.
+// take waits for a job, then takes what else is already queued, up to an
+// even share per verifier (so that a short queue is still verified on
+// every core), without waiting for more. It returns the batch's ticket,
+// or false once the queue is closed and drained.
+func (in *ingest) take(jobs *[]verifyJob) (uint64, bool) {
+	in.takeMu.Lock()
+	defer in.takeMu.Unlock()
+	j, open := <-in.queue
+	if !open {
+		return 0, false
+	}
+	*jobs = append((*jobs)[:0], j)
+	share := min(verifyBatch, 1+len(in.queue)/in.r.cfg.VerifyWorkers)
+	for len(*jobs) < share {
+		select {
+		case j, open := <-in.queue:
+			if !open {
+				share = 0
+				continue
+			}
+			*jobs = append(*jobs, j)
+		default:
+			share = 0
+		}
+	}
+	t := in.ticket
+	in.ticket++
+	return t, true
+}
+
+// waitTurn blocks until every batch with an earlier ticket was handed on.
+func (in *ingest) waitTurn(ticket uint64) {
+	in.turnMu.Lock()
+	for in.turn != ticket {
+		in.turnCv.Wait()
+	}
+	in.turnMu.Unlock()
+}
+
+// endTurn lets the next batch be handed on.
+func (in *ingest) endTurn() {
+	in.turnMu.Lock()
+	in.turn++
+	in.turnMu.Unlock()
+	in.turnCv.Broadcast()
+}
+
+// verified takes a job on after its signature check. It runs in the job's
+// turn (see ingest).
 func (in *ingest) verified(j verifyJob, valid bool) {
 	r := in.r
 	if !valid {
@@ -134,11 +190,21 @@ func (in *ingest) verified(j verifyJob, valid bool) {
 			return
 		}
 	}
-	if r.plugin != nil && j.ev.Kind != nostr.KindRequestToVanish {
-		in.checkPlugin(j)
+	if in.seq == nil {
+		in.accept(j)
 		return
 	}
-	in.accept(j)
+	place, ok := in.seq.reserve()
+	if !ok {
+		r.stats.LimitTrips[limVerifyQueue].Add(1)
+		j.s.finishEvent(j, nostr.Reject(nostr.PrefixRateLimited, "relay is at capacity, slow down"), "")
+		return
+	}
+	if j.ev.Kind == nostr.KindRequestToVanish {
+		in.seq.resolve(place, &j) // never refused by the plugin, but kept in order
+		return
+	}
+	in.checkPlugin(j, place)
 }
 
 // accept hands a verified, accepted event on: ephemeral events to the
@@ -152,7 +218,6 @@ func (in *ingest) accept(j verifyJob) {
 		return
 	}
 	in.inflight.Add(1)
-	r.pending.add(j.ev.ID) // before the commit: see pendingFanout
 	done := func(res store.SaveResult) {
 		defer in.inflight.Done()
 		r.dispatch.push(dispatchItem{ev: j.ev, okTo: j.s, t0: j.t0, res: res, stored: true})
@@ -164,7 +229,6 @@ func (in *ingest) accept(j verifyJob) {
 		err = r.store.Submit(r.ctx, j.ev, done)
 	}
 	if err != nil {
-		r.pending.done(j.ev.ID)
 		in.inflight.Done()
 		r.stats.DBErrors.Add(1)
 		j.s.finishEvent(j, nostr.Reject(nostr.PrefixError, "could not store event: "+err.Error()), "")
@@ -172,8 +236,9 @@ func (in *ingest) accept(j verifyJob) {
 }
 
 // checkPlugin submits a verified event to the write-policy plugin; its
-// decision arrives on a plugin goroutine.
-func (in *ingest) checkPlugin(j verifyJob) {
+// decision arrives on a plugin goroutine and resolves the event's place
+// in the sequencer.
+func (in *ingest) checkPlugin(j verifyJob, place uint64) {
 	r := in.r
 	var authed nostr.PubKey
 	if info := j.s.auth.load(); info.authed() {
@@ -190,7 +255,8 @@ func (in *ingest) checkPlugin(j verifyJob) {
 		defer in.plugged.Done()
 		switch d.Action {
 		case policy.Accept:
-			in.handOff(j)
+			in.seq.resolve(place, &j)
+			return
 		case policy.ShadowReject:
 			r.stats.EventsShadowRejected.Add(1)
 			j.s.finishEvent(j, nil, "")
@@ -201,36 +267,27 @@ func (in *ingest) checkPlugin(j verifyJob) {
 			}
 			j.s.finishEvent(j, rej, "")
 		}
+		in.seq.resolve(place, nil)
 	})
 	if rej != nil {
 		in.plugged.Done()
 		j.s.finishEvent(j, rej, "")
+		in.seq.resolve(place, nil)
 	}
 }
 
-// handOff queues a plugin-accepted event for the poster without blocking.
-func (in *ingest) handOff(j verifyJob) {
-	in.mu.RLock()
-	if in.postClosed {
-		in.mu.RUnlock()
-		j.s.finishEvent(j, nostr.Reject(nostr.PrefixError, "relay is shutting down"), "")
-		return
-	}
-	select {
-	case in.post <- j:
-		in.mu.RUnlock()
-	default:
-		in.mu.RUnlock()
-		in.r.stats.LimitTrips[limVerifyQueue].Add(1)
-		j.s.finishEvent(j, nostr.Reject(nostr.PrefixRateLimited, "relay is at capacity, slow down"), "")
-	}
-}
-
-// poster submits plugin-accepted events until the post queue is closed.
+// poster hands plugin-accepted events on in their order until the
+// sequencer is closed and drained.
 func (in *ingest) poster() {
 	defer close(in.postDone)
-	for j := range in.post {
-		in.accept(j)
+	for {
+		j, ok := in.seq.next()
+		if !ok {
+			return
+		}
+		if j != nil {
+			in.accept(*j)
+		}
 	}
 }
 
@@ -246,18 +303,86 @@ func (in *ingest) close() {
 	}
 	in.mu.Unlock()
 	in.workers.Wait()
-	if in.post != nil {
+	if in.seq != nil {
 		in.r.closePlugin()
 		in.plugged.Wait()
-		in.mu.Lock()
-		if !in.postClosed {
-			in.postClosed = true
-			close(in.post)
-		}
-		in.mu.Unlock()
+		in.seq.close()
 		<-in.postDone
 	}
 	in.inflight.Wait()
+}
+
+// sequencer hands plugin decisions to the poster in the order the events
+// were verified. A verifier reserves a place in turn; the decision
+// resolves it (from any goroutine, without blocking); next returns the
+// places in order. At most capacity places are reserved and not yet
+// taken by next.
+type sequencer struct {
+	mu       sync.Mutex
+	cv       *sync.Cond
+	capacity uint64
+	tail     uint64                // the next place to reserve
+	head     uint64                // the next place next returns
+	done     map[uint64]*verifyJob // resolved places: the job to post, or nil
+	closed   bool
+}
+
+func newSequencer(capacity int) *sequencer {
+	q := &sequencer{capacity: uint64(capacity), done: make(map[uint64]*verifyJob)}
+	q.cv = sync.NewCond(&q.mu)
+	return q
+}
+
+// reserve takes the next place, or reports false when capacity places are
+// outstanding.
+func (q *sequencer) reserve() (uint64, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.tail-q.head >= q.capacity {
+		return 0, false
+	}
+	p := q.tail
+	q.tail++
+	return p, true
+}
+
+// resolve records the decision for place: j to post, or nil when the
+// event was answered without the store.
+func (q *sequencer) resolve(place uint64, j *verifyJob) {
+	q.mu.Lock()
+	q.done[place] = j
+	wake := place == q.head
+	q.mu.Unlock()
+	if wake {
+		q.cv.Signal()
+	}
+}
+
+// next waits for the decision at the head and returns it (nil: skip), or
+// false once closed with every reserved place taken.
+func (q *sequencer) next() (*verifyJob, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for {
+		if j, ok := q.done[q.head]; ok {
+			delete(q.done, q.head)
+			q.head++
+			return j, true
+		}
+		if q.closed && q.head == q.tail {
+			return nil, false
+		}
+		q.cv.Wait()
+	}
+}
+
+// close lets next return false once every reserved place is taken. Every
+// reserved place must be resolved by then, or be resolved later.
+func (q *sequencer) close() {
+	q.mu.Lock()
+	q.closed = true
+	q.mu.Unlock()
+	q.cv.Broadcast()
 }
 
 // handleEvent runs the cheap checks on an EVENT, in order of cost, and

@@ -27,8 +27,7 @@ import (
 //   - The per-pubkey EVENT rate limit and the plugin after signature
 //     verification (ingest.go): an unverified event may carry anyone's
 //     pubkey, and must not drain that pubkey's bucket or reach a stateful
-//     plugin in someone else's name. (The policy package suggests running
-//     the plugin before verification where it can; petrel does not.)
+//     plugin in someone else's name.
 //   - The per-address REQ rate limit on REQ and COUNT.
 
 // infoKey is the Persister key of the NIP-11 fields changed through

@@ -14,13 +14,17 @@ import (
 // parked when its connection's (or the relay's) stored-query budget is
 // full, and resumed when the client has read enough.
 type queryJob struct {
-	s         *Session
-	sb        *sub // nil for COUNT
-	subID     string
-	filters   []nostr.Filter
-	count     bool
-	cnt       *countJob      // COUNT state between slices (count.go)
-	it        store.Iterator // owned by whoever runs or releases the job
+	s       *Session
+	sb      *sub // nil for COUNT
+	subID   string
+	filters []nostr.Filter
+	count   bool
+	cnt     *countJob      // COUNT state between slices (count.go)
+	it      store.Iterator // owned by whoever runs or releases the job
+	// held are the live events matched while the query runs, sent after
+	// EOSE unless the query's snapshot includes them; guarded by
+	// s.out.mu (REQ only).
+	held      []held
 	t0        time.Time
 	sent      int
 	cancelled atomic.Bool
@@ -28,6 +32,26 @@ type queryJob struct {
 }
 
 func (j *queryJob) cancel() { j.cancelled.Store(true) }
+
+// hold keeps a live event for after EOSE and counts it against the live
+// out-queue caps. s.out.mu must be held.
+func (j *queryJob) hold(o *outbox, raw []byte, seq uint64) {
+	j.held = append(j.held, held{raw: raw, seq: seq})
+	o.hold(len(raw), 1)
+}
+
+// unhold takes the held events out of the job and the live count, and
+// returns them. s.out.mu must be held.
+func (j *queryJob) unhold(o *outbox) []held {
+	n := 0
+	for i := range j.held {
+		n += len(j.held[i].raw)
+	}
+	o.hold(-n, -len(j.held))
+	h := j.held
+	j.held = nil
+	return h
+}
 
 // release closes the job's iterator. It is called by whoever holds the job
 // when it will never run again.
@@ -150,6 +174,8 @@ func (q *queryScheduler) run(j *queryJob) {
 		q.runCount(j)
 		return
 	}
+	o := &s.out
+	sb := j.sb
 	if j.it == nil {
 		it, err := r.store.Query(r.ctx, j.filters)
 		if err != nil {
@@ -157,10 +183,11 @@ func (q *queryScheduler) run(j *queryJob) {
 			return
 		}
 		j.it = it
+		o.mu.Lock()
+		sb.setSnapshot(it.Snapshot())
+		o.mu.Unlock()
 	}
 	deadline := time.Now().Add(r.cfg.QuerySlice)
-	o := &s.out
-	sb := j.sb
 	sinceFlush := 0
 	for n := 1; ; n++ {
 		if n&15 == 0 {
@@ -210,20 +237,6 @@ func (q *queryScheduler) run(j *queryJob) {
 			return
 		}
 		size := o.appendEventFrame(catStored, sb.prefix, rec.Raw)
-		fannedOut := false
-		for i := range sb.held {
-			if sb.held[i].id == rec.ID {
-				sb.held[i].sent = true
-				fannedOut = true
-			}
-		}
-		if !fannedOut && r.pending.has(rec.ID) {
-			// Its fan-out may still come: make it skip this subscription.
-			if sb.early == nil {
-				sb.early = make(map[nostr.ID]struct{})
-			}
-			sb.early[rec.ID] = struct{}{}
-		}
 		o.mu.Unlock()
 		if v := r.stats.QueryBytesQueued.Add(int64(size)); v > r.queryBytesPeak.Load() {
 			storeMax(&r.queryBytesPeak, v)
@@ -247,20 +260,21 @@ func (q *queryScheduler) run(j *queryJob) {
 		return
 	}
 	j.release()
-	// EOSE, then the live events held during the stored phase.
+	// EOSE, then the live events held during the stored phase that the
+	// query's snapshot did not include (the hand-off: sub.sawCommit).
 	eose := nostr.AppendEOSE(nil, sb.id)
 	o.mu.Lock()
 	if sb.state == subStored {
 		o.appendFrame(catControl, eose)
-		o.hold(-sb.heldBytes(), -len(sb.held)) // they move to the queue
-		for _, h := range sb.held {
-			if !h.sent {
+		held := j.unhold(o) // uncounted first: they move to the queue
+		for _, h := range held {
+			if !sb.sawCommit(h.seq) {
 				o.appendEventFrame(catLive, sb.prefix, h.raw)
 				r.stats.Deliveries.Add(1)
 				r.stats.MessagesOut.Add(1)
 			}
 		}
-		sb.held = nil
+		clear(held)
 		sb.state = subLive
 		if sb.job == j {
 			sb.job = nil

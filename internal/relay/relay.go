@@ -54,8 +54,6 @@ type Relay struct {
 	ingest   *ingest
 	dispatch *dispatcher
 
-	pending pendingFanout // events between the store's writer and the end of their fan-out
-
 	stats        Stats
 	OKLatency    prometheus.Histogram // EVENT received -> OK queued
 	QueryLatency prometheus.Histogram // REQ received -> EOSE queued
@@ -81,7 +79,7 @@ type Relay struct {
 	limReq           *policy.RateLimits // REQ and COUNT per address; nil: off
 	plugin           *policy.Plugin     // nil: none
 	ownPlugin        bool               // plugin was started by New
-	postQueue        int                // capacity of ingest.post
+	postQueue        int                // capacity of ingest.seq
 	persister        policy.Persister
 	minPoW           int
 	restrictedWrites bool
@@ -256,11 +254,11 @@ func (r *Relay) closeSub(sb *sub) {
 	o := &sb.s.out
 	o.mu.Lock()
 	sb.state = subClosed
-	o.hold(-sb.heldBytes(), -len(sb.held))
-	sb.held = nil
-	sb.early = nil
 	j := sb.job
 	sb.job = nil
+	if j != nil {
+		j.unhold(o)
+	}
 	var parked *queryJob
 	if j != nil && sb.s.parked == j {
 		sb.s.parked = nil

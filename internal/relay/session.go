@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/petrel-relay/petrel/internal/nostr"
+	"github.com/petrel-relay/petrel/internal/store"
 )
 
 // Transport is the socket side of a session, implemented by the server.
@@ -45,16 +46,16 @@ const (
 )
 
 // held is a live event matched while the subscription's stored query was
-// still running; it is sent after EOSE unless the stored query sent it.
+// still running, with its commit position; it is sent after EOSE unless
+// the stored query's snapshot includes that position.
 type held struct {
-	id   nostr.ID
-	raw  []byte
-	sent bool
+	raw []byte
+	seq uint64
 }
 
 // sub is one REQ subscription. There is one per subscribed connection at
 // least, so its size counts in the memory per connection: the fields are
-// ordered so that it fits the 288-byte size class (see TestSubSize).
+// ordered so that it fits the 288-byte size class (see TestSizes).
 type sub struct {
 	s       *Session
 	id      string // shares prefix's bytes when it needs no escaping
@@ -64,18 +65,40 @@ type sub struct {
 	entries []*entry        // index entries; guarded by index.mu
 
 	// guarded by s.out.mu
-	held []held // live events matched during the stored phase
-	job  *queryJob
-	// early lists events the stored query sent while their fan-out was
-	// still pending: the fan-out must skip this subscription for them (see
-	// pendingFanout).
-	early map[nostr.ID]struct{}
+	job *queryJob // the stored query, until EOSE; it holds the held events
+	// The stored query's snapshot (store.Snapshot), set when its iterator
+	// opens: the commits its answer reflects. Live events from those
+	// commits are not delivered (see sawCommit). snapOpen is nil unless
+	// the snapshot lists commits in progress (a shared SQL store).
+	snapLow, snapHigh uint64
+	snapOpen          *[]uint64
 
 	stamp uint64 // dispatcher-only: last event sequence that visited this sub
 
 	listed  bool        // guarded by index.mu
 	state   uint8       // guarded by s.out.mu
 	counted atomic.Bool // counted in Stats.SubscriptionsActive
+}
+
+// setSnapshot records the stored query's snapshot. s.out.mu must be held.
+func (sb *sub) setSnapshot(snap store.Snapshot) {
+	sb.snapLow, sb.snapHigh = snap.Low, snap.High
+	if len(snap.Open) > 0 {
+		open := snap.Open
+		sb.snapOpen = &open
+	}
+}
+
+// sawCommit reports whether the subscription's stored query saw the commit
+// at position seq, so that a live event from it is not delivered again:
+// the one stored-to-live hand-off rule (store.Snapshot). Before the query
+// has opened its iterator it reports false. s.out.mu must be held.
+func (sb *sub) sawCommit(seq uint64) bool {
+	snap := store.Snapshot{Low: sb.snapLow, High: sb.snapHigh}
+	if sb.snapOpen != nil {
+		snap.Open = *sb.snapOpen
+	}
+	return snap.Includes(seq)
 }
 
 // setID sets the subscription's id and builds its EVENT prefix. An id
@@ -87,15 +110,6 @@ func (sb *sub) setID(id string) {
 	if len(sb.prefix) == len(id)+12 { // `["EVENT","` id `",`: nothing escaped
 		sb.id = sb.prefix[10 : 10+len(id)]
 	}
-}
-
-// heldBytes is the size of the events in sb.held. s.out.mu must be held.
-func (sb *sub) heldBytes() int {
-	n := 0
-	for i := range sb.held {
-		n += len(sb.held[i].raw)
-	}
-	return n
 }
 
 // Session is one client connection's protocol state. It is created by the

@@ -22,7 +22,6 @@ type req struct {
 	sentAt   int64 // nanos since epoch; valid when gen != 0
 	prev     *req
 	next     *req
-	resolved bool
 }
 
 // Check submits ev to the plugin without blocking. If it returns nil, done
@@ -68,7 +67,6 @@ func (p *Plugin) Check(ev *nostr.Event, meta Meta, done func(Decision)) *nostr.R
 
 // unlink removes r from the pending structures. p.mu must be held.
 func (p *Plugin) unlink(r *req) {
-	r.resolved = true
 	if p.unsent == r {
 		p.unsent = r.next
 	}

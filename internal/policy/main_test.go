@@ -12,7 +12,7 @@ import (
 
 // pluginEnv selects a test plugin behaviour: when it is set, the test
 // binary runs as a write-policy plugin instead of running tests (see
-// pluginScript).
+// writePluginScript).
 const pluginEnv = "PETREL_TEST_PLUGIN"
 
 func TestMain(m *testing.M) {

@@ -27,7 +27,7 @@ type proc struct {
 	waited     chan struct{} // closed when cmd.Wait returned
 	readerDone chan struct{}
 	stderrDone chan struct{}
-	lastAnswer atomic.Int64 // nanos since epoch of the last answer line
+	lastAnswer atomic.Int64 // nanos since epoch of the last output line, or of the start
 	answered   atomic.Bool
 }
 

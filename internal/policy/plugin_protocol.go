@@ -25,7 +25,8 @@ type Action uint8
 
 // Actions, as strfry names them.
 const (
-	// Accept lets the event go on to the relay's other checks.
+	// Accept lets the event through the plugin; checks the caller makes
+	// after the plugin still apply.
 	Accept Action = iota + 1
 	// Reject refuses the event with Decision.Msg.
 	Reject

@@ -25,12 +25,13 @@ type req struct {
 }
 
 // Check submits ev to the plugin without blocking. If it returns nil, done
-// is called exactly once later, from a goroutine of the plugin, with the
-// decision; done must not block (hand the result off) and must not call
-// Close. If it returns a
-// rejection ("rate-limited:" when PluginMaxInflight events are already
-// waiting, "error:" after Close), done is never called. ev and meta are not
-// retained beyond the request line built here.
+// is called exactly once with the decision, from a goroutine of the plugin
+// (possibly before Check returns) or, for an event still waiting when the
+// plugin closes, from the goroutine calling Close; done must not block
+// (hand the result off) and must not call Close. If it returns a rejection
+// ("rate-limited:" when PluginMaxInflight events are already waiting,
+// "error:" after Close), done is never called. ev and meta are not retained
+// beyond the request line built here.
 func (p *Plugin) Check(ev *nostr.Event, meta Meta, done func(Decision)) *nostr.Rejection {
 	line := appendRequest(make([]byte, 0, len(ev.Raw)+160), ev, meta)
 	r := &req{id: ev.ID, line: line, done: done, deadline: p.since() + int64(p.timeout)}

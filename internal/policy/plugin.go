@@ -63,11 +63,12 @@ type PluginStats struct {
 // The process is restarted when it exits (after a backoff that starts at
 // 100ms and doubles up to 10s while the process dies without answering
 // anything), when its file changes (path form only; polled every second),
-// and when it has answered nothing for a whole timeout while requests were
-// waiting (it is killed: stuck). A replaced process gets its stdin closed
-// and may answer what it already has for up to the timeout, then is
-// killed; new events go to the new process at once. Events not yet written
-// to any process wait (within their timeout) for the next one.
+// and when a request written to it times out while it has written nothing
+// since that request nor for a whole timeout (it is killed: stuck). A
+// replaced process gets its stdin closed and may answer what it already
+// has for up to the timeout, then is killed; new events go to the new
+// process at once. Events not yet written to any process wait (within
+// their timeout) for the next one.
 type Plugin struct {
 	cmdline     string // absolute path (path form) or shell command
 	watch       bool   // path form: the file is watched

@@ -178,7 +178,7 @@ func (p *Plugin) handleLine(pr *proc, line []byte, long bool) {
 }
 
 // reap rejects requests whose deadline has passed, and asks for a restart
-// of a process that has answered nothing since such a request was sent.
+// of the current process if it is stuck (see stuck).
 func (p *Plugin) reap() {
 	defer p.wg.Done()
 	timer := time.NewTimer(time.Hour)
@@ -199,7 +199,7 @@ func (p *Plugin) reap() {
 		cur := p.cur
 		p.mu.Unlock()
 		for _, r := range expired {
-			if cur != nil && r.gen == cur.gen && cur.lastAnswer.Load() < r.sentAt {
+			if cur != nil && r.gen == cur.gen && p.stuck(cur.lastAnswer.Load(), r.sentAt, now) {
 				select {
 				case p.kick <- r.gen:
 				default:
@@ -223,4 +223,14 @@ func (p *Plugin) reap() {
 			return
 		}
 	}
+}
+
+// stuck reports whether a process whose last output line (or start) was at
+// lastAnswer is stuck, as seen at now when a request written to it at
+// sentAt times out: it has written nothing since that request, nor for a
+// whole timeout. The second condition spares a process that was handed a
+// backlog when it started: the oldest requests of the backlog may time out
+// before any process could have answered them.
+func (p *Plugin) stuck(lastAnswer, sentAt, now int64) bool {
+	return lastAnswer < sentAt && now-lastAnswer >= int64(p.timeout)
 }

@@ -319,6 +319,73 @@ func TestPluginTimeout(t *testing.T) {
 	}
 }
 
+// TestPluginStuck: a process is stuck when a request written to it times
+// out and it has written nothing since that request, nor for a whole
+// timeout.
+func TestPluginStuck(t *testing.T) {
+	p := &Plugin{timeout: 100}
+	f := func(lastAnswer, sentAt, now int64, want bool) {
+		t.Helper()
+		if got := p.stuck(lastAnswer, sentAt, now); got != want {
+			t.Fatalf("stuck(last %d, sent %d, now %d) = %v, want %v", lastAnswer, sentAt, now, got, want)
+		}
+	}
+	f(0, 10, 110, true)   // silent since before the request, for a whole timeout
+	f(0, 10, 100, true)   // exactly a timeout
+	f(1, 10, 100, false)  // one nanosecond short of a timeout: a young process
+	f(0, 95, 99, false)   // a backlog written at start, timing out at once
+	f(10, 10, 500, false) // wrote a line at the moment the request went out
+	f(50, 10, 500, false) // answered something after the request was written
+}
+
+// TestPluginBacklogNotStuck: a process handed a request that times out
+// before it could answer is not killed as stuck (it has not had a whole
+// timeout), and goes on answering.
+func TestPluginBacklogNotStuck(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "plugin")
+	writePluginScript(t, path, "content")
+	logs := &logSink{}
+	p, err := newPlugin(Config{Plugin: path, PluginTimeout: 10 * time.Second}.Normalize(), slog.New(logs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.drainGrace = 200 * time.Millisecond
+	tp := &testPlugin{Plugin: p, path: path, logs: logs}
+	// start(), in steps: the request is written to the process before the
+	// reaper runs, and is then made to time out at once.
+	old := tp.submit(t, testEvent("silent"), Meta{})
+	pr, err := p.spawn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	p.setCurrent(pr)
+	waitFor(t, "the request to be written", func() bool {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.head != nil && p.head.gen == pr.gen
+	})
+	p.mu.Lock()
+	p.head.deadline = p.since()
+	p.mu.Unlock()
+	p.wg.Add(2)
+	go p.supervise(pr)
+	go p.reap()
+	if d := old.wait(t); d.Msg != msgTimeout {
+		t.Fatalf("backlog decision %+v", d)
+	}
+	if d := tp.decide(t, testEvent("after")); d.Action != Accept {
+		t.Fatalf("after the timeout: %+v", d)
+	}
+	p.Close()
+	if st := p.Stats(); st.Restarts != 0 || st.Timeouts != 1 || st.Failed != 0 || st.Accepted != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+	if logs.contains("answered nothing within the timeout") {
+		t.Fatal("a young process was killed as stuck")
+	}
+}
+
 func TestPluginCrashRestart(t *testing.T) {
 	p := startTestPlugin(t, Config{}, "crash", pluginEnv+"_N=2")
 	for i := 0; i < 2; i++ {

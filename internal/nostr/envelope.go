@@ -54,7 +54,7 @@ func (p *parser) label() ([]byte, *ParseError) {
 	if p.peek() != '"' {
 		return nil, p.fail("message must start with a string label")
 	}
-	start, end, esc, err := p.scanString()
+	start, end, esc, err := p.lexString()
 	if err != nil {
 		return nil, err
 	}

@@ -180,10 +180,10 @@ func (p *parser) failf(format string, args ...any) *ParseError {
 	return p.fail(fmt.Sprintf(format, args...))
 }
 
-// limitf builds a ParseError for an exceeded Limits bound.
-func (p *parser) limitf(format string, args ...any) *ParseError {
+// limitf builds a ParseError for the exceeded bound b.
+func (p *parser) limitf(b Bound, format string, args ...any) *ParseError {
 	e := p.failf(format, args...)
-	e.Limit = true
+	e.Bound = b
 	return e
 }
 

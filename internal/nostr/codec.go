@@ -58,8 +58,8 @@ type eventState struct {
 //     depend on the implementation;
 //   - more than lim.MaxTags tags, more than lim.MaxTagElems elements in a
 //     tag, or content longer than lim.MaxContentBytes after unescaping
-//     (ParseError.Limit is set; the count is checked while reading, so a
-//     giant array is refused at the limit).
+//     (ParseError.Bound names which; the count is checked while reading,
+//     so a giant array is refused at the limit).
 //
 // ParseError.HasEventID and EventID are set when the id had been read when
 // the error was found. Unknown keys are skipped (their values must be valid
@@ -75,7 +75,7 @@ type eventState struct {
 // check.
 func ParseEvent(data []byte, lim *Limits) (*Event, error) {
 	if len(data) > maxInput {
-		return nil, &ParseError{Msg: "event too large", Limit: true}
+		return nil, &ParseError{Msg: "event too large", Bound: BoundEventBytes}
 	}
 	p := getParser(data, lim)
 	defer putParser(p)
@@ -203,7 +203,7 @@ func (p *parser) eventMember() *ParseError {
 			return err
 		}
 		if int(s.n) > p.lim.content {
-			return p.limitf("content too long: %d bytes (max %d)", s.n, p.lim.content)
+			return p.limitf(BoundContentBytes, "content too long: %d bytes (max %d)", s.n, p.lim.content)
 		}
 		e.content = s
 	case seenTags:
@@ -226,7 +226,7 @@ func (p *parser) tags() *ParseError {
 	}
 	for {
 		if len(e.tagEnds) >= p.lim.tags {
-			return p.limitf("too many tags (max %d)", p.lim.tags)
+			return p.limitf(BoundTags, "too many tags (max %d)", p.lim.tags)
 		}
 		if p.peek() != '[' {
 			return p.fail("tags must be an array of arrays of strings")
@@ -239,7 +239,7 @@ func (p *parser) tags() *ParseError {
 			n := 0
 			for {
 				if n >= p.lim.tagElems {
-					return p.limitf("too many elements in tag %d (max %d)", len(e.tagEnds), p.lim.tagElems)
+					return p.limitf(BoundTagElems, "too many elements in tag %d (max %d)", len(e.tagEnds), p.lim.tagElems)
 				}
 				if p.peek() != '"' {
 					return p.fail("tags must be an array of arrays of strings")

@@ -51,15 +51,15 @@ const (
 // Refused, with a *ParseError: wrong types, a key given twice (also when
 // spelled with \u escapes), a key starting with '#' that is not '#' and one
 // letter (ignoring it would widen the filter), a list with more than
-// lim.MaxFilterValues values (counted while reading; Limit is set), strings
-// breaking the ParseEvent string rules, and anything after the object but
-// whitespace. Other unknown keys are skipped (at most 64 per filter); their
+// lim.MaxFilterValues values (counted while reading; Bound is
+// BoundFilterValues), strings breaking the ParseEvent string rules, and
+// anything after the object but whitespace. Other unknown keys are skipped (at most 64 per filter); their
 // values must be valid JSON.
 //
 // Strings in the result point into one private allocation, never into data.
 func ParseFilter(data []byte, lim *Limits) (Filter, error) {
 	if len(data) > maxInput {
-		return Filter{}, &ParseError{Msg: "filter too large", Limit: true}
+		return Filter{}, &ParseError{Msg: "filter too large", Bound: BoundFilterBytes}
 	}
 	p := getParser(data, lim)
 	defer putParser(p)
@@ -243,7 +243,7 @@ func (p *parser) list(what string, tag byte, elem func() *ParseError) *ParseErro
 	}
 	for n := 0; ; n++ {
 		if n >= p.lim.filterValues {
-			return p.limitf("too many values in %s (max %d)", name(), p.lim.filterValues)
+			return p.limitf(BoundFilterValues, "too many values in %s (max %d)", name(), p.lim.filterValues)
 		}
 		if err := elem(); err != nil {
 			return err

@@ -78,8 +78,8 @@ func TestParseFilterRejects(t *testing.T) {
 		if !strings.Contains(pe.Msg, wantMsg) {
 			t.Errorf("ParseFilter(%.80s): error %q does not contain %q", in, pe.Msg, wantMsg)
 		}
-		if pe.Limit != wantLimit {
-			t.Errorf("ParseFilter(%.80s): Limit = %v, want %v", in, pe.Limit, wantLimit)
+		if (pe.Bound != BoundNone) != wantLimit {
+			t.Errorf("ParseFilter(%.80s): Bound = %v, want a bound: %v", in, pe.Bound, wantLimit)
 		}
 	}
 	f(``, nil, "filter must be a JSON object", false)

@@ -160,8 +160,8 @@ func TestParseEventRejects(t *testing.T) {
 		if !strings.Contains(pe.Msg, wantMsg) {
 			t.Errorf("%s: error %q does not contain %q", name, pe.Msg, wantMsg)
 		}
-		if pe.Limit != wantLimit {
-			t.Errorf("%s: Limit = %v, want %v (%q)", name, pe.Limit, wantLimit, pe.Msg)
+		if (pe.Bound != BoundNone) != wantLimit {
+			t.Errorf("%s: Bound = %v, want a bound: %v (%q)", name, pe.Bound, wantLimit, pe.Msg)
 		}
 	}
 	// Not an object.

@@ -25,12 +25,12 @@ package nostr
 // On refusal the error is a *ParseError whose Type is set once the label
 // was read (MsgUnknown for an unknown label, named in Msg), whose SubID is
 // set once a valid subscription id was read, and whose EventID is set once
-// an event's id was read. Limit is set when a Limits bound was exceeded
-// (too many filters or values, a subscription id or content too long, too
-// many tags or tag elements).
+// an event's id was read. Bound names the bound that was exceeded (too many
+// filters or values, a subscription id or content too long, too many tags
+// or tag elements, an input over the size ceiling), or is BoundNone.
 func ParseClientMessage(data []byte, lim *Limits) (*ClientMessage, error) {
 	if len(data) > maxInput {
-		return nil, &ParseError{Msg: "message too large", Limit: true}
+		return nil, &ParseError{Msg: "message too large", Bound: BoundMessageBytes}
 	}
 	p := getParser(data, lim)
 	defer putParser(p)
@@ -54,7 +54,7 @@ func (p *parser) label() ([]byte, *ParseError) {
 	if p.peek() != '"' {
 		return nil, p.fail("message must start with a string label")
 	}
-	start, end, esc, err := p.scanString()
+	start, end, esc, err := p.lexString()
 	if err != nil {
 		return nil, err
 	}
@@ -106,7 +106,7 @@ func (p *parser) subscriptionID() (span, *ParseError) {
 		return span{}, p.fail("subscription id must not be empty")
 	}
 	if int(s.n) > p.lim.subIDLen {
-		return span{}, p.limitf("subscription id too long: %d bytes (max %d)", s.n, p.lim.subIDLen)
+		return span{}, p.limitf(BoundSubIDLen, "subscription id too long: %d bytes (max %d)", s.n, p.lim.subIDLen)
 	}
 	p.subID, p.hasSubID = s, true
 	return s, nil
@@ -177,7 +177,7 @@ func (p *parser) clientMessage() (*ClientMessage, *ParseError) {
 		}
 		for {
 			if len(p.filters) >= p.lim.filters {
-				return nil, p.limitf("too many filters (max %d)", p.lim.filters)
+				return nil, p.limitf(BoundFilters, "too many filters (max %d)", p.lim.filters)
 			}
 			if err := p.filter(); err != nil {
 				return nil, err

@@ -60,9 +60,9 @@ func TestParseClientMessageRejects(t *testing.T) {
 		if !strings.Contains(pe.Msg, wantMsg) {
 			t.Errorf("ParseClientMessage(%.80s): error %q does not contain %q", in, pe.Msg, wantMsg)
 		}
-		if pe.Type != wantType || pe.SubID != wantSub || pe.Limit != wantLimit {
-			t.Errorf("ParseClientMessage(%.80s): Type %v SubID %q Limit %v, want %v %q %v (%s)",
-				in, pe.Type, pe.SubID, pe.Limit, wantType, wantSub, wantLimit, pe.Msg)
+		if pe.Type != wantType || pe.SubID != wantSub || (pe.Bound != BoundNone) != wantLimit {
+			t.Errorf("ParseClientMessage(%.80s): Type %v SubID %q Bound %v, want %v %q a bound: %v (%s)",
+				in, pe.Type, pe.SubID, pe.Bound, wantType, wantSub, wantLimit, pe.Msg)
 		}
 	}
 	f(``, nil, MsgUnknown, "", "message must be a JSON array", false)

@@ -63,18 +63,6 @@ type ClientMessage struct {
 	NegPayload []byte // hex-decoded negentropy message
 }
 
-// Limits bounds what the parser will accept, so that an oversized message is
-// refused while it is being read rather than after it has been allocated.
-// A zero field means "no limit".
-type Limits struct {
-	MaxFilters      int // filters in one REQ or COUNT
-	MaxFilterValues int // elements of any one array inside a filter
-	MaxTags         int // tags in one event
-	MaxTagElems     int // elements of one tag
-	MaxSubIDLen     int // bytes of a subscription id
-	MaxContentBytes int // bytes of an event's content after unescaping
-}
-
 // ParseError is returned for input the parser refuses. It carries what was
 // read before the error so the relay can answer in context: an OK for an
 // EVENT whose id was read, a CLOSED for a REQ whose subscription id was read,
@@ -85,7 +73,7 @@ type ParseError struct {
 	SubID      string  // the subscription id, if it was read
 	EventID    ID      // the event id, if HasEventID
 	HasEventID bool
-	Limit      bool // a Limits bound was exceeded (answer "blocked:" or "invalid:" as policy says)
+	Bound      Bound // the bound exceeded, or BoundNone if the input is malformed
 }
 
 // Error returns "nostr: " + Msg.

@@ -156,7 +156,7 @@ type relayEventMessage struct {
 // are ignored. On refusal the error is a *ParseError.
 func ParseRelayMessage(data []byte) (*RelayMessage, error) {
 	if len(data) > maxInput {
-		return nil, &ParseError{Msg: "message too large", Limit: true}
+		return nil, &ParseError{Msg: "message too large", Bound: BoundMessageBytes}
 	}
 	p := getParser(data, nil)
 	defer putParser(p)

@@ -26,8 +26,8 @@ type Config struct {
 	// PubKeyEventBurst is the burst for PubKeyEventRate. Default:
 	// PubKeyEventRate rounded up (at least 1).
 	PubKeyEventBurst int `toml:"pubkey_event_burst"`
-	// ReqRate is how many REQ (and COUNT) messages per second one client
-	// address may send. Default 0: no limit.
+	// ReqRate is how many REQ, COUNT and NEG-OPEN messages per second one
+	// client address may send. Default 0: no limit.
 	ReqRate float64 `toml:"req_rate"`
 	// ReqBurst is the burst for ReqRate. Default: ReqRate rounded up (at
 	// least 1).
@@ -57,8 +57,8 @@ type Config struct {
 
 	// Plugin is the write-policy plugin: a path to an executable (watched:
 	// the plugin restarts when the file changes), or, if it contains a
-	// space, a shell command run with /bin/sh -c (not watched), as in
-	// strfry. Default "": no plugin.
+	// space or a tab, a shell command run with /bin/sh -c (not watched), as
+	// in strfry. Default "": no plugin.
 	Plugin string `toml:"plugin"`
 	// PluginTimeout is how long an event may wait for the plugin's answer
 	// (queueing included) before it is rejected with "error: write policy

@@ -11,14 +11,18 @@
 //
 // # Where the relay calls what
 //
-//   - Lists.CheckIP at accept (or when a session starts): a blocked address
-//     is refused before it can send anything.
-//   - Lists.CheckEvent and RateLimits.AllowEvent among the cheap checks of an
-//     EVENT, before signature verification.
-//   - RateLimits.AllowReq for each REQ (and COUNT).
-//   - Plugin.Check after the cheap checks and before verification; it
-//     answers asynchronously, so a message handler never waits for the
-//     plugin process.
+//   - Lists.CheckIP when a session opens: a blocked address is refused
+//     before it can send anything (and, after a NIP-86 block, open
+//     sessions from the address are checked again and closed).
+//   - Lists.CheckEvent and the per-address EVENT limit (RateLimits.AllowEvent
+//     with the client's address) among the cheap checks of an EVENT, before
+//     signature verification.
+//   - The per-pubkey EVENT limit (RateLimits.AllowEvent with no address) and
+//     Plugin.Check after signature verification: an unverified event may
+//     carry anyone's pubkey, and must neither drain that pubkey's bucket nor
+//     reach a stateful plugin in someone else's name. The plugin answers
+//     asynchronously, so a message handler never waits for its process.
+//   - RateLimits.AllowReq for each REQ, COUNT and NEG-OPEN.
 //
 // # Lists: static and dynamic layers
 //
@@ -26,14 +30,18 @@
 // file and is fixed for the life of the process; the dynamic layer is
 // changed by NIP-86 calls, persisted through a Persister (one JSON document
 // per list, see the Key constants) before the call returns, and loaded at
-// start. A value is on a list if either layer holds it. A call that would
-// have to remove a value from the static layer fails with ErrStatic: what
-// the file says is changed in the file. Adding a value that the file already
-// lists is a no-op.
+// start. A value is on a list if either layer holds it. Removing a value
+// the file puts on a list (unbanning, unallowing or unblocking it, or
+// allowing a pubkey or kind the file bans or disallows) fails with
+// ErrStatic: what the file says is changed in the file. Banning a pubkey
+// or disallowing a kind the file allows succeeds and leaves the file's
+// entry, and the ban or disallowance wins. Adding a value that the file
+// already lists leaves that list unchanged.
 //
 // Lookups read an immutable snapshot through an atomic pointer: no lock is
-// taken on the hot path. Changes are serialized by a mutex, copy the one
-// list they change, persist it, then publish a new snapshot.
+// taken on the hot path. Changes are serialized by a mutex; a change copies
+// each list it changes (one or two), and persists each before publishing a
+// new snapshot with it, so memory never runs ahead of what is saved.
 //
 // # Rate limits
 //

@@ -37,7 +37,10 @@ const (
 // Sentinel errors.
 var (
 	// ErrStatic is returned by a change that would remove a value the
-	// configuration file puts on a list.
+	// configuration file puts on a list: an unban, unallow or unblock of
+	// it, or an allowance of a pubkey or kind the file bans or disallows.
+	// (A ban or disallowance of what the file allows succeeds instead, and
+	// wins over the file's entry.)
 	ErrStatic = errors.New("policy: set in the configuration file")
 	// ErrInvalid reports a malformed pubkey, id, kind or address.
 	ErrInvalid = errors.New("policy: invalid value")

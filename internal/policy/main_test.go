@@ -12,7 +12,7 @@ import (
 
 // pluginEnv selects a test plugin behaviour: when it is set, the test
 // binary runs as a write-policy plugin instead of running tests (see
-// pluginScript).
+// writePluginScript).
 const pluginEnv = "PETREL_TEST_PLUGIN"
 
 func TestMain(m *testing.M) {
@@ -65,8 +65,9 @@ func runTestPlugin(mode string) int {
 		case "accept":
 			writeAnswer(out, req.Event.ID, "accept", "")
 		case "content":
-			action, msg := contentAnswer(req)
-			writeAnswer(out, req.Event.ID, action, msg)
+			if action, msg := contentAnswer(req); action != "" {
+				writeAnswer(out, req.Event.ID, action, msg)
+			}
 		case "rejectall":
 			writeAnswer(out, req.Event.ID, "reject", "blocked: everything is rejected")
 		case "hang":
@@ -108,7 +109,8 @@ func runTestPlugin(mode string) int {
 // contentAnswer decides by the event's content: "spam" anywhere rejects
 // with "blocked: no spam", "shadow" shadow-rejects, "bad-action" answers an
 // unknown action, "noprefix" rejects with "nope", "echo" rejects with the
-// request's metadata as the message; anything else is accepted.
+// request's metadata as the message, "silent" gets no answer (action "";
+// content mode only); anything else is accepted.
 func contentAnswer(req testRequest) (action, msg string) {
 	c := req.Event.Content
 	switch {
@@ -120,6 +122,8 @@ func contentAnswer(req testRequest) (action, msg string) {
 		return "maybe", ""
 	case strings.Contains(c, "noprefix"):
 		return "reject", "nope"
+	case strings.Contains(c, "silent"):
+		return "", ""
 	case strings.Contains(c, "echo"):
 		return "reject", fmt.Sprintf("blocked: %s|%s|%s|%s|%d|%d|%s",
 			req.Type, req.SourceType, req.SourceInfo, req.Authed, req.ReceivedAt, req.Event.Kind, req.Event.Content)

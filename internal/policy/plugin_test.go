@@ -3,7 +3,6 @@ package policy
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/netip"
@@ -320,6 +319,73 @@ func TestPluginTimeout(t *testing.T) {
 	}
 }
 
+// TestPluginStuck: a process is stuck when a request written to it times
+// out and it has written nothing since that request, nor for a whole
+// timeout.
+func TestPluginStuck(t *testing.T) {
+	p := &Plugin{timeout: 100}
+	f := func(lastAnswer, sentAt, now int64, want bool) {
+		t.Helper()
+		if got := p.stuck(lastAnswer, sentAt, now); got != want {
+			t.Fatalf("stuck(last %d, sent %d, now %d) = %v, want %v", lastAnswer, sentAt, now, got, want)
+		}
+	}
+	f(0, 10, 110, true)   // silent since before the request, for a whole timeout
+	f(0, 10, 100, true)   // exactly a timeout
+	f(1, 10, 100, false)  // one nanosecond short of a timeout: a young process
+	f(0, 95, 99, false)   // a backlog written at start, timing out at once
+	f(10, 10, 500, false) // wrote a line at the moment the request went out
+	f(50, 10, 500, false) // answered something after the request was written
+}
+
+// TestPluginBacklogNotStuck: a process handed a request that times out
+// before it could answer is not killed as stuck (it has not had a whole
+// timeout), and goes on answering.
+func TestPluginBacklogNotStuck(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "plugin")
+	writePluginScript(t, path, "content")
+	logs := &logSink{}
+	p, err := newPlugin(Config{Plugin: path, PluginTimeout: 10 * time.Second}.Normalize(), slog.New(logs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.drainGrace = 200 * time.Millisecond
+	tp := &testPlugin{Plugin: p, path: path, logs: logs}
+	// start(), in steps: the request is written to the process before the
+	// reaper runs, and is then made to time out at once.
+	old := tp.submit(t, testEvent("silent"), Meta{})
+	pr, err := p.spawn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	p.setCurrent(pr)
+	waitFor(t, "the request to be written", func() bool {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.head != nil && p.head.gen == pr.gen
+	})
+	p.mu.Lock()
+	p.head.deadline = p.since()
+	p.mu.Unlock()
+	p.wg.Add(2)
+	go p.supervise(pr)
+	go p.reap()
+	if d := old.wait(t); d.Msg != msgTimeout {
+		t.Fatalf("backlog decision %+v", d)
+	}
+	if d := tp.decide(t, testEvent("after")); d.Action != Accept {
+		t.Fatalf("after the timeout: %+v", d)
+	}
+	p.Close()
+	if st := p.Stats(); st.Restarts != 0 || st.Timeouts != 1 || st.Failed != 0 || st.Accepted != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+	if logs.contains("answered nothing within the timeout") {
+		t.Fatal("a young process was killed as stuck")
+	}
+}
+
 func TestPluginCrashRestart(t *testing.T) {
 	p := startTestPlugin(t, Config{}, "crash", pluginEnv+"_N=2")
 	for i := 0; i < 2; i++ {
@@ -500,100 +566,6 @@ func TestStartPluginErrors(t *testing.T) {
 	f(plain)
 }
 
-func TestDecisionRejection(t *testing.T) {
-	f := func(d Decision, want string) {
-		t.Helper()
-		got := ""
-		if rej := d.Rejection(); rej != nil {
-			got = rej.Error()
-		}
-		if got != want {
-			t.Fatalf("%+v: %q, want %q", d, got, want)
-		}
-	}
-	f(Decision{Action: Accept, Msg: "blocked: ignored"}, "")
-	f(Decision{Action: ShadowReject}, "")
-	f(Decision{Action: Reject}, "blocked: rejected by the relay's write policy")
-	f(Decision{Action: Reject, Msg: "blocked: no"}, "blocked: no")
-	f(Decision{Action: Reject, Msg: "rate-limited:slow"}, "rate-limited: slow")
-	f(Decision{Action: Reject, Msg: "spam: no"}, "blocked: spam: no")
-	f(Decision{Action: Reject, Msg: "error: internal error"}, "error: internal error")
-}
-
-func TestAppendRequest(t *testing.T) {
-	ev := testEvent("line1\nline2 \"quoted\"")
-	authed := testKey.PubKey()
-	line := appendRequest(nil, ev, Meta{ReceivedAt: time.Unix(42, 0), SourceType: SourceIP4, SourceInfo: "192.0.2.1", Authed: authed})
-	if strings.Count(string(line), "\n") != 1 || line[len(line)-1] != '\n' {
-		t.Fatalf("not one line: %q", line)
-	}
-	var got struct {
-		Type       string          `json:"type"`
-		Event      json.RawMessage `json:"event"`
-		ReceivedAt int64           `json:"receivedAt"`
-		SourceType string          `json:"sourceType"`
-		SourceInfo string          `json:"sourceInfo"`
-		Authed     string          `json:"authed"`
-	}
-	if err := json.Unmarshal(line, &got); err != nil {
-		t.Fatal(err)
-	}
-	if got.Type != "new" || string(got.Event) != string(ev.Raw) || got.ReceivedAt != 42 ||
-		got.SourceType != "IP4" || got.SourceInfo != "192.0.2.1" || got.Authed != authed.Hex() {
-		t.Fatalf("request %+v", got)
-	}
-	// An event built in code without Raw is serialized.
-	ev2 := *ev
-	ev2.Raw = nil
-	if err := json.Unmarshal(appendRequest(nil, &ev2, Meta{}), &got); err != nil || string(got.Event) != string(ev.Raw) || got.Authed != "" {
-		t.Fatalf("event %s, authed %q, err %v", got.Event, got.Authed, err)
-	}
-}
-
-func TestParseAnswer(t *testing.T) {
-	id := testEvent("x").ID
-	f := func(line string, want answer, wantErr error) {
-		t.Helper()
-		got, err := parseAnswer([]byte(line))
-		if !errors.Is(err, wantErr) || (err == nil && got != want) {
-			t.Fatalf("%s: %+v, %v; want %+v, %v", line, got, err, want, wantErr)
-		}
-	}
-	h := id.Hex()
-	f(`{"id":"`+h+`","action":"accept"}`, answer{ID: id, Action: Accept}, nil)
-	f(`{"id":"`+h+`","action":"reject","msg":"blocked: x"}`, answer{ID: id, Action: Reject, Msg: "blocked: x"}, nil)
-	f(`{"id":"`+h+`","action":"shadowReject","msg":null}`, answer{ID: id, Action: ShadowReject}, nil)
-	f(`{"id":"`+strings.ToUpper(h)+`","action":"accept"}`, answer{ID: id, Action: Accept}, nil)
-	f(`{"id":"`+h+`","action":"Accept"}`, answer{}, errAnswerAction)
-	f(`{"id":"`+h+`","action":"reject","msg":5}`, answer{}, errAnswerAction)
-	f(`{"id":"`+h+`"}`, answer{}, errAnswerAction)
-	f(`{"id":"abc","action":"accept"}`, answer{}, errAnswerSyntax)
-	f(`{"action":"accept"}`, answer{}, errAnswerSyntax)
-	f(`not json`, answer{}, errAnswerSyntax)
-	f(`[]`, answer{}, errAnswerSyntax)
-}
-
-func FuzzParseAnswer(f *testing.F) {
-	h := testEvent("x").ID.Hex()
-	for _, s := range []string{
-		`{"id":"` + h + `","action":"accept"}`,
-		`{"id":"` + h + `","action":"reject","msg":"blocked: x"}`,
-		`{"id":"` + h + `","action":"shadowReject"}`,
-		`{"id":5}`, `garbage`, `{"id":"` + h + `","action":"reject","msg":{"a":1}}`,
-	} {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, line []byte) {
-		a, err := parseAnswer(line)
-		if err == nil && (a.Action < Accept || a.Action > ShadowReject) {
-			t.Fatalf("accepted %q with action %v", line, a.Action)
-		}
-		if err != nil && !errors.Is(err, errAnswerSyntax) && !errors.Is(err, errAnswerAction) {
-			t.Fatalf("unclassified error %v", err)
-		}
-	})
-}
-
 // waitFor polls cond until it holds, failing the test after 20s (far
 // beyond any period involved: a bound on a hang, not a timing assertion).
 func waitFor(t *testing.T, what string, cond func() bool) {
@@ -643,24 +615,5 @@ func BenchmarkPluginRoundTrip(b *testing.B) {
 			}
 			wg.Wait()
 		})
-	}
-}
-
-func TestActionNames(t *testing.T) {
-	for _, a := range []Action{Accept, Reject, ShadowReject} {
-		if got, ok := parseAction(a.String()); !ok || got != a {
-			t.Errorf("parseAction(%q) = %v, %v", a.String(), got, ok)
-		}
-	}
-	for _, name := range []string{"", "Accept", "action(0)", "shadowreject"} {
-		if a, ok := parseAction(name); ok {
-			t.Errorf("parseAction(%q) = %v", name, a)
-		}
-	}
-	if s := Action(0).String(); s != "action(0)" {
-		t.Errorf("Action(0) = %q", s)
-	}
-	if s := Action(9).String(); s != "action(9)" {
-		t.Errorf("Action(9) = %q", s)
 	}
 }

@@ -19,11 +19,11 @@ import (
 // Memory is bounded: each limit tracks at most Config.RateMaxKeys keys (in
 // 32 shards, each with its own lock). A bucket that has refilled to its
 // burst is the same as no bucket, so a shard forgets such buckets whenever
-// it is swept (lazily, when a new key arrives and the last sweep is older
-// than the time a bucket takes to refill, or the shard is full). When a
-// shard is still full of partly drained buckets, it evicts the least
-// recently used of a small random sample; an evicted key starts again with
-// a full bucket. A flood of distinct addresses therefore costs at most the
+// it is swept: lazily, when a new key arrives and the last sweep is older
+// than the time a bucket takes to refill (clamped to between a second and
+// a minute), or older than a second if the shard is full. When a shard is
+// still full after that, it evicts the least recently used of a small
+// random sample; an evicted key starts again with a full bucket. A flood of distinct addresses therefore costs at most the
 // cap, never more.
 type RateLimits struct {
 	eventIP *limiter[[16]byte]
@@ -35,7 +35,7 @@ type RateLimits struct {
 // LimitStats are the counters of one rate limit.
 type LimitStats struct {
 	Limited int64 // requests refused ("rate-limited:")
-	Evicted int64 // partly drained buckets forgotten because the table was full
+	Evicted int64 // buckets forgotten because the table was full
 	Keys    int   // keys tracked now
 }
 
@@ -133,7 +133,7 @@ type limiter[K comparable] struct {
 	rate     float64 // tokens per nanosecond
 	burst    float64
 	perShard int
-	sweepGap int64 // nanos between lazy sweeps: the time to refill a bucket
+	sweepGap int64 // nanos between lazy sweeps: the time to refill a bucket, within [1s, 1min]
 	seed     maphash.Seed
 	rej      *nostr.Rejection
 	limited  atomic.Int64

@@ -3,7 +3,6 @@ package relay
 import (
 	"fmt"
 	"net/netip"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -408,10 +407,8 @@ func (s *Session) rejectParse(err error) {
 		return
 	}
 	r := s.r
-	if pe.Limit {
-		if lim := parseLimit(pe); lim >= 0 {
-			r.stats.LimitTrips[lim].Add(1)
-		}
+	if lim := parseLimit(pe.Bound); lim >= 0 {
+		r.stats.LimitTrips[lim].Add(1)
 	}
 	switch {
 	case (pe.Type == nostr.MsgEvent || pe.Type == nostr.MsgAuth) && pe.HasEventID:
@@ -437,25 +434,26 @@ func (s *Session) rejectParse(err error) {
 	}
 }
 
-// parseLimit names the limit counter for a parse error with Limit set, or
-// returns -1. The parser reports which bound tripped only in its message,
-// so this matches the message prefixes of nostr's limit errors (a new
-// bound there needs a case here).
-func parseLimit(pe *nostr.ParseError) int {
-	switch msg := pe.Msg; {
-	case strings.HasPrefix(msg, "subscription id too long"):
+// parseLimit names the limit counter of the bound a parse error reports,
+// or returns -1 for nostr.BoundNone. Every other Bound has a case
+// (TestParseLimitCoversBounds). Tag elements count as tags, and a filter
+// over the parser's size ceiling as a message (the relay parses filters
+// only inside messages).
+func parseLimit(b nostr.Bound) int {
+	switch b {
+	case nostr.BoundSubIDLen:
 		return limSubIDLength
-	case strings.HasPrefix(msg, "too many filters"):
+	case nostr.BoundFilters:
 		return limFilters
-	case strings.HasPrefix(msg, "too many values"), strings.HasPrefix(msg, "filter too large"):
+	case nostr.BoundFilterValues:
 		return limFilterValues
-	case strings.HasPrefix(msg, "too many tags"), strings.HasPrefix(msg, "too many elements in tag"):
+	case nostr.BoundTags, nostr.BoundTagElems:
 		return limTags
-	case strings.HasPrefix(msg, "content too long"):
+	case nostr.BoundContentBytes:
 		return limContentBytes
-	case strings.HasPrefix(msg, "event too large"):
+	case nostr.BoundEventBytes:
 		return limEventBytes
-	case strings.HasPrefix(msg, "message too large"):
+	case nostr.BoundFilterBytes, nostr.BoundMessageBytes:
 		return limMessageBytes
 	}
 	return -1

@@ -10,7 +10,7 @@ import (
 	"unicode/utf8"
 )
 
-// This file holds the low-level JSON scanner shared by the event, filter and
+// This file holds the low-level JSON lexer shared by the event, filter and
 // envelope parsers: whitespace, strings (validation and unescaping), integers,
 // hex fields, and skipping of values the parsers do not interpret.
 //
@@ -180,10 +180,10 @@ func (p *parser) failf(format string, args ...any) *ParseError {
 	return p.fail(fmt.Sprintf(format, args...))
 }
 
-// limitf builds a ParseError for an exceeded Limits bound.
-func (p *parser) limitf(format string, args ...any) *ParseError {
+// limitf builds a ParseError for the exceeded bound b.
+func (p *parser) limitf(b Bound, format string, args ...any) *ParseError {
 	e := p.failf(format, args...)
-	e.Limit = true
+	e.Bound = b
 	return e
 }
 
@@ -291,10 +291,10 @@ func plain8(w uint64) bool {
 
 func load8(b []byte, i int) uint64 { return binary.LittleEndian.Uint64(b[i:]) }
 
-// scanString validates the JSON string whose opening quote is at p.i. It
+// lexString validates the JSON string whose opening quote is at p.i. It
 // leaves p.i after the closing quote and returns the bounds of the raw
 // contents (between the quotes) and whether they contain escapes.
-func (p *parser) scanString() (start, end int, esc bool, err *ParseError) {
+func (p *parser) lexString() (start, end int, esc bool, err *ParseError) {
 	d := p.d
 	i := p.i + 1
 	start = i
@@ -392,7 +392,7 @@ func unhexUpper(c byte) byte {
 }
 
 // unescape appends the decoded form of the raw string contents s (already
-// validated by scanString) to dst.
+// validated by lexString) to dst.
 func unescape(dst, s []byte) []byte {
 	for {
 		j := bytes.IndexByte(s, '\\')
@@ -432,7 +432,7 @@ func unescape(dst, s []byte) []byte {
 // str reads a JSON string value at p.i (the caller has checked the quote)
 // and returns its span; escaped strings are decoded into p.dec.
 func (p *parser) str() (span, *ParseError) {
-	start, end, esc, err := p.scanString()
+	start, end, esc, err := p.lexString()
 	if err != nil {
 		return span{}, err
 	}
@@ -458,7 +458,7 @@ func (p *parser) key() ([]byte, *ParseError) {
 	if p.peek() != '"' {
 		return nil, p.syntax("string (object key)")
 	}
-	start, end, esc, err := p.scanString()
+	start, end, esc, err := p.lexString()
 	if err != nil {
 		return nil, err
 	}
@@ -581,7 +581,7 @@ func (p *parser) skipValue(depth int) *ParseError {
 	}
 	switch c := p.peek(); c {
 	case '"':
-		_, _, _, err := p.scanString()
+		_, _, _, err := p.lexString()
 		return err
 	case '{':
 		p.i++
@@ -594,7 +594,7 @@ func (p *parser) skipValue(depth int) *ParseError {
 			if p.peek() != '"' {
 				return p.syntax("string (object key)")
 			}
-			if _, _, _, err := p.scanString(); err != nil {
+			if _, _, _, err := p.lexString(); err != nil {
 				return err
 			}
 			if err := p.expect(':'); err != nil {

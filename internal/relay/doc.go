@@ -5,6 +5,26 @@
 // adapts WebSocket connections to the Transport interface and feeds
 // inbound messages to Session.HandleMessage.
 //
+// # Files
+//
+// Each path through the engine has its files, named after it:
+//
+//   - session.go: one connection, its message dispatch and control frames
+//   - ingest.go: EVENT, from the cheap checks through the verify pool (in
+//     per-connection order) to the store's writer; policy.go, pow.go and
+//     vanish.go hold the write policy it applies
+//   - query.go: REQ and the stored-query scheduler; count.go (and hll.go)
+//     NIP-45 COUNT
+//   - subscription.go: subscriptions and the stored-to-live hand-off rule
+//   - fanout.go: the dispatcher (OKs, fan-out of committed events);
+//     fanout_index.go: the live subscription index it looks up
+//   - outbox.go: the per-connection out-queue; flush.go: the flushers that
+//     hand it to the transport
+//   - sync.go: NIP-77 negentropy sync sessions
+//   - auth.go: NIP-42 and the read protection of DMs and gift wraps
+//   - relay.go (the engine, the sweeper, shutdown), config.go, stats.go,
+//     info.go and nips.go (NIP-11)
+//
 // # Goroutines
 //
 //   - Message handlers: the transport's goroutines (nbio's handler pool)

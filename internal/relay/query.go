@@ -301,7 +301,7 @@ func (q *queryScheduler) fail(j *queryJob, err error) {
 }
 
 // clampFilters applies MaxLimit to every filter (a missing limit becomes
-// MaxLimit) and reports whether any limit was lowered.
+// MaxLimit) and counts each limit it lowers (limit_clamped).
 func (r *Relay) clampFilters(filters []nostr.Filter) {
 	for i := range filters {
 		f := &filters[i]

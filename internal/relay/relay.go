@@ -248,34 +248,6 @@ func (r *Relay) Sessions() int {
 	return len(r.sessions)
 }
 
-// closeSub unlists a subscription and stops its stored query.
-func (r *Relay) closeSub(sb *sub) {
-	r.idx.remove(sb)
-	o := &sb.s.out
-	o.mu.Lock()
-	sb.state = subClosed
-	j := sb.job
-	sb.job = nil
-	if j != nil {
-		j.unhold(o)
-	}
-	var parked *queryJob
-	if j != nil && sb.s.parked == j {
-		sb.s.parked = nil
-		parked = j
-	}
-	o.mu.Unlock()
-	if j != nil {
-		j.cancel()
-	}
-	if parked != nil {
-		parked.release()
-	}
-	if sb.counted.CompareAndSwap(true, false) {
-		r.stats.SubscriptionsActive.Add(-1)
-	}
-}
-
 // releaseQueryBytes returns n stored-query bytes to the relay-wide budget
 // and resumes globally parked queries when it falls under half.
 func (r *Relay) releaseQueryBytes(n int64) {

@@ -9,7 +9,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/petrel-relay/petrel/internal/nostr"
-	"github.com/petrel-relay/petrel/internal/store"
 )
 
 // Transport is the socket side of a session, implemented by the server.
@@ -36,80 +35,6 @@ const (
 	CloseTooBig        = 1009
 	CloseInternalError = 1011
 )
-
-// subscription states, guarded by Session.out.mu.
-const (
-	subStored uint8 = iota // stored query running: live matches are held
-	subLive                // after EOSE: live matches are queued directly
-	subClosed              // closed: nothing more is delivered
-)
-
-// held is a live event matched while the subscription's stored query was
-// still running, with its commit position; it is sent after EOSE unless
-// the stored query's snapshot includes that position.
-type held struct {
-	raw []byte
-	seq uint64
-}
-
-// sub is one REQ subscription. There is one per subscribed connection at
-// least, so its size counts in the memory per connection: the fields are
-// ordered so that it fits the 288-byte size class (see TestSizes).
-type sub struct {
-	s       *Session
-	id      string // shares prefix's bytes when it needs no escaping
-	prefix  string // `["EVENT","<id>",`, built once
-	filters []nostr.Filter
-	one     [1]nostr.Filter // storage for filters when there is one
-	entries []*entry        // index entries; guarded by index.mu
-
-	// guarded by s.out.mu
-	job *queryJob // the stored query, until EOSE; it holds the held events
-	// The stored query's snapshot (store.Snapshot), set when its iterator
-	// opens: the commits its answer reflects. Live events from those
-	// commits are not delivered (see sawCommit). snapOpen is nil unless
-	// the snapshot lists commits in progress (a shared SQL store).
-	snapLow, snapHigh uint64
-	snapOpen          *[]uint64
-
-	stamp uint64 // dispatcher-only: last event sequence that visited this sub
-
-	listed  bool        // guarded by index.mu
-	state   uint8       // guarded by s.out.mu
-	counted atomic.Bool // counted in Stats.SubscriptionsActive
-}
-
-// setSnapshot records the stored query's snapshot. s.out.mu must be held.
-func (sb *sub) setSnapshot(snap store.Snapshot) {
-	sb.snapLow, sb.snapHigh = snap.Low, snap.High
-	if len(snap.Open) > 0 {
-		open := snap.Open
-		sb.snapOpen = &open
-	}
-}
-
-// sawCommit reports whether the subscription's stored query saw the commit
-// at position seq, so that a live event from it is not delivered again:
-// the one stored-to-live hand-off rule (store.Snapshot). Before the query
-// has opened its iterator it reports false. s.out.mu must be held.
-func (sb *sub) sawCommit(seq uint64) bool {
-	snap := store.Snapshot{Low: sb.snapLow, High: sb.snapHigh}
-	if sb.snapOpen != nil {
-		snap.Open = *sb.snapOpen
-	}
-	return snap.Includes(seq)
-}
-
-// setID sets the subscription's id and builds its EVENT prefix. An id
-// that needs no JSON escaping (the usual case) is kept inside the prefix,
-// so the two cost one allocation.
-func (sb *sub) setID(id string) {
-	sb.prefix = string(append(nostr.AppendString(append(make([]byte, 0, len(id)+14), `["EVENT",`...), id), ','))
-	sb.id = id
-	if len(sb.prefix) == len(id)+12 { // `["EVENT","` id `",`: nothing escaped
-		sb.id = sb.prefix[10 : 10+len(id)]
-	}
-}
 
 // Session is one client connection's protocol state. It is created by the
 // server when a WebSocket upgrade completes and lives until Closed.
@@ -240,69 +165,6 @@ func (s *Session) closeFor(code int, reason string, lim int) bool {
 	s.closeReason.Store(&reason)
 	s.t.Close(code, reason)
 	return true
-}
-
-// flush hands queued frames to the transport until the queue is empty or
-// the transport holds transportLowWater bytes. It runs on a flusher
-// goroutine (or inline), one at a time per session (out.scheduled).
-func (s *Session) flush() {
-	o := &s.out
-	for {
-		if s.closed.Load() {
-			o.scheduled.Store(false)
-			return
-		}
-		if o.inTransp.Load() >= transportLowWater {
-			o.scheduled.Store(false)
-			// Written may have crossed the watermark between the load and
-			// the store; if so it could not schedule us: check again.
-			if o.inTransp.Load() < transportLowWater {
-				s.r.flusher.schedule(s)
-			}
-			return
-		}
-		var rel [numCats]int
-		o.mu.Lock()
-		chunk := o.takeChunk(&rel)
-		if chunk == nil {
-			o.scheduled.Store(false)
-			o.mu.Unlock()
-			return
-		}
-		o.mu.Unlock()
-		if rel[catStored] > 0 {
-			s.r.releaseQueryBytes(int64(rel[catStored]))
-		}
-		inTransp := o.inTransp.Add(int64(len(chunk)))
-		err := s.t.Write(chunk)
-		o.mu.Lock()
-		o.peak.transport = max(o.peak.transport, inTransp)
-		o.doneChunk()
-		resume := s.resumableLocked()
-		o.mu.Unlock()
-		if resume != nil {
-			s.r.queries.enqueue(resume)
-		}
-		if err != nil {
-			o.scheduled.Store(false)
-			s.close(CloseInternalError, "write failed")
-			return
-		}
-	}
-}
-
-// resumableLocked returns the parked query if the session's stored-query
-// backlog fell under half its budget. s.out.mu must be held.
-func (s *Session) resumableLocked() *queryJob {
-	j := s.parked
-	if j == nil || int64(s.out.bytes[catStored]) > s.r.cfg.QueryBytesPerConn/2 {
-		return nil
-	}
-	if s.r.stats.QueryBytesQueued.Load() > s.r.cfg.QueryBytesTotal {
-		return nil
-	}
-	s.parked = nil
-	return j
 }
 
 // sendControl queues a control message (OK, EOSE, CLOSED, NOTICE, ...)
@@ -459,29 +321,6 @@ func parseLimit(b nostr.Bound) int {
 	return -1
 }
 
-// handleClose closes one subscription (NIP-01 CLOSE: no reply).
-func (s *Session) handleClose(subID string) {
-	s.mu.Lock()
-	sb := s.subs.get(subID)
-	if sb != nil {
-		s.subs.remove(sb)
-	}
-	s.mu.Unlock()
-	if sb != nil {
-		s.r.closeSub(sb)
-	}
-}
-
-// dropSub closes a subscription on the relay's initiative and tells the
-// client with CLOSED.
-func (s *Session) dropSub(sb *sub, reason string) {
-	s.mu.Lock()
-	s.subs.remove(sb)
-	s.mu.Unlock()
-	s.r.closeSub(sb)
-	s.closedMsg(sb.id, reason)
-}
-
 func (s *Session) String() string { return fmt.Sprintf("session(%s)", s.IP()) }
 
 // IP returns the client's address (no port), for limits and logs.
@@ -495,47 +334,4 @@ func (s *Session) IP() string {
 // idleFor returns how long since the last inbound frame.
 func (s *Session) idleFor(now time.Time) time.Duration {
 	return time.Duration(now.UnixNano() - s.lastRead.Load())
-}
-
-// subList is a session's open subscriptions: a slice searched linearly.
-// Most connections hold one to a few subscriptions, and MaxSubscriptions
-// bounds the scan; a slice costs far less per idle connection than a map.
-type subList []*sub
-
-func (l subList) get(id string) *sub {
-	for _, sb := range l {
-		if sb.id == id {
-			return sb
-		}
-	}
-	return nil
-}
-
-// put adds sb, replacing the subscription with the same id; it returns
-// the replaced one.
-func (l *subList) put(sb *sub) (old *sub) {
-	for i, x := range *l {
-		if x.id == sb.id {
-			(*l)[i] = sb
-			return x
-		}
-	}
-	*l = append(*l, sb)
-	return nil
-}
-
-// remove deletes sb if it is listed.
-func (l *subList) remove(sb *sub) {
-	for i, x := range *l {
-		if x == sb {
-			last := len(*l) - 1
-			(*l)[i] = (*l)[last]
-			(*l)[last] = nil
-			*l = (*l)[:last]
-			if len(*l) == 0 {
-				*l = nil
-			}
-			return
-		}
-	}
 }

@@ -76,3 +76,66 @@ func (f *flusher) close() {
 	f.cond.Broadcast()
 	f.wg.Wait()
 }
+
+// flush hands queued frames to the transport until the queue is empty or
+// the transport holds transportLowWater bytes. It runs on a flusher
+// goroutine (or inline), one at a time per session (out.scheduled).
+func (s *Session) flush() {
+	o := &s.out
+	for {
+		if s.closed.Load() {
+			o.scheduled.Store(false)
+			return
+		}
+		if o.inTransp.Load() >= transportLowWater {
+			o.scheduled.Store(false)
+			// Written may have crossed the watermark between the load and
+			// the store; if so it could not schedule us: check again.
+			if o.inTransp.Load() < transportLowWater {
+				s.r.flusher.schedule(s)
+			}
+			return
+		}
+		var rel [numCats]int
+		o.mu.Lock()
+		chunk := o.takeChunk(&rel)
+		if chunk == nil {
+			o.scheduled.Store(false)
+			o.mu.Unlock()
+			return
+		}
+		o.mu.Unlock()
+		if rel[catStored] > 0 {
+			s.r.releaseQueryBytes(int64(rel[catStored]))
+		}
+		inTransp := o.inTransp.Add(int64(len(chunk)))
+		err := s.t.Write(chunk)
+		o.mu.Lock()
+		o.peak.transport = max(o.peak.transport, inTransp)
+		o.doneChunk()
+		resume := s.resumableLocked()
+		o.mu.Unlock()
+		if resume != nil {
+			s.r.queries.enqueue(resume)
+		}
+		if err != nil {
+			o.scheduled.Store(false)
+			s.close(CloseInternalError, "write failed")
+			return
+		}
+	}
+}
+
+// resumableLocked returns the parked query if the session's stored-query
+// backlog fell under half its budget. s.out.mu must be held.
+func (s *Session) resumableLocked() *queryJob {
+	j := s.parked
+	if j == nil || int64(s.out.bytes[catStored]) > s.r.cfg.QueryBytesPerConn/2 {
+		return nil
+	}
+	if s.r.stats.QueryBytesQueued.Load() > s.r.cfg.QueryBytesTotal {
+		return nil
+	}
+	s.parked = nil
+	return j
+}

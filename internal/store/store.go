@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"time"
 
 	"github.com/petrel-relay/petrel/internal/nostr"
 )
@@ -127,6 +128,9 @@ type Record struct {
 	// Raw is the event JSON. It is valid until the next call to the
 	// iterator's Next or Close; copy it to keep it.
 	Raw []byte
+	// Seq is the commit position of the commit that stored the event, in
+	// records from Feed.CommittedSince; 0 in records from Query.
+	Seq uint64
 }
 
 // Iterator is a pull iterator over query results. It is used by one
@@ -338,6 +342,21 @@ type Prechecker interface {
 	// SubmitAfter is Submit for an event that HasAt reported absent with
 	// token. The outcome is the same as Submit's.
 	SubmitAfter(ctx context.Context, ev *nostr.Event, token uint64, done func(SaveResult)) error
+}
+
+// Feed is implemented by stores that several nodes share (the store of
+// record of a cluster). A node that may have missed events on the live bus
+// (its connection dropped, or a gap in the bus's sequence showed a loss)
+// asks the store what was committed since a moment before the loss, and
+// fans out what it had not: the store, not the bus, is what makes the
+// live feed whole.
+type Feed interface {
+	// CommittedSince returns the events committed at or after since, by
+	// the store's own clock (the time the store accepted each event, never
+	// the client's created_at), oldest commit first, each with its
+	// commit position (Record.Seq). Events removed since are not returned.
+	// The iterator holds no lock on the store between calls.
+	CommittedSince(ctx context.Context, since time.Time) (Iterator, error)
 }
 
 // Searcher is implemented by stores that may support NIP-50 search.

@@ -1,8 +1,10 @@
 package main
 
+// The pipeline of `petrel import` is internal/importer's, tested there;
+// these tests cover the command: input files and stdin, gzip, the flags,
+// relay.url from the config, the summary and the JSON result.
+
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,14 +12,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/petrel-relay/petrel/internal/bench"
+	"github.com/petrel-relay/petrel/internal/importer"
 	"github.com/petrel-relay/petrel/internal/nostr"
 	"github.com/petrel-relay/petrel/internal/relaytest"
 	"github.com/petrel-relay/petrel/internal/store"
-	"github.com/petrel-relay/petrel/internal/store/pebble"
-	"github.com/petrel-relay/petrel/internal/store/storetest"
 )
 
 // storeRecord is store.Record, for the helpers.
@@ -25,282 +24,111 @@ type storeRecord = store.Record
 
 const fixtureBase = 1_700_000_000
 
-// importFixture is a JSONL input with every kind of line import meets,
-// the counts it must give, and the lines it must report.
-type importFixture struct {
-	data      []byte
-	want      importCounts
-	errLines  []int64
-	remaining int64 // events in the store afterwards
-}
-
-func newImportFixture() importFixture {
-	k1, k2 := relaytest.NewKey("import-a"), relaytest.NewKey("import-b")
-	note := func(i int) *nostr.Event { return k1.Event(1, fmt.Sprintf("note %d", i), nil, fixtureBase+int64(i)) }
-	var lines []string
-	add := func(s string) { lines = append(lines, s) }
-	for i := range 20 { // lines 1-20
-		add(string(note(i).Raw))
+// importCmdInput is a small JSONL input with a line of each outcome the
+// command's output names, and the counts it gives when relay.url is not
+// set. Refused lines: 6 (invalid) and 7 (bad signature).
+func importCmdInput() (data []byte, want importer.Counts) {
+	k := relaytest.NewKey("import-cmd")
+	var notes []*nostr.Event
+	for i := range 4 {
+		notes = append(notes, k.Event(1, fmt.Sprintf("note %d", i), nil, fixtureBase+int64(i)))
 	}
-	add("")                                              // 21 blank
-	add(string(note(0).Raw))                             // 22 duplicate
-	add(`["EVENT", ` + string(note(20).Raw) + `]`)       // 23 client envelope
-	add(`["EVENT","sub1",` + string(note(21).Raw) + `]`) // 24 relay envelope
-	add(`["EOSE","sub1"]`)                               // 25 message
-	add(`["NOTICE","hello"]`)                            // 26 message
-	add(`not json`)                                      // 27 invalid
-	add(`{"id":"abc"}`)                                  // 28 invalid
-	bad := note(22)                                      //
-	badSig := strings.Replace(string(bad.Raw), bad.Sig.Hex(), flipLast(bad.Sig.Hex()), 1)
-	add(badSig) // 29 bad signature
-	tampered := *note(23)
-	tampered.Content, tampered.Raw = "tampered", nil
-	add(string(nostr.Serialize(&tampered)))                                                      // 30 bad id
-	add(string(k1.Event(20001, "typing", nil, fixtureBase).Raw))                                 // 31 ephemeral
-	add(string(k1.Event(1, "gone", nostr.Tags{{"expiration", "1000"}}, fixtureBase).Raw))        // 32 expired
-	add(string(k1.Event(0, `{"name":"v2"}`, nil, fixtureBase+100).Raw))                          // 33 profile, stored
-	add(string(k1.Event(0, `{"name":"v1"}`, nil, fixtureBase+50).Raw))                           // 34 older: superseded
-	add(string(k1.Event(5, "", nostr.Tags{{"e", note(1).ID.Hex()}}, fixtureBase+300).Raw))       // 35 deletes line 2
-	add(string(note(1).Raw))                                                                     // 36 deleted
-	add(string(k2.Event(62, "", nostr.Tags{{"relay", "wss://other.example"}}, fixtureBase).Raw)) // 37 vanish elsewhere
-	add(string(note(24).Raw) + "\r")                                                             // 38 CRLF
-	add("   \t")                                                                                 // 39 blank
-	add(`{"content":"` + strings.Repeat("x", 5000) + `"}`)                                       // 40 too long
-	add(string(note(25).Raw))                                                                    // 41, no final newline
-	return importFixture{
-		data: []byte(strings.Join(lines, "\n")),
-		want: importCounts{
-			Lines: 41, Blank: 2, Messages: 2, Events: 34,
-			Stored: 26, Duplicate: 1, Superseded: 1, Deleted: 1, Removed: 1,
-			Ephemeral: 1, Expired: 1, VanishElsewhere: 1,
-			Invalid: 3, BadID: 1, BadSig: 1,
-		},
-		errLines:  []int64{27, 28, 29, 30, 40},
-		remaining: 25,
+	bad := notes[3]
+	sig := bad.Sig.Hex()
+	flipped := "0"
+	if sig[len(sig)-1] == '0' {
+		flipped = "1"
 	}
-}
-
-func flipLast(s string) string {
-	last := s[len(s)-1]
-	if last == '0' {
-		return s[:len(s)-1] + "1"
+	badSig := strings.Replace(string(bad.Raw), sig, sig[:len(sig)-1]+flipped, 1)
+	vanish := relaytest.NewKey("import-cmd-vanish").Event(62, "", nostr.Tags{{"relay", "wss://relay.example.com"}}, fixtureBase)
+	lines := []string{
+		string(notes[0].Raw),                     // 1 stored
+		`["EVENT",` + string(notes[1].Raw) + `]`, // 2 stored
+		"",                                       // 3 blank
+		string(notes[0].Raw),                     // 4 duplicate
+		`["EOSE","s"]`,                           // 5 message
+		`not json`,                               // 6 invalid
+		badSig,                                   // 7 bad signature
+		string(vanish.Raw),                       // 8 vanish for another relay
+		string(notes[2].Raw),                     // 9 stored
 	}
-	return s[:len(s)-1] + "0"
-}
-
-func errLines(errs []lineError) []int64 {
-	out := make([]int64, len(errs))
-	for i, e := range errs {
-		out[i] = e.Line
-	}
-	return out
-}
-
-func TestImportEvents(t *testing.T) {
-	fx := newImportFixture()
-	f := func(name string, o importOptions, want importCounts, wantErrs []int64) {
-		t.Helper()
-		st := openStoreAt(t, t.TempDir())
-		o.MaxLine = 4096
-		o.MaxErrors = 10
-		res, err := importEvents(context.Background(), st, strings.NewReader(string(fx.data)), o)
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		if res.importCounts != want {
-			t.Fatalf("%s: counts\n got %+v\nwant %+v", name, res.importCounts, want)
-		}
-		if got := errLines(res.Errors); fmt.Sprint(got) != fmt.Sprint(wantErrs) {
-			t.Fatalf("%s: error lines %v, want %v (%+v)", name, got, wantErrs, res.Errors)
-		}
-		if res.Bytes != int64(len(fx.data)) {
-			t.Fatalf("%s: %d bytes read, want %d", name, res.Bytes, len(fx.data))
-		}
-		n, err := st.Count(context.Background(), []nostr.Filter{{}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if n != want.Stored-want.Removed {
-			t.Fatalf("%s: %d events in the store, want %d", name, n, want.Stored-want.Removed)
-		}
-	}
-	f("verify", importOptions{}, fx.want, fx.errLines)
-	f("one worker, batches of 3", importOptions{Workers: 1, Batch: 3}, fx.want, fx.errLines)
-
-	// Without verification the bad signature is stored.
-	noVerify := fx.want
-	noVerify.BadSig--
-	noVerify.Stored++
-	f("no-verify", importOptions{NoVerify: true}, noVerify, []int64{27, 28, 30, 40})
-
-	// The request to vanish is for this relay when relay.url says so.
-	ours := fx.want
-	ours.VanishElsewhere--
-	ours.Stored++
-	f("own url", importOptions{OwnURL: "WSS://Other.Example:443/"}, ours, fx.errLines)
-
-	// MaxErrors bounds the list, keeping the first lines.
-	st := openStoreAt(t, t.TempDir())
-	res, err := importEvents(context.Background(), st, strings.NewReader(string(fx.data)), importOptions{MaxLine: 4096, MaxErrors: 2})
-	if err != nil || fmt.Sprint(errLines(res.Errors)) != "[27 28]" {
-		t.Fatalf("MaxErrors 2: %v %+v", err, res.Errors)
-	}
-}
-
-// TestImportOrder: chunks are checked in parallel but saved in file
-// order. 600 versions of one replaceable event, oldest first, across
-// several chunks and many batches, must each replace the previous one.
-func TestImportOrder(t *testing.T) {
-	k := relaytest.NewKey("import-order")
-	var b strings.Builder
-	const n = 600
-	for i := range n {
-		if i == 399 {
-			b.WriteString("garbage\n") // line 400
-		}
-		b.Write(k.Event(0, fmt.Sprintf(`{"name":"v%d"}`, i), nil, fixtureBase+int64(i)).Raw)
-		b.WriteByte('\n')
-	}
-	st := openStoreAt(t, t.TempDir())
-	res, err := importEvents(context.Background(), st, strings.NewReader(b.String()), importOptions{Workers: 3, Batch: 7, MaxErrors: 5})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.Lines != n+1 || res.Stored != n || res.Superseded != 0 || res.Removed != n-1 || res.Invalid != 1 {
-		t.Fatalf("counts %+v", res.importCounts)
-	}
-	if len(res.Errors) != 1 || res.Errors[0].Line != 400 {
-		t.Fatalf("errors %+v", res.Errors)
-	}
-	raws := []string{}
-	queryEach(context.Background(), st, []nostr.Filter{{}}, func(r *storeRecord) error {
-		raws = append(raws, string(r.Raw))
-		return nil
-	})
-	if len(raws) != 1 || !strings.Contains(raws[0], fmt.Sprintf(`v%d`, n-1)) {
-		t.Fatalf("stored %q", raws)
-	}
-}
-
-func TestImportInterrupted(t *testing.T) {
-	k := relaytest.NewKey("import-cancel")
-	ev := string(k.Note("x").Raw) + "\n"
-	st := openStoreAt(t, t.TempDir())
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	res, err := importEvents(ctx, st, strings.NewReader(strings.Repeat(ev, 5000)), importOptions{NoVerify: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !res.Interrupted || res.Lines >= 5000 {
-		t.Fatalf("interrupted %v after %d lines", res.Interrupted, res.Lines)
-	}
-}
-
-func TestParseImportLine(t *testing.T) {
-	ev := relaytest.NewKey("import-parse").Note("hi")
-	raw := string(ev.Raw)
-	f := func(line string, isEvent bool, wantErr string) {
-		t.Helper()
-		got, ok, err := parseImportLine([]byte(line))
-		if wantErr != "" {
-			if err == nil || !strings.Contains(err.Error(), wantErr) {
-				t.Fatalf("%s: error %v, want %q", line, err, wantErr)
-			}
-			return
-		}
-		if err != nil || ok != isEvent {
-			t.Fatalf("%s: event %v, error %v", line, ok, err)
-		}
-		if isEvent && got.ID != ev.ID {
-			t.Fatalf("%s: id %s", line, got.ID.Hex())
-		}
-	}
-	f(raw, true, "")
-	f(`["EVENT",`+raw+`]`, true, "")
-	f(`[ "EVENT" , "s" , `+raw+` ]`, true, "")
-	f(`["EVENT","s\"x",`+raw+`]`, true, "")
-	f(`["EOSE","s"]`, false, "")
-	f(`["OK","`+ev.ID.Hex()+`",true,""]`, false, "")
-	f(`["REQ","s",{}]`, false, "")
-	f(`["CLOSE","s"]`, false, "")
-	f(`["EVENT","s"]`, false, "nostr:")
-	f(`["EVENT",{"id":1}]`, false, "nostr:")
-	f(`["WHAT"]`, false, "nostr:")
-	f(`[`, false, "nostr:")
-	f(`{`, false, "nostr:")
-}
-
-func TestVanishForUs(t *testing.T) {
-	k := relaytest.NewKey("import-vanish")
-	f := func(own, tag string, want bool) {
-		t.Helper()
-		im := &importer{}
-		im.ownURL, _ = normalizeRelayURL(own)
-		ev := k.Event(62, "", nostr.Tags{{"relay", tag}}, fixtureBase)
-		if got := im.vanishForUs(ev); got != want {
-			t.Fatalf("own %q, tag %q: %v", own, tag, got)
-		}
-	}
-	f("", "ALL_RELAYS", true)
-	f("wss://relay.example.com", "ALL_RELAYS", true)
-	f("wss://relay.example.com", "wss://relay.example.com", true)
-	f("wss://relay.example.com", "WSS://RELAY.example.com:443/", true)
-	f("wss://relay.example.com", "https://relay.example.com", true)
-	f("wss://relay.example.com", "wss://relay.example.com:444", false)
-	f("wss://relay.example.com", "wss://other.example.com", false)
-	f("wss://relay.example.com", "ws://127.0.0.1:7447", false)
-	f("", "ws://127.0.0.1:7447", true)
-	f("", "ws://localhost:7447", true)
-	f("", "ws://[::1]:7447", true)
-	f("", "wss://relay.example.com", false)
-	f("", "not a url", false)
+	want = importer.Counts{Lines: 9, Blank: 1, Messages: 1, Events: 6, Stored: 3, Duplicate: 1,
+		VanishElsewhere: 1, Invalid: 1, BadSig: 1}
+	return []byte(strings.Join(lines, "\n") + "\n"), want
 }
 
 // TestImportCommand runs `petrel import` on plain, gzip-named and
-// gzip-sniffed files and on stdin, each into a fresh store.
+// gzip-sniffed files and on stdin, each into a fresh store, and checks
+// that every flag reaches the import.
 func TestImportCommand(t *testing.T) {
-	fx := newImportFixture()
+	input, want := importCmdInput()
 	dir := t.TempDir()
 	plain := filepath.Join(dir, "events.jsonl")
 	gz := filepath.Join(dir, "events.jsonl.gz")
 	sniffed := filepath.Join(dir, "events.dump")
-	writeFile(t, plain, fx.data)
-	writeFile(t, gz, gzipBytes(t, fx.data))
-	writeFile(t, sniffed, gzipBytes(t, fx.data))
-	// Line 40 fits the default --max-line-bytes, but is no event either.
-	want := fx.want
-	f := func(stdin string, args ...string) {
+	writeFile(t, plain, input)
+	writeFile(t, gz, gzipBytes(t, input))
+	writeFile(t, sniffed, gzipBytes(t, input))
+	f := func(want importer.Counts, wantErrs []int64, stdin string, args ...string) {
 		t.Helper()
 		data := filepath.Join(t.TempDir(), "data")
 		out, _, err := runTool(t, importCmd, stdin, append([]string{"--data", data, "--json", "-q"}, args...)...)
 		if err != nil {
 			t.Fatalf("%v: %v", args, err)
 		}
-		var res importResult
+		var res importer.Result
 		if err := json.Unmarshal([]byte(out), &res); err != nil {
 			t.Fatalf("%v: %v\n%s", args, err, out)
 		}
-		if res.importCounts != want {
-			t.Fatalf("%v: counts\n got %+v\nwant %+v", args, res.importCounts, want)
+		if res.Counts != want || res.Bytes != int64(len(input)) {
+			t.Fatalf("%v: counts\n got %+v (%d bytes)\nwant %+v (%d bytes)", args, res.Counts, res.Bytes, want, len(input))
 		}
-		if len(storedRaws(t, data)) != int(fx.remaining) {
-			t.Fatalf("%v: store holds %d events", args, len(storedRaws(t, data)))
+		var lines []int64
+		for _, e := range res.Errors {
+			lines = append(lines, e.Line)
+		}
+		if fmt.Sprint(lines) != fmt.Sprint(wantErrs) {
+			t.Fatalf("%v: refused lines %v, want %v", args, lines, wantErrs)
+		}
+		if n := len(storedRaws(t, data)); n != int(want.Stored) {
+			t.Fatalf("%v: store holds %d events, want %d", args, n, want.Stored)
 		}
 	}
-	f("", plain)
-	f("", gz)
-	f("", sniffed)
-	f("", "--gzip", gz)
-	f(string(fx.data))
-	f(string(fx.data), "-")
+	f(want, []int64{6, 7}, "", plain)
+	f(want, []int64{6, 7}, "", gz)
+	f(want, []int64{6, 7}, "", sniffed)
+	f(want, []int64{6, 7}, "", "--gzip", gz)
+	f(want, []int64{6, 7}, string(input))
+	f(want, []int64{6, 7}, string(input), "-")
+	f(want, []int64{6, 7}, "", "--batch", "1", "--workers", "1", plain)
+	f(want, []int64{6}, "", "--show-errors", "1", plain)
 
-	// The summary names every outcome and the refused lines.
-	out, _, err := runTool(t, importCmd, "", "--data", filepath.Join(t.TempDir(), "d"), "-q", plain)
+	noVerify := want
+	noVerify.BadSig, noVerify.Stored = 0, want.Stored+1
+	f(noVerify, []int64{6}, "", "--no-verify", plain)
+
+	// Every line but the blank one and the EOSE is longer than 20 bytes.
+	short := importer.Counts{Lines: 9, Blank: 1, Messages: 1, Invalid: 7}
+	f(short, []int64{1, 2}, "", "--max-line-bytes", "20", "--show-errors", "2", plain)
+
+	// The JSON names are the documented ones.
+	out, _, err := runTool(t, importCmd, "", "--data", filepath.Join(t.TempDir(), "d"), "--json", "-q", plain)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range []string{"stored 26, duplicate 1, superseded 1, deleted 1", "bad signature 1", "line 29: bad signature", "line 27: nostr:"} {
+	for _, s := range []string{`"lines":9`, `"skipped_messages":1`, `"vanish_for_other_relay":1`, `"bad_sig":1`, `"invalid":1`, `"errors":[{"line":6,`} {
+		if !strings.Contains(out, s) {
+			t.Fatalf("JSON lacks %s:\n%s", s, out)
+		}
+	}
+
+	// The summary names every outcome and the refused lines.
+	out, _, err = runTool(t, importCmd, "", "--data", filepath.Join(t.TempDir(), "d"), "-q", plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"read 9 lines", "stored 3, duplicate 1, superseded 0, deleted 0", "vanish for another relay 1, other messages 1, blank 1",
+		"invalid 1, bad id 0, bad signature 1", "line 7: bad signature (id ", "line 6: nostr:"} {
 		if !strings.Contains(out, s) {
 			t.Fatalf("summary lacks %q:\n%s", s, out)
 		}
@@ -320,158 +148,41 @@ func TestImportCommand(t *testing.T) {
 	}
 }
 
-// importBenchData returns n generated signed notes as JSONL, made once per
-// process for each n.
-var importBenchCache = map[int][]byte{}
-
-func importBenchData(b *testing.B, n int) []byte {
-	if d, ok := importBenchCache[n]; ok {
-		return d
-	}
-	g := bench.NewGenerator(bench.GenConfig{Seed: 7, Start: fixtureBase})
-	set, err := g.Generate(context.Background(), 0, n, 0, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	var buf bytes.Buffer
-	for _, ev := range set.Events {
-		buf.Write(ev.Raw)
-		buf.WriteByte('\n')
-	}
-	importBenchCache[n] = buf.Bytes()
-	return buf.Bytes()
-}
-
-// BenchmarkImport measures importEvents from memory into a fresh pebble
-// store (NoSync, as `petrel import` opens it) per iteration, with and
-// without signature verification. The store's opening and closing are
-// not timed.
-func BenchmarkImport(b *testing.B) {
-	const n = 20000
-	data := importBenchData(b, n)
-	for _, verify := range []bool{true, false} {
-		b.Run(fmt.Sprintf("events=%d/verify=%v", n, verify), func(b *testing.B) {
-			b.ReportAllocs()
-			b.SetBytes(int64(len(data)))
-			var events int64
-			var elapsed time.Duration
-			for range b.N {
-				b.StopTimer()
-				st, err := pebble.Open(pebble.Options{Path: b.TempDir(), NoSync: true, Logger: quietLog, PurgeInterval: -1, BodyCacheBytes: -1})
-				if err != nil {
-					b.Fatal(err)
-				}
-				b.StartTimer()
-				start := time.Now()
-				res, err := importEvents(context.Background(), st, bytes.NewReader(data), importOptions{NoVerify: !verify})
-				elapsed += time.Since(start)
-				b.StopTimer()
-				if err != nil || res.Stored != n {
-					b.Fatalf("%v: %+v", err, res.importCounts)
-				}
-				events += res.Events
-				st.Close()
-				b.StartTimer()
-			}
-			b.ReportMetric(float64(events)/elapsed.Seconds(), "events/s")
-		})
-	}
-}
-
-// TestImportLongLines: MaxLine is exact, with or without the newline, and
-// lines longer than the read buffer (1 MiB) are read whole or skipped
-// whole, the next line being read as usual.
-func TestImportLongLines(t *testing.T) {
-	k := relaytest.NewKey("import-long")
-	small := string(k.Note("small").Raw)
-	big := string(k.Event(1, strings.Repeat("y", 3<<19), nil, fixtureBase).Raw) // 1.5 MiB
-	f := func(input string, maxLine int, stored, invalid int64) {
+// TestImportCommandRelayURL: relay.url from the config decides which
+// requests to vanish apply, and one the relay would refuse to start with
+// is refused before any store is made.
+func TestImportCommandRelayURL(t *testing.T) {
+	input, want := importCmdInput()
+	dir := t.TempDir()
+	plain := filepath.Join(dir, "events.jsonl")
+	writeFile(t, plain, input)
+	f := func(url string) (importer.Counts, string, error) {
 		t.Helper()
-		st := openStoreAt(t, t.TempDir())
-		res, err := importEvents(context.Background(), st, strings.NewReader(input), importOptions{MaxLine: maxLine, MaxErrors: 5})
-		if err != nil {
-			t.Fatal(err)
+		conf := filepath.Join(t.TempDir(), "petrel.toml")
+		writeFile(t, conf, fmt.Appendf(nil, "[relay]\nurl = %q\n", url))
+		data := filepath.Join(t.TempDir(), "data")
+		out, _, err := runTool(t, importCmd, "", "--config", conf, "--data", data, "--json", "-q", plain)
+		var res importer.Result
+		if err == nil {
+			if jerr := json.Unmarshal([]byte(out), &res); jerr != nil {
+				t.Fatalf("%v\n%s", jerr, out)
+			}
 		}
-		if res.Stored != stored || res.Invalid != invalid {
-			t.Fatalf("max %d: stored %d invalid %d, want %d and %d (%+v)", maxLine, res.Stored, res.Invalid, stored, invalid, res.Errors)
-		}
-		if invalid > 0 && !strings.Contains(res.Errors[0].Err, "line longer than") {
-			t.Fatalf("error %+v", res.Errors[0])
-		}
+		return res.Counts, data, err
 	}
-	f(small, len(small), 1, 0)
-	f(small+"\n", len(small), 1, 0)
-	f(small+"\r\n", len(small)+1, 1, 0)
-	f(small, len(small)-1, 0, 1)
-	f(small+"\n", len(small)-1, 0, 1)
-	f(big+"\n"+small, 0, 2, 0)
-	f(big+"\n"+small+"\n", 1<<20, 1, 1)
-	f(small+"\n"+big, 1<<20, 1, 1)
-}
-
-// failingStore fails every Save after the first ok ones.
-type failingStore struct {
-	store.Store
-	ok int
-}
-
-func (s *failingStore) Save(ctx context.Context, evs []*nostr.Event) ([]store.SaveResult, error) {
-	if s.ok == 0 {
-		return nil, errors.New("disk full")
+	ours := want
+	ours.VanishElsewhere, ours.Stored = 0, want.Stored+1
+	if got, _, err := f("WSS://Relay.Example.com:443/"); err != nil || got != ours {
+		t.Fatalf("relay.url names the relay: %v\n got %+v\nwant %+v", err, got, ours)
 	}
-	s.ok--
-	return s.Store.Save(ctx, evs)
-}
-
-// TestImportStoreFails: a failing store stops the import (no deadlock
-// with the readers and workers still busy) and the error says why.
-func TestImportStoreFails(t *testing.T) {
-	k := relaytest.NewKey("import-fail")
-	var b strings.Builder
-	for i := range 3000 {
-		b.Write(k.Event(1, fmt.Sprint(i), nil, fixtureBase+int64(i)).Raw)
-		b.WriteByte('\n')
+	if got, _, err := f("wss://relay.example.com/?x=1"); err != nil || got != want {
+		t.Fatalf("relay.url with a query: %v\n got %+v\nwant %+v", err, got, want)
 	}
-	st := &failingStore{Store: storetest.NewModel(), ok: 2}
-	res, err := importEvents(context.Background(), st, strings.NewReader(b.String()), importOptions{NoVerify: true, Batch: 100})
-	if err == nil || !strings.Contains(err.Error(), "save: disk full") {
-		t.Fatalf("error %v", err)
+	_, data, err := f("wss://:443")
+	if !errors.Is(err, nostr.ErrRelayURL) || !strings.Contains(err.Error(), "relay.url") {
+		t.Fatalf("relay.url with an empty host: %v", err)
 	}
-	if res.Stored != 200 {
-		t.Fatalf("stored %d, want the two batches before the failure", res.Stored)
-	}
-}
-
-// TestImportVanishGiftWraps: a request to vanish in a dump removes the
-// gift wraps addressed to its author that came before it in the dump, and
-// refuses those after it (NIP-62), as it does when published.
-func TestImportVanishGiftWraps(t *testing.T) {
-	alice, sender := relaytest.NewKey("import-vanish-alice"), relaytest.NewKey("import-vanish-sender")
-	toAlice := nostr.Tags{{"p", alice.PK.Hex()}}
-	before := sender.Event(1059, "sealed", toAlice, fixtureBase+1)
-	toBob := sender.Event(1059, "sealed", nostr.Tags{{"p", sender.PK.Hex()}}, fixtureBase+1)
-	req := alice.Event(62, "", nostr.Tags{{"relay", "ALL_RELAYS"}}, fixtureBase+10)
-	after := sender.Event(1059, "sealed again", toAlice, fixtureBase+2)
-	later := sender.Event(1059, "new", toAlice, fixtureBase+11)
-	var b strings.Builder
-	for _, ev := range []*nostr.Event{before, toBob, req, after, later} {
-		b.Write(ev.Raw)
-		b.WriteByte('\n')
-	}
-	st := openStoreAt(t, t.TempDir())
-	res, err := importEvents(context.Background(), st, strings.NewReader(b.String()), importOptions{MaxLine: 4096, MaxErrors: 10, Workers: 1, Batch: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.Stored != 4 || res.Removed != 1 || res.Deleted != 1 {
-		t.Fatalf("stored %d removed %d deleted %d, want 4, 1, 1", res.Stored, res.Removed, res.Deleted)
-	}
-	for _, c := range []struct {
-		ev   *nostr.Event
-		want bool
-	}{{before, false}, {toBob, true}, {req, true}, {after, false}, {later, true}} {
-		if has, err := st.Has(context.Background(), c.ev.ID); err != nil || has != c.want {
-			t.Fatalf("%.12s stored = %v (%v), want %v", c.ev.ID.Hex(), has, err, c.want)
-		}
+	if _, err := os.Stat(data); err == nil {
+		t.Fatal("an import refused for its relay.url created the store")
 	}
 }

@@ -176,7 +176,7 @@ func (s *Session) authenticate(ev *nostr.Event) *nostr.Rejection {
 	if t, ok := ev.Tags.First("challenge"); !ok || t[1] != info.challenge {
 		return nostr.Reject(nostr.PrefixInvalid, "challenge tag does not match the challenge of this connection")
 	}
-	if t, ok := ev.Tags.First("relay"); !ok || !r.matchesOwnURL(t[1]) {
+	if t, ok := ev.Tags.First("relay"); !ok || !r.own().Names(t[1]) {
 		return nostr.Reject(nostr.PrefixInvalid, "relay tag does not name this relay")
 	}
 	if !nostr.CheckID(ev) {

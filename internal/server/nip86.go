@@ -13,7 +13,6 @@ import (
 	"mime"
 	"net"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -45,11 +44,13 @@ type NIP86Deps struct {
 	// is refused with 401.
 	Admins []nostr.PubKey
 	// URL is the relay's public URL, in its ws(s):// or http(s):// form.
-	// The NIP-98 "u" tag must name it: the comparison maps ws to http and
-	// wss to https, ignores the case of scheme and host, a default port
-	// and an empty path, and is exact otherwise (query included). If URL
-	// is empty, the URL of the request itself is used, but only when its
-	// host is a loopback address: a public relay must configure its URL.
+	// The NIP-98 "u" tag must name it by the rule the relay applies to
+	// its "relay" tags (nostr.OwnURL.Names): ws and http are one scheme,
+	// as are wss and https; the case of scheme and host, a default port
+	// and trailing slashes do not matter; the rest of the path and the
+	// query do. If URL is empty, the URL of the request itself is used,
+	// but only when its host is a loopback address: a public relay must
+	// configure its URL.
 	URL string
 	// GetInfo and SetInfo read and replace the relay's NIP-11 information
 	// (SetInfo also persists it). If either is nil, changerelayname,
@@ -75,7 +76,7 @@ type NIP86Deps struct {
 type nip86Handler struct {
 	d       NIP86Deps
 	admins  map[nostr.PubKey]bool
-	wantURL string // normalized d.URL; "" if not configured
+	wantURL nostr.OwnURL // d.URL; "" if not configured
 	methods map[string]nip86Method
 	names   []string // supported methods, in documentation order
 }
@@ -123,11 +124,8 @@ func NewNIP86Handler(d NIP86Deps) http.Handler {
 	for _, pk := range d.Admins {
 		h.admins[pk] = true
 	}
-	if d.URL != "" {
-		if u, ok := nip98URL(d.URL); ok {
-			h.wantURL = u
-		}
-	}
+	// An invalid d.URL is left unset: the relay refuses to start with one.
+	h.wantURL, _ = nostr.ParseOwnURL(d.URL)
 	h.register()
 	return h
 }
@@ -243,8 +241,7 @@ func (h *nip86Handler) authorize(r *http.Request, body []byte) (nostr.PubKey, er
 			return none, errors.New("the relay's public URL is not configured")
 		}
 	}
-	u, ok := ev.Tags.First("u")
-	if nu, valid := nip98URL(u.Value()); !ok || !valid || nu != want {
+	if u, ok := ev.Tags.First("u"); !ok || !want.Names(u.Value()) {
 		return none, errors.New("Authorization event u tag does not name this relay")
 	}
 	if m, ok := ev.Tags.First("method"); !ok || !strings.EqualFold(m.Value(), r.Method) {
@@ -277,61 +274,22 @@ func nip98Base64(s string) ([]byte, error) {
 	return nil, err
 }
 
-// nip98URL returns the form in which NIP-98 URLs are compared: scheme
-// http or https (ws and wss mapped to them), lower-case host, no default
-// port, path "/" if empty, query kept, no fragment. ok is false for
-// anything that is not an absolute http(s) or ws(s) URL.
-func nip98URL(s string) (string, bool) {
-	u, err := url.Parse(strings.TrimSpace(s))
-	if err != nil || u.Hostname() == "" || u.User != nil {
-		return "", false
-	}
-	scheme := strings.ToLower(u.Scheme)
-	switch scheme {
-	case "ws":
-		scheme = "http"
-	case "wss":
-		scheme = "https"
-	case "http", "https":
-	default:
-		return "", false
-	}
-	host := strings.ToLower(u.Hostname())
-	if strings.Contains(host, ":") {
-		host = "[" + host + "]"
-	}
-	if port := u.Port(); port != "" && !(scheme == "http" && port == "80") && !(scheme == "https" && port == "443") {
-		host += ":" + port
-	}
-	path := u.EscapedPath()
-	if path == "" {
-		path = "/"
-	}
-	out := scheme + "://" + host + path
-	if u.RawQuery != "" || u.ForceQuery {
-		out += "?" + u.RawQuery
-	}
-	return out, true
-}
-
-// nip86LoopbackURL returns the normalized URL of r if its Host is a
-// loopback address or localhost, else "".
-func nip86LoopbackURL(r *http.Request) string {
+// nip86LoopbackURL returns the URL of r if its Host is a loopback
+// address or localhost (nostr.IsLoopbackHost), else "".
+func nip86LoopbackURL(r *http.Request) nostr.OwnURL {
 	host := r.Host
 	if h, _, err := net.SplitHostPort(host); err == nil {
 		host = h
 	}
-	host = strings.Trim(host, "[]")
-	ip := net.ParseIP(host)
-	if !strings.EqualFold(host, "localhost") && (ip == nil || !ip.IsLoopback()) {
+	if !nostr.IsLoopbackHost(strings.Trim(host, "[]")) {
 		return ""
 	}
 	scheme := "http"
 	if r.TLS != nil {
 		scheme = "https"
 	}
-	u, _ := nip98URL(scheme + "://" + r.Host + r.URL.RequestURI())
-	return u
+	u, _ := nostr.NormalizeRelayURL(scheme + "://" + r.Host + r.URL.RequestURI())
+	return nostr.OwnURL(u)
 }
 
 // Parameter helpers.

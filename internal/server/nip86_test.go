@@ -369,6 +369,8 @@ func TestNIP86Auth(t *testing.T) {
 	f("future", nip86AuthOpts{age: -61}, "60s")
 	f("wrong u", nip86AuthOpts{u: "wss://other.example.com"}, "u tag")
 	f("wrong u path", nip86AuthOpts{u: e.url + "/admin"}, "u tag")
+	f("wrong u query", nip86AuthOpts{u: e.url + "?x=1"}, "u tag")
+	f("opaque u", nip86AuthOpts{u: strings.Replace(e.url, "://", ":", 1)}, "u tag")
 	f("wrong method", nip86AuthOpts{method: "GET"}, "method tag")
 	f("wrong payload", nip86AuthOpts{payload: strings.Repeat("ab", 32)}, "payload tag")
 	f("no payload", nip86AuthOpts{payload: "-"}, "payload tag")
@@ -457,41 +459,6 @@ func TestNIP86LoopbackWithoutURL(t *testing.T) {
 	if c := post("relay.example.com", "wss://relay.example.com"); c != http.StatusUnauthorized {
 		t.Fatalf("public host without a configured URL: %d", c)
 	}
-}
-
-func TestNormalizeURL(t *testing.T) {
-	f := func(in, want string) {
-		t.Helper()
-		got, ok := nip98URL(in)
-		if (want == "") == ok || got != want {
-			t.Fatalf("%q: %q %v, want %q", in, got, ok, want)
-		}
-	}
-	f("wss://Relay.Example.com", "https://relay.example.com/")
-	f("https://relay.example.com:443/", "https://relay.example.com/")
-	f("ws://relay.example.com:80", "http://relay.example.com/")
-	f("ws://relay.example.com:8080/x?y=1", "http://relay.example.com:8080/x?y=1")
-	f("ws://[::1]:7447", "http://[::1]:7447/")
-	f("wss://relay.example.com/#frag", "https://relay.example.com/")
-	f("relay.example.com", "")
-	f("ftp://relay.example.com", "")
-	f("wss://user@relay.example.com", "")
-	f("", "")
-}
-
-func FuzzNormalizeURL(f *testing.F) {
-	for _, s := range []string{"wss://relay.example.com", "http://[::1]:80/a?b", "ws://x:y@h", "%", "https://h:99999"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		n, ok := nip98URL(s)
-		if !ok {
-			return
-		}
-		if n2, ok2 := nip98URL(n); !ok2 || n2 != n {
-			t.Fatalf("%q -> %q -> %q %v: not idempotent", s, n, n2, ok2)
-		}
-	})
 }
 
 func FuzzNIP86Request(f *testing.F) {

@@ -1,4 +1,4 @@
-package main
+package importer
 
 import (
 	"bytes"
@@ -10,7 +10,7 @@ import (
 	"github.com/petrel-relay/petrel/internal/store/storetest"
 )
 
-func importSeeds(f *testing.F) {
+func seeds(f *testing.F) {
 	ev := string(relaytest.NewKey("import-fuzz").Note("hi").Raw)
 	for _, s := range []string{
 		"", "\n", "\r\n", ev, ev + "\n" + ev, `["EVENT",` + ev + `]`, `["EVENT","s",` + ev + `]`,
@@ -21,17 +21,17 @@ func importSeeds(f *testing.F) {
 	}
 }
 
-// FuzzParseImportLine: any line is an event (that re-parses to itself),
-// a skipped message, or an error; never a panic.
-func FuzzParseImportLine(f *testing.F) {
-	importSeeds(f)
+// FuzzParseLine: any line is an event (that re-parses to itself), a
+// skipped message, or an error; never a panic.
+func FuzzParseLine(f *testing.F) {
+	seeds(f)
 	f.Fuzz(func(t *testing.T, line []byte) {
 		secondElemIsString(line)
 		line = bytes.TrimSpace(line)
 		if len(line) == 0 {
 			return
 		}
-		ev, isEvent, err := parseImportLine(line)
+		ev, isEvent, err := parseLine(line)
 		if err != nil {
 			if ev != nil || isEvent {
 				t.Fatalf("error %v with an event", err)
@@ -48,15 +48,15 @@ func FuzzParseImportLine(f *testing.F) {
 	})
 }
 
-// FuzzImportLines: the line reader accounts for every line and byte of
-// any input, whatever the line lengths against a small MaxLine.
-func FuzzImportLines(f *testing.F) {
-	importSeeds(f)
+// FuzzRunLines: the line reader accounts for every line and byte of any
+// input, whatever the line lengths against a small MaxLine.
+func FuzzRunLines(f *testing.F) {
+	seeds(f)
 	f.Add(bytes.Repeat([]byte("x"), 100))
 	f.Add(append(bytes.Repeat([]byte("y"), 70), '\n', 'z'))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		res, err := importEvents(context.Background(), storetest.NewModel(), bytes.NewReader(data),
-			importOptions{NoVerify: true, MaxLine: 64, Workers: 2, Batch: 2, MaxErrors: 3})
+		res, err := Run(context.Background(), storetest.NewModel(), bytes.NewReader(data),
+			Options{NoVerify: true, MaxLine: 64, Workers: 2, Batch: 2, MaxErrors: 3})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -64,7 +64,7 @@ func FuzzImportLines(f *testing.F) {
 		if len(data) > 0 && data[len(data)-1] != '\n' {
 			lines++
 		}
-		c := res.importCounts
+		c := res.Counts
 		if c.Lines != lines || res.Bytes != int64(len(data)) {
 			t.Fatalf("%d lines and %d bytes read, want %d and %d", c.Lines, res.Bytes, lines, len(data))
 		}

@@ -126,7 +126,7 @@ func (s *Session) authRequired(text string) *nostr.Rejection {
 // onOpen runs when a session starts, before any message: it refuses a
 // blocked address and sends the AUTH challenge when configured to.
 func (r *Relay) onOpen(s *Session) {
-	if rej := r.lists.CheckIP(s.addr); rej != nil {
+	if rej := r.pol.lists.CheckIP(s.addr); rej != nil {
 		r.stats.ConnectionsBlocked.Add(1)
 		r.stats.Notices.Add(1)
 		r.stats.MessagesOut.Add(1)
@@ -176,7 +176,7 @@ func (s *Session) authenticate(ev *nostr.Event) *nostr.Rejection {
 	if t, ok := ev.Tags.First("challenge"); !ok || t[1] != info.challenge {
 		return nostr.Reject(nostr.PrefixInvalid, "challenge tag does not match the challenge of this connection")
 	}
-	if t, ok := ev.Tags.First("relay"); !ok || !r.own().Names(t[1]) {
+	if t, ok := ev.Tags.First("relay"); !ok || !r.own.Names(t[1]) {
 		return nostr.Reject(nostr.PrefixInvalid, "relay tag does not name this relay")
 	}
 	if !nostr.CheckID(ev) {
@@ -215,8 +215,8 @@ func (s *Session) policy(ev *nostr.Event) *nostr.Rejection {
 	if ev.Kind == nostr.KindClientAuth {
 		return nostr.Reject(nostr.PrefixInvalid, "kind 22242 events are sent with AUTH, not EVENT")
 	}
-	if r.limEventIP != nil {
-		if rej := r.limEventIP.AllowEvent(s.addr, ev.PubKey); rej != nil {
+	if r.pol.limEventIP != nil {
+		if rej := r.pol.limEventIP.AllowEvent(s.addr, ev.PubKey); rej != nil {
 			r.stats.LimitTrips[limEventRateIP].Add(1)
 			return rej
 		}
@@ -224,8 +224,8 @@ func (s *Session) policy(ev *nostr.Event) *nostr.Rejection {
 	if ev.Kind == nostr.KindRequestToVanish {
 		return r.checkVanish(ev)
 	}
-	if r.minPoW > 0 {
-		if rej := checkPoW(ev, r.minPoW); rej != nil {
+	if r.pol.minPoW > 0 {
+		if rej := checkPoW(ev, r.pol.minPoW); rej != nil {
 			return rej
 		}
 	}
@@ -244,7 +244,7 @@ func (s *Session) policy(ev *nostr.Event) *nostr.Rejection {
 	if (ev.Kind == nostr.KindRepost || ev.Kind == nostr.KindGenericRepost) && embedsProtected(ev.Content) {
 		return nostr.Reject(nostr.PrefixBlocked, "a repost must not embed a protected event (NIP-70)")
 	}
-	return r.lists.CheckEvent(ev)
+	return r.pol.lists.CheckEvent(ev)
 }
 
 // embedsProtected reports whether content (a repost's) is a JSON event
@@ -306,7 +306,7 @@ func protectedText(kinds []int) string {
 // "p"-tagged recipients. Called by the dispatcher for every matching
 // subscription; it neither locks nor allocates.
 func (s *Session) canSee(ev *nostr.Event) bool {
-	p := s.r.prot
+	p := s.r.pol.prot
 	if p == nil || !p.has(ev.Kind) {
 		return true
 	}
@@ -317,7 +317,7 @@ func (s *Session) canSee(ev *nostr.Event) bool {
 // only for a protected kind read by an authenticated client who is not
 // its author.
 func (s *Session) canSeeRecord(rec *store.Record) bool {
-	p := s.r.prot
+	p := s.r.pol.prot
 	if p == nil || !p.has(rec.Kind) {
 		return true
 	}
@@ -338,12 +338,12 @@ func (s *Session) canSeeRecord(rec *store.Record) bool {
 // namesProtected reports whether a filter asks explicitly for a protected
 // kind.
 func (r *Relay) namesProtected(filters []nostr.Filter) bool {
-	if r.prot == nil {
+	if r.pol.prot == nil {
 		return false
 	}
 	for i := range filters {
 		for _, k := range filters[i].Kinds {
-			if r.prot.has(k) {
+			if r.pol.prot.has(k) {
 				return true
 			}
 		}
@@ -354,14 +354,14 @@ func (r *Relay) namesProtected(filters []nostr.Filter) bool {
 // mayMatchProtected reports whether f can match an event of a protected
 // kind: it has no kinds constraint, or names one.
 func (r *Relay) mayMatchProtected(f *nostr.Filter) bool {
-	if r.prot == nil || f.Empty() {
+	if r.pol.prot == nil || f.Empty() {
 		return false
 	}
 	if !f.HasKinds() {
 		return true
 	}
 	for _, k := range f.Kinds {
-		if r.prot.has(k) {
+		if r.pol.prot.has(k) {
 			return true
 		}
 	}
@@ -415,7 +415,7 @@ func tagCond(f *nostr.Filter, name byte) *nostr.TagFilter {
 // arithmetic). The AUTH challenge is sent before an "auth-required:".
 func (s *Session) checkReq(filters []nostr.Filter) *nostr.Rejection {
 	r := s.r
-	if !r.cfg.AuthRequired && r.prot == nil {
+	if !r.cfg.AuthRequired && r.pol.prot == nil {
 		return nil
 	}
 	info := s.auth.load()
@@ -426,7 +426,7 @@ func (s *Session) checkReq(filters []nostr.Filter) *nostr.Rejection {
 		return s.authRequired("this relay serves authenticated clients only")
 	}
 	if r.namesProtected(filters) {
-		return s.authRequired("kinds " + r.protText + " are served only to their authenticated author or recipients")
+		return s.authRequired("kinds " + r.pol.protText + " are served only to their authenticated author or recipients")
 	}
 	return nil
 }

@@ -90,7 +90,7 @@ func (q *queryScheduler) runCount(j *queryJob) {
 			if c.phase == countScanProtected {
 				if c.over {
 					j.release()
-					s.refuseReq(j.subID, nostr.Reject(nostr.PrefixRestricted, "too many events of kinds "+r.protText+
+					s.refuseReq(j.subID, nostr.Reject(nostr.PrefixRestricted, "too many events of kinds "+r.pol.protText+
 						" match to count the ones you may see; limit authors or #p to your authenticated pubkeys"))
 					return
 				}
@@ -150,7 +150,7 @@ func (s *Session) planCount(j *queryJob) (*nostr.Rejection, error) {
 		return nil, nil
 	}
 	if r.cfg.CountScanLimit < 0 {
-		return nostr.Reject(nostr.PrefixRestricted, "kinds "+r.protText+
+		return nostr.Reject(nostr.PrefixRestricted, "kinds "+r.pol.protText+
 			" can be counted only with authors or #p limited to your authenticated pubkeys"), nil
 	}
 	c.startScan(countScanProtected, pf)
@@ -227,7 +227,7 @@ func (q *queryScheduler) scanSlice(j *queryJob, deadline time.Time) (done bool, 
 // the same filter narrowed to the protected kinds. The filters are copies:
 // their lists are never shared with filters.
 func (r *Relay) protectedPart(filters []nostr.Filter) []nostr.Filter {
-	if r.prot == nil {
+	if r.pol.prot == nil {
 		return nil
 	}
 	var out []nostr.Filter
@@ -239,13 +239,13 @@ func (r *Relay) protectedPart(filters []nostr.Filter) []nostr.Filter {
 		if f.HasKinds() {
 			var ks []int
 			for _, k := range f.Kinds {
-				if r.prot.has(k) && !slices.Contains(ks, k) {
+				if r.pol.prot.has(k) && !slices.Contains(ks, k) {
 					ks = append(ks, k)
 				}
 			}
 			f.Kinds = ks
 		} else {
-			f.Kinds = slices.Clone(r.protKinds)
+			f.Kinds = slices.Clone(r.pol.protKinds)
 			f.Present |= nostr.PresentKinds
 		}
 		out = append(out, f)

@@ -160,6 +160,9 @@ func (d *dispatcher) handle(it dispatchItem) {
 	}
 	if fanout {
 		d.fanout(it.ev, it.res.Seq)
+		if it.okTo != nil && r.bus != nil {
+			r.bus.Publish(it.ev, it.res.Seq) // accepted here: tell the other nodes
+		}
 	}
 }
 

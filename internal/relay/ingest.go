@@ -67,8 +67,8 @@ type ingest struct {
 func newIngest(r *Relay) *ingest {
 	in := &ingest{r: r, queue: make(chan verifyJob, r.cfg.VerifyQueue)}
 	in.turnCv = sync.NewCond(&in.turnMu)
-	if r.plugin != nil {
-		in.seq = newSequencer(max(r.postQueue, 1))
+	if r.pol.plugin != nil {
+		in.seq = newSequencer(max(r.pol.postQueue, 1))
 		in.postDone = make(chan struct{})
 		go in.poster()
 	}
@@ -183,8 +183,8 @@ func (in *ingest) verified(j verifyJob, valid bool) {
 		return
 	}
 	// Checks that trust the pubkey: after verification (policy.go).
-	if r.limEventPK != nil {
-		if rej := r.limEventPK.AllowEvent(netip.Addr{}, j.ev.PubKey); rej != nil {
+	if r.pol.limEventPK != nil {
+		if rej := r.pol.limEventPK.AllowEvent(netip.Addr{}, j.ev.PubKey); rej != nil {
 			r.stats.LimitTrips[limEventRatePubKey].Add(1)
 			j.s.finishEvent(j, rej, "")
 			return
@@ -250,7 +250,7 @@ func (in *ingest) checkPlugin(j verifyJob, place uint64) {
 	meta := policy.MetaFromIP(j.s.addr, authed)
 	meta.ReceivedAt = j.t0
 	in.plugged.Add(1)
-	rej := r.plugin.Check(j.ev, meta, func(d policy.Decision) {
+	rej := r.pol.plugin.Check(j.ev, meta, func(d policy.Decision) {
 		// On a plugin goroutine: must not block.
 		defer in.plugged.Done()
 		switch d.Action {

@@ -6,7 +6,7 @@ import "slices"
 // listed only when it works end to end.
 func (r *Relay) SupportedNIPs() []int {
 	nips := []int{1, 9, 11, 40, 42, 45, 62, 70, 77}
-	if r.minPoW > 0 {
+	if r.pol.minPoW > 0 {
 		nips = append(nips, 13)
 	}
 	if r.searchOK {
@@ -46,10 +46,10 @@ func (r *Relay) Limitation() Limitation {
 		MaxSubIDLength:   c.MaxSubIDLength,
 		MaxEventTags:     c.MaxTags,
 		MaxContentLength: c.MaxEventBytes,
-		MinPowDifficulty: r.minPoW,
+		MinPowDifficulty: r.pol.minPoW,
 		AuthRequired:     c.AuthRequired,
-		RestrictedWrites: r.restrictedWrites || c.AuthRequired || r.minPoW > 0 ||
-			len(r.lists.AllowedPubKeys()) > 0 || len(r.lists.AllowedKinds()) > 0,
+		RestrictedWrites: r.pol.restrictedWrites || c.AuthRequired || r.pol.minPoW > 0 ||
+			len(r.pol.lists.AllowedPubKeys()) > 0 || len(r.pol.lists.AllowedKinds()) > 0,
 	}
 	if c.MaxContentBytes > 0 {
 		l.MaxContentLength = c.MaxContentBytes

@@ -30,6 +30,26 @@ import (
 //     plugin in someone else's name.
 //   - The per-address REQ rate limit on REQ and COUNT.
 
+// policySet is the relay's policy, built by New and fixed after it (the
+// lists change inside, lock-free for readers): who may write what (lists,
+// rate limits, plugin, proof of work) and who may read the protected
+// kinds (auth.go).
+type policySet struct {
+	lists            *policy.Lists
+	limEventIP       *policy.RateLimits // EVENTs per address; nil: off
+	limEventPK       *policy.RateLimits // events per pubkey; nil: off
+	limReq           *policy.RateLimits // REQ and COUNT per address; nil: off
+	plugin           *policy.Plugin     // nil: none
+	ownPlugin        bool               // plugin was started by New
+	postQueue        int                // capacity of ingest.seq
+	persister        policy.Persister
+	minPoW           int
+	restrictedWrites bool
+	prot             *kindBits // protected kinds (read protection); nil: none
+	protKinds        []int     // the same, sorted
+	protText         string    // "4, 14 and 1059", for messages
+}
+
 // infoKey is the Persister key of the NIP-11 fields changed through
 // NIP-86.
 const infoKey = "relay/info"
@@ -49,40 +69,40 @@ func (r *Relay) initPolicy(opts Options) error {
 		return err
 	}
 	pc = pc.Normalize()
-	r.persister = opts.Persister
-	if r.persister == nil {
-		r.persister = &policy.MemPersister{}
+	r.pol.persister = opts.Persister
+	if r.pol.persister == nil {
+		r.pol.persister = &policy.MemPersister{}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	lists, err := policy.NewLists(ctx, pc, r.persister)
+	lists, err := policy.NewLists(ctx, pc, r.pol.persister)
 	if err != nil {
 		return err
 	}
-	r.lists = lists
+	r.pol.lists = lists
 	if pc.EventRate > 0 {
-		r.limEventIP = policy.NewRateLimits(policy.Config{EventRate: pc.EventRate, EventBurst: pc.EventBurst, RateMaxKeys: pc.RateMaxKeys})
+		r.pol.limEventIP = policy.NewRateLimits(policy.Config{EventRate: pc.EventRate, EventBurst: pc.EventBurst, RateMaxKeys: pc.RateMaxKeys})
 	}
 	if pc.PubKeyEventRate > 0 {
-		r.limEventPK = policy.NewRateLimits(policy.Config{PubKeyEventRate: pc.PubKeyEventRate, PubKeyEventBurst: pc.PubKeyEventBurst, RateMaxKeys: pc.RateMaxKeys})
+		r.pol.limEventPK = policy.NewRateLimits(policy.Config{PubKeyEventRate: pc.PubKeyEventRate, PubKeyEventBurst: pc.PubKeyEventBurst, RateMaxKeys: pc.RateMaxKeys})
 	}
 	if pc.ReqRate > 0 {
-		r.limReq = policy.NewRateLimits(policy.Config{ReqRate: pc.ReqRate, ReqBurst: pc.ReqBurst, RateMaxKeys: pc.RateMaxKeys})
+		r.pol.limReq = policy.NewRateLimits(policy.Config{ReqRate: pc.ReqRate, ReqBurst: pc.ReqBurst, RateMaxKeys: pc.RateMaxKeys})
 	}
-	r.minPoW = pc.MinPoWDifficulty
-	r.restrictedWrites = pc.Plugin != "" || opts.Plugin != nil // lists: see Limitation
-	r.postQueue = pc.PluginMaxInflight
+	r.pol.minPoW = pc.MinPoWDifficulty
+	r.pol.restrictedWrites = pc.Plugin != "" || opts.Plugin != nil // lists: see Limitation
+	r.pol.postQueue = pc.PluginMaxInflight
 	switch {
 	case opts.Plugin != nil:
-		r.plugin = opts.Plugin
+		r.pol.plugin = opts.Plugin
 	case pc.Plugin != "":
 		p, err := policy.StartPlugin(pc, r.log)
 		if err != nil {
 			return err
 		}
-		r.plugin, r.ownPlugin = p, true
+		r.pol.plugin, r.pol.ownPlugin = p, true
 	}
-	b, err := r.persister.Load(ctx, infoKey)
+	b, err := r.pol.persister.Load(ctx, infoKey)
 	switch {
 	case err == nil:
 		var pi persistedInfo
@@ -101,8 +121,8 @@ func (r *Relay) initPolicy(opts Options) error {
 
 // closePlugin stops the plugin if the relay started it.
 func (r *Relay) closePlugin() {
-	if r.ownPlugin && r.plugin != nil {
-		r.plugin.Close()
+	if r.pol.ownPlugin && r.pol.plugin != nil {
+		r.pol.plugin.Close()
 	}
 }
 
@@ -118,18 +138,18 @@ func (r *Relay) initProtected() {
 		return
 	}
 	slices.Sort(kinds)
-	r.prot = new(kindBits)
+	r.pol.prot = new(kindBits)
 	for _, k := range kinds {
-		r.prot[k>>6] |= 1 << (k & 63)
+		r.pol.prot[k>>6] |= 1 << (k & 63)
 	}
-	r.protKinds = kinds
-	r.protText = protectedText(kinds)
+	r.pol.protKinds = kinds
+	r.pol.protText = protectedText(kinds)
 }
 
 // Lists returns the relay's write lists, for the NIP-86 management API.
 // Changes made through it apply to the next event at once; call
 // DisconnectBlocked after a ban or block to close open connections too.
-func (r *Relay) Lists() *policy.Lists { return r.lists }
+func (r *Relay) Lists() *policy.Lists { return r.pol.lists }
 
 // UpdateInfo persists info's name, description and icon through the
 // persister (from then on they override the configuration's [info]
@@ -141,7 +161,7 @@ func (r *Relay) UpdateInfo(info Info) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := r.persister.Save(ctx, infoKey, b); err != nil {
+	if err := r.pol.persister.Save(ctx, infoKey, b); err != nil {
 		return fmt.Errorf("relay: save %s: %w", infoKey, err)
 	}
 	r.SetInfo(info)
@@ -154,12 +174,12 @@ func (r *Relay) UpdateInfo(info Info) error {
 // NIP-86 ban or block, not per message.
 func (r *Relay) DisconnectBlocked() int {
 	banned := make(map[nostr.PubKey]bool)
-	for _, e := range r.lists.BannedPubKeys() {
+	for _, e := range r.pol.lists.BannedPubKeys() {
 		banned[e.PubKey] = true
 	}
 	n := 0
 	r.forEachSession(func(s *Session) {
-		if rej := r.lists.CheckIP(s.addr); rej != nil {
+		if rej := r.pol.lists.CheckIP(s.addr); rej != nil {
 			if s.close(ClosePolicy, rej.Error()) {
 				n++
 			}
@@ -202,17 +222,17 @@ func rateStats(l policy.LimitStats) RateLimitStats {
 // PolicyStats returns the rate-limit and plugin counters.
 func (r *Relay) PolicyStats() PolicyStats {
 	var ps PolicyStats
-	if r.limEventIP != nil {
-		ps.EventRateIP = rateStats(r.limEventIP.Stats().EventIP)
+	if r.pol.limEventIP != nil {
+		ps.EventRateIP = rateStats(r.pol.limEventIP.Stats().EventIP)
 	}
-	if r.limEventPK != nil {
-		ps.EventRatePubKey = rateStats(r.limEventPK.Stats().EventPubKey)
+	if r.pol.limEventPK != nil {
+		ps.EventRatePubKey = rateStats(r.pol.limEventPK.Stats().EventPubKey)
 	}
-	if r.limReq != nil {
-		ps.ReqRateIP = rateStats(r.limReq.Stats().ReqIP)
+	if r.pol.limReq != nil {
+		ps.ReqRateIP = rateStats(r.pol.limReq.Stats().ReqIP)
 	}
-	if r.plugin != nil {
-		st := r.plugin.Stats()
+	if r.pol.plugin != nil {
+		st := r.pol.plugin.Stats()
 		ps.Plugin = &st
 	}
 	return ps
@@ -221,10 +241,10 @@ func (r *Relay) PolicyStats() PolicyStats {
 // allowReq applies the per-address REQ rate limit to a REQ or COUNT.
 func (s *Session) allowReq() *nostr.Rejection {
 	r := s.r
-	if r.limReq == nil {
+	if r.pol.limReq == nil {
 		return nil
 	}
-	if rej := r.limReq.AllowReq(s.addr); rej != nil {
+	if rej := r.pol.limReq.AllowReq(s.addr); rej != nil {
 		r.stats.LimitTrips[limReqRateIP].Add(1)
 		return rej
 	}

@@ -36,6 +36,23 @@ type Options struct {
 	// Plugin, if set, is used instead of starting Policy.Plugin; the relay
 	// does not close it.
 	Plugin *policy.Plugin
+	// Bus, if set, carries the events this node accepts to the other nodes
+	// of a cluster (internal/cluster); events the other nodes accepted come
+	// back through Relay.Publish. Nil: a single node.
+	Bus Bus
+}
+
+// Bus is the relay's side of a cluster's live bus.
+type Bus interface {
+	// Publish sends an event this node accepted to the other nodes: a
+	// stored event after its commit, with the commit position its store
+	// gave it (store.SaveResult.Seq), or an ephemeral event (seq 0). It is
+	// called by the dispatcher, once per event, after the event's OK and
+	// local fan-out are queued, in commit order; it must not block (a bus
+	// that cannot take an event now drops it, and the other nodes catch up
+	// from the store). ev and ev.Raw are not modified after the call, so
+	// Publish may keep them.
+	Publish(ev *nostr.Event, seq uint64)
 }
 
 // Relay is the protocol engine shared by all sessions.
@@ -71,22 +88,9 @@ type Relay struct {
 
 	queryBytesPeak atomic.Int64 // high-water mark of stats.QueryBytesQueued
 
-	// Write policy and NIP-42 (policy.go, auth.go); fixed after New, the
-	// lists change inside (lock-free for readers).
-	lists            *policy.Lists
-	limEventIP       *policy.RateLimits // EVENTs per address; nil: off
-	limEventPK       *policy.RateLimits // events per pubkey; nil: off
-	limReq           *policy.RateLimits // REQ and COUNT per address; nil: off
-	plugin           *policy.Plugin     // nil: none
-	ownPlugin        bool               // plugin was started by New
-	postQueue        int                // capacity of ingest.seq
-	persister        policy.Persister
-	minPoW           int
-	restrictedWrites bool
-	prot             *kindBits // protected kinds (read protection); nil: none
-	protKinds        []int     // the same, sorted
-	protText         string    // "4, 14 and 1059", for messages
-	ownURL           string    // normalized Config.URL; "" if not set
+	pol policySet    // write policy and read protection (policy.go, auth.go)
+	bus Bus          // nil: a single node
+	own nostr.OwnURL // Config.URL normalized; zero: loopback hosts only
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -108,6 +112,7 @@ func New(cfg Config, opts Options) (*Relay, error) {
 		now:      opts.Now,
 		idx:      newIndex(),
 		info:     opts.Info,
+		bus:      opts.Bus,
 	}
 	r.pre, _ = opts.Store.(store.Prechecker)
 	if r.verifier == nil {
@@ -122,13 +127,11 @@ func New(cfg Config, opts Options) (*Relay, error) {
 	if r.now == nil {
 		r.now = time.Now
 	}
-	if cfg.URL != "" {
-		u, ok := normalizeRelayURL(cfg.URL)
-		if !ok {
-			return nil, fmt.Errorf("relay: url %q is not a ws:// or wss:// URL", cfg.URL)
-		}
-		r.ownURL = u
+	own, err := nostr.ParseOwnURL(cfg.URL)
+	if err != nil {
+		return nil, fmt.Errorf("relay: url: %w", err)
 	}
+	r.own = own
 	r.initProtected()
 	if err := r.initPolicy(opts); err != nil {
 		return nil, err

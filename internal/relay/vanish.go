@@ -16,7 +16,7 @@ import (
 // and refuses others with "invalid:". Requests to vanish skip the rest of
 // the write policy: NIP-62 applies whatever the user's status.
 func (r *Relay) checkVanish(ev *nostr.Event) *nostr.Rejection {
-	if nostr.VanishAddressedTo(ev, r.own()) {
+	if nostr.VanishAddressedTo(ev, r.own) {
 		return nil
 	}
 	return nostr.Reject(nostr.PrefixInvalid, "request to vanish is for another relay")

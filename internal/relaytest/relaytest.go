@@ -30,6 +30,8 @@ type Options struct {
 	Policy    policy.Config
 	Persister policy.Persister
 	Plugin    *policy.Plugin
+	// Bus is passed to the relay (relay.Options.Bus).
+	Bus relay.Bus
 }
 
 // OpenStore opens the default store for test relays in dir: the embedded
@@ -70,7 +72,7 @@ func Start(t testing.TB, opts Options) *Relay {
 		log = testLogger()
 	}
 	rl, err := relay.New(opts.Relay, relay.Options{Store: st, Logger: log, Info: opts.Info,
-		Policy: opts.Policy, Persister: opts.Persister, Plugin: opts.Plugin})
+		Policy: opts.Policy, Persister: opts.Persister, Plugin: opts.Plugin, Bus: opts.Bus})
 	if err != nil {
 		t.Fatalf("relay: %v", err)
 	}

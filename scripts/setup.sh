@@ -21,16 +21,48 @@ fi
 
 port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
-# PostgreSQL and NATS are for the multi-node backend's tests (not built
-# yet: no test uses them today); start them if they are installed but not
-# running, so such tests find them on a fresh machine.
-if [ "${PETREL_SETUP_SERVICES:-1}" = 1 ]; then
-	if ! port_open 5432 && command -v pg_ctlcluster >/dev/null; then
-		log "starting PostgreSQL"
-		as_root pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql | head -n1)" main start || log "could not start PostgreSQL"
+apt_install() {
+	log "installing $*"
+	if [ -z "${apt_updated:-}" ]; then
+		as_root apt-get update -qq >/dev/null || true
+		apt_updated=1
 	fi
-	if ! port_open 4222 && [ -x /usr/sbin/nats-server ]; then
+	as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+}
+
+# PostgreSQL (the shared store), NATS (the live bus) and HAProxy (the load
+# balancer) are what the multi-node tests run against: real servers, on
+# loopback. Install what is missing, start what is stopped.
+if [ "${PETREL_SETUP_SERVICES:-1}" = 1 ]; then
+	if ! command -v pg_ctlcluster >/dev/null; then
+		apt_install postgresql
+		fresh_pg=1
+	fi
+	if [ ! -x /usr/sbin/nats-server ]; then
+		apt_install nats-server
+	fi
+	if ! command -v haproxy >/dev/null; then
+		apt_install haproxy
+	fi
+	pgver="$(ls /etc/postgresql | sort -n | tail -n1)"
+	if [ -n "${fresh_pg:-}" ]; then
+		# The tests connect as postgres over TCP without a password, as on
+		# the development machines: trust loopback connections.
+		hba="/etc/postgresql/$pgver/main/pg_hba.conf"
+		as_root sh -c "printf 'host all all 127.0.0.1/32 trust\nhost all all ::1/128 trust\n' | cat - '$hba' > '$hba.new' && mv '$hba.new' '$hba'"
+	fi
+	if ! port_open 5432; then
+		log "starting PostgreSQL"
+		as_root pg_ctlcluster --skip-systemctl-redirect "$pgver" main start || log "could not start PostgreSQL"
+		for _ in $(seq 100); do port_open 5432 && break; sleep 0.1; done
+	fi
+	if [ -n "${fresh_pg:-}" ] || ! psql -h 127.0.0.1 -U postgres -d test -Atc 'select 1' >/dev/null 2>&1; then
+		psql -h 127.0.0.1 -U postgres -d postgres -Atc "select 1 from pg_database where datname = 'test'" 2>/dev/null | grep -q 1 ||
+			psql -h 127.0.0.1 -U postgres -d postgres -qc 'create database test' || log "could not create database test"
+	fi
+	if ! port_open 4222; then
 		log "starting NATS"
+		as_root mkdir -p /var/lib/nats-server
 		as_root start-stop-daemon --start --oknodo --background --exec /usr/sbin/nats-server -- \
 			-a 127.0.0.1 -p 4222 -js -sd /var/lib/nats-server -l /var/log/nats-server.log || log "could not start NATS"
 		for _ in $(seq 50); do port_open 4222 && break; sleep 0.1; done

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/petrel-relay/petrel/internal/client"
 	"github.com/petrel-relay/petrel/internal/nostr"
 	"github.com/petrel-relay/petrel/internal/store"
 )
@@ -135,6 +136,14 @@ type Options struct {
 func (o *Options) normalize() error {
 	if o.Remote == "" {
 		return fmt.Errorf("%w: no remote relay", ErrOptions)
+	}
+	if err := client.CheckURL(o.Remote); err != nil {
+		return fmt.Errorf("%w: remote: %w", ErrOptions, err)
+	}
+	if o.From != "" {
+		if err := client.CheckURL(o.From); err != nil {
+			return fmt.Errorf("%w: from: %w", ErrOptions, err)
+		}
 	}
 	if (o.Store == nil) == (o.From == "") {
 		return fmt.Errorf("%w: give exactly one of a local store and a --from relay", ErrOptions)

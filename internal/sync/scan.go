@@ -83,7 +83,7 @@ func (s *syncer) scan(ctx context.Context) error {
 			o.Progress.Add(int64(len(page)))
 		}
 		if valid == 0 {
-			o.Logger.Warn("a scan page held no valid event matching the filter; stopping", "relay", s.remote.url)
+			o.Logger.Warn("a scan page held no valid event matching the filter; stopping", "relay", s.remote.URL())
 			break
 		}
 		if fresh == 0 {

@@ -20,10 +20,10 @@
 //
 // A remote without NIP-77 (it answers NEG-OPEN with NOTICE, CLOSED or
 // NEG-ERR, or not at all within Options.OpenTimeout) makes Run fail with
-// ErrUnsupported or ErrRefused, unless Options.FallbackScan is set: Run
-// then pages through the remote's events newest first with until=
-// (re-requesting the boundary second, so ties are not skipped) and saves
-// those the local store lacks. A scan only downloads.
+// ErrUnsupported or ErrRefused, unless Options.FallbackPaging is set: Run
+// then pages through the remote's events with REQ, newest first with
+// until= (re-requesting the boundary second, so ties are not skipped),
+// and saves those the local store lacks. Paging only downloads.
 //
 // Run is resumable: whatever it saved or uploaded before it was
 // interrupted is no longer a difference the next time, so a second run

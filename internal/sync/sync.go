@@ -65,12 +65,12 @@ func (s *syncer) run(ctx context.Context) error {
 
 	have, need, err := s.reconcileStore(ctx)
 	if err != nil {
-		if (errors.Is(err, ErrUnsupported) || errors.Is(err, ErrRefused)) && o.FallbackScan {
+		if (errors.Is(err, ErrUnsupported) || errors.Is(err, ErrRefused)) && o.FallbackPaging {
 			if o.Direction != Down {
-				return fmt.Errorf("%w; the fallback scan only downloads: run it with --dir down", err)
+				return fmt.Errorf("%w; the fallback paging only downloads: run it with direction down", err)
 			}
-			o.Logger.Info("falling back to a REQ scan", "reason", err)
-			return s.scan(ctx)
+			o.Logger.Info("falling back to paging through the relay with REQ", "reason", err)
+			return s.pageThrough(ctx)
 		}
 		return err
 	}
@@ -110,9 +110,9 @@ func (s *syncer) connect(ctx context.Context, url string) (*client.Conn, client.
 // difference.
 func (s *syncer) runList(ctx context.Context) error {
 	o := &s.o
-	s.res.Mode = "list"
+	s.res.Mode = ModeList
 	t0 := time.Now()
-	s.phase("list", -1)
+	s.phase(ModeList, -1)
 	local, err := s.list(ctx, s.from, &s.finfo)
 	if err != nil {
 		return fmt.Errorf("list %s: %w", o.From, err)
@@ -171,7 +171,7 @@ func (s *syncer) countReconcile(c *client.Conn, before client.Stats) {
 
 // reconcileStore reconciles the local store's items with the remote.
 func (s *syncer) reconcileStore(ctx context.Context) (have, need []nostr.ID, err error) {
-	s.res.Mode = "negentropy"
+	s.res.Mode = ModeNegentropy
 	t0 := time.Now()
 	items, err := s.o.Store.Items(ctx, []nostr.Filter{s.o.Filter}, 0)
 	if err != nil {

@@ -473,6 +473,11 @@ func (c *Conn) writeLocked(typ int, data []byte) error {
 	if c.closing.Load() {
 		return ErrClosed
 	}
+	select {
+	case <-c.done: // the relay ended it
+		return c.err
+	default:
+	}
 	_ = c.ws.SetWriteDeadline(time.Now().Add(c.o.WriteTimeout))
 	if err := c.ws.WriteMessage(typ, data); err != nil {
 		if c.closing.Load() {

@@ -250,8 +250,8 @@ func TestRelayCloses(t *testing.T) {
 	if _, err := c.Publish(ctx(t), ev); !errors.Is(err, client.ErrClosed) {
 		t.Fatalf("Publish: %v", err)
 	}
-	if err := c.SendRaw([]byte(`["CLOSE","s"]`)); err == nil {
-		t.Fatal("SendRaw on an ended connection")
+	if err := c.SendRaw([]byte(`["CLOSE","s"]`)); !errors.Is(err, client.ErrClosed) || !errors.As(err, &ce) {
+		t.Fatalf("SendRaw on an ended connection: %v", err)
 	}
 }
 

@@ -29,6 +29,9 @@
 // interrupted is no longer a difference the next time, so a second run
 // picks up where the first stopped.
 //
+// Relays are reached through internal/client (one client.Conn per relay,
+// with its NIP-11 limits read first).
+//
 // The package holds no global state. Run may be called concurrently with
 // different Options; a Progress is called from Run's goroutine only.
 package sync

@@ -22,17 +22,17 @@ var syncOpenStore = openStore
 
 // syncFlags are the flags of `petrel sync`.
 type syncFlags struct {
-	common       commonFlags
-	filter       string
-	dir          string
-	from         string
-	batch        int
-	window       int
-	fallbackScan bool
-	since, until string
-	negTimeout   time.Duration
-	quiet        bool
-	jsonOut      bool
+	common         commonFlags
+	filter         string
+	dir            string
+	from           string
+	batch          int
+	window         int
+	fallbackPaging bool
+	since, until   string
+	negTimeout     time.Duration
+	quiet          bool
+	jsonOut        bool
 }
 
 func syncCmd() *cobra.Command {
@@ -51,11 +51,15 @@ and saved in batches, so an interrupted sync keeps its progress: run it
 again to carry on.
 
 With a relay that does not speak NIP-77, sync stops with a clear message,
-or with --fallback-scan pages through the relay's events with REQ
+or with --fallback-paging pages through the relay's events with REQ
 (newest first, bounded by --since/--until) and downloads those the local
-store lacks.`,
+store lacks. (--fallback-scan is the deprecated old name of
+--fallback-paging.)`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if cmd.Flags().Changed("fallback-scan") {
+				fmt.Fprintln(cmd.ErrOrStderr(), "petrel sync: --fallback-scan is deprecated, use --fallback-paging")
+			}
 			return runSync(cmd.Context(), &f, args[0], cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
@@ -66,7 +70,12 @@ store lacks.`,
 	fs.StringVar(&f.from, "from", "", "sync this relay instead of the local store (ws:// or wss:// URL)")
 	fs.IntVar(&f.batch, "batch", 500, "events per local commit")
 	fs.IntVar(&f.window, "window", 64, "uploaded events awaiting their OK")
-	fs.BoolVar(&f.fallbackScan, "fallback-scan", false, "when the relay lacks NIP-77, download by paging through it with REQ")
+	fs.BoolVar(&f.fallbackPaging, "fallback-paging", false, "when the relay lacks NIP-77, download by paging through it with REQ")
+	// The old name, kept working for scripts; hidden from the help. (Not
+	// MarkDeprecated: cobra would print its warning to the command's
+	// output, which may be the --json stream; RunE warns on stderr.)
+	fs.BoolVar(&f.fallbackPaging, "fallback-scan", false, "old name of --fallback-paging")
+	_ = fs.MarkHidden("fallback-scan")
 	fs.StringVar(&f.since, "since", "", "only events created at or after this time (unix seconds or RFC 3339)")
 	fs.StringVar(&f.until, "until", "", "only events created at or before this time (unix seconds or RFC 3339)")
 	fs.DurationVar(&f.negTimeout, "neg-timeout", 10*time.Second, "how long to wait for the answer to NEG-OPEN before deciding the relay lacks NIP-77")
@@ -90,7 +99,7 @@ func parseTime(s string) (int64, error) {
 // syncOptions turns the flags into sync options (without the local side).
 func (f *syncFlags) options(remote string) (psync.Options, error) {
 	o := psync.Options{Remote: remote, From: f.from, Batch: f.batch, Window: f.window,
-		FallbackScan: f.fallbackScan, OpenTimeout: f.negTimeout}
+		FallbackPaging: f.fallbackPaging, OpenTimeout: f.negTimeout}
 	var err error
 	if o.Direction, err = psync.ParseDirection(f.dir); err != nil {
 		return o, err
@@ -158,8 +167,8 @@ func runSync(ctx context.Context, f *syncFlags, remote string, stdout, stderr io
 	case errors.Is(err, context.Canceled):
 		return errors.New("interrupted: what was transferred is kept; run the same command again to carry on")
 	case errors.Is(err, psync.ErrUnsupported), errors.Is(err, psync.ErrRefused):
-		if !o.FallbackScan {
-			return fmt.Errorf("%w\n(use --fallback-scan to download by paging through the relay with REQ instead)", err)
+		if !o.FallbackPaging {
+			return fmt.Errorf("%w\n(use --fallback-paging to download by paging through the relay with REQ instead)", err)
 		}
 	}
 	return err

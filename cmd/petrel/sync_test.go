@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/petrel-relay/petrel/internal/config"
 	"github.com/petrel-relay/petrel/internal/nostr"
+	"github.com/petrel-relay/petrel/internal/relay"
 	"github.com/petrel-relay/petrel/internal/relaytest"
 	"github.com/petrel-relay/petrel/internal/store"
 	"github.com/petrel-relay/petrel/internal/store/storetest"
@@ -22,6 +24,13 @@ import (
 // returns stdout and the error.
 func runSyncCmd(t *testing.T, st store.Store, args ...string) (string, error) {
 	t.Helper()
+	out, _, err := runSyncCmdStderr(t, st, args...)
+	return out, err
+}
+
+// runSyncCmdStderr is runSyncCmd that also returns stderr.
+func runSyncCmdStderr(t *testing.T, st store.Store, args ...string) (string, string, error) {
+	t.Helper()
 	syncOpenStore = func(config.Config, *slog.Logger) (store.Store, error) { return nopClose{st}, nil }
 	t.Cleanup(func() { syncOpenStore = openStore })
 	cmd := syncCmd()
@@ -30,7 +39,7 @@ func runSyncCmd(t *testing.T, st store.Store, args ...string) (string, error) {
 	cmd.SetErr(&errb)
 	cmd.SetArgs(args)
 	err := cmd.Execute()
-	return out.String(), err
+	return out.String(), errb.String(), err
 }
 
 // nopClose keeps the test's store open when the command closes it.
@@ -114,4 +123,50 @@ func TestSyncCommandRefuses(t *testing.T) {
 	f("--filter", "ws://127.0.0.1:1", "--filter", "{kinds")
 	f("--since", "ws://127.0.0.1:1", "--since", "yesterday")
 	f("accepts 1 arg", "--quiet")
+}
+
+// TestSyncCommandFallbackPaging: a relay that refuses negentropy (here:
+// more events than its max_neg_items) makes sync fail with a hint, and
+// --fallback-paging (or its old name --fallback-scan) downloads by paging
+// through the relay with REQ instead.
+func TestSyncCommandFallbackPaging(t *testing.T) {
+	events := syncEvents("cli-paging", 30, 1)
+	r := relaytest.Start(t, relaytest.Options{Relay: relay.Config{MaxNegItems: 1}})
+	saveAll(t, r.Store, events)
+
+	_, err := runSyncCmd(t, storetest.NewModel(), r.URL, "--quiet")
+	if !errors.Is(err, psync.ErrRefused) || !strings.Contains(err.Error(), "--fallback-paging") {
+		t.Fatalf("without the fallback: %v", err)
+	}
+	f := func(flag string, deprecated bool) {
+		t.Helper()
+		st := storetest.NewModel()
+		out, errOut, err := runSyncCmdStderr(t, st, r.URL, "--quiet", flag)
+		if err != nil {
+			t.Fatalf("%s: %v", flag, err)
+		}
+		if strings.Contains(errOut, "deprecated, use --fallback-paging") != deprecated {
+			t.Fatalf("%s: stderr %q", flag, errOut)
+		}
+		if !strings.HasPrefix(out, "paging: local 0, have 0, need 30") || !strings.Contains(out, "downloaded 30/30") {
+			t.Fatalf("%s: output %q", flag, out)
+		}
+		if n := countItems(t, st, `{}`); n != 30 {
+			t.Fatalf("%s: local store: %d events", flag, n)
+		}
+	}
+	f("--fallback-paging", false)
+	f("--fallback-scan", true)
+
+	out, err := runSyncCmd(t, storetest.NewModel(), r.URL, "--fallback-scan", "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res psync.Result
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("--json: %v\n%s", err, out)
+	}
+	if res.Mode != psync.ModePaging || res.Down.Moved != 30 {
+		t.Fatalf("result %+v", res)
+	}
 }

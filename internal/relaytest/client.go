@@ -1,6 +1,7 @@
 package relaytest
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/petrel-relay/petrel/internal/client"
 	"github.com/petrel-relay/petrel/internal/nostr"
 )
 
@@ -21,22 +23,24 @@ import (
 // against hangs, not a performance assertion.
 var DefaultTimeout = 15 * time.Second
 
-// Client is a WebSocket test client. A background goroutine reads every
-// message into a queue (unless the client was dialed with NoRead), so a
-// test can wait for a message, or check that none arrived, without ever
-// breaking the connection with a read deadline.
+// Client is a WebSocket test client: a thin layer over client.Conn. A
+// background goroutine moves every message the Conn reads into an
+// unbounded queue (unless the client was dialed with NoRead), so a test
+// can wait for a message, or check that none arrived, without ever
+// breaking the connection with a read deadline, and a relay never sees
+// a test client as a slow reader unless the test means it to.
 type Client struct {
-	t    testing.TB
+	t testing.TB
+	// Conn is the underlying WebSocket connection, for tests that
+	// misbehave below the protocol (UnderlyingConn).
 	Conn *websocket.Conn
-	wmu  sync.Mutex
+	c    *client.Conn
 
-	mu       sync.Mutex
-	cond     *sync.Cond
-	queue    [][]byte
-	readErr  error
-	closeErr *websocket.CloseError
-	done     chan struct{}
-	resume   sync.Once
+	mu     sync.Mutex
+	cond   *sync.Cond
+	queue  []*client.Message
+	ended  bool // the Conn's inbox is closed and drained into queue
+	noRead bool
 }
 
 // DialOptions change how a client connects.
@@ -60,13 +64,7 @@ type DialOptions struct {
 
 // HandshakeError is a refused upgrade: the relay answered with an HTTP
 // status instead of 101.
-type HandshakeError struct {
-	Status int
-	Err    error
-}
-
-func (e *HandshakeError) Error() string { return fmt.Sprintf("HTTP %d: %v", e.Status, e.Err) }
-func (e *HandshakeError) Unwrap() error { return e.Err }
+type HandshakeError = client.HandshakeError
 
 // Dial connects to url and fails the test on error.
 func Dial(t testing.TB, url string) *Client {
@@ -81,7 +79,14 @@ func Dial(t testing.TB, url string) *Client {
 // DialWith connects with options and returns the error instead of
 // failing.
 func DialWith(t testing.TB, url string, o DialOptions) (*Client, error) {
-	d := websocket.Dialer{HandshakeTimeout: DefaultTimeout, ReadBufferSize: 1 << 16, WriteBufferSize: 1 << 16}
+	co := client.Options{
+		HandshakeTimeout: DefaultTimeout,
+		WriteTimeout:     DefaultTimeout,
+		MaxMessageSize:   -1,
+		Header:           o.Header,
+		InboxWait:        true, // the pump below drains it
+		Paused:           o.NoRead || o.Paused,
+	}
 	if o.ReadBuffer > 0 || o.LocalIP != "" {
 		nd := &net.Dialer{Timeout: DefaultTimeout}
 		if o.LocalIP != "" {
@@ -103,81 +108,55 @@ func DialWith(t testing.TB, url string, o DialOptions) (*Client, error) {
 				return serr
 			}
 		}
-		d.NetDialContext = nd.DialContext
+		co.NetDial = nd.DialContext
 	}
-	conn, resp, err := d.Dial(url, o.Header)
-	if resp != nil && resp.Body != nil {
-		resp.Body.Close()
-	}
+	conn, err := client.Dial(context.Background(), url, co)
 	if err != nil {
-		if resp != nil {
-			return nil, &HandshakeError{Status: resp.StatusCode, Err: err}
-		}
 		return nil, err
 	}
-	conn.SetReadLimit(-1)
-	c := &Client{t: t, Conn: conn, done: make(chan struct{})}
+	c := &Client{t: t, Conn: conn.WebSocket(), c: conn, noRead: o.NoRead}
 	c.cond = sync.NewCond(&c.mu)
-	switch {
-	case o.NoRead:
-		close(c.done)
-		c.resume.Do(func() {}) // Resume is a no-op
-	case o.Paused:
-	default:
-		c.Resume()
-	}
-	t.Cleanup(func() { c.Close() })
+	go c.pump()
+	t.Cleanup(c.Close)
 	return c, nil
+}
+
+// pump moves the Conn's messages into the queue until its inbox closes.
+func (c *Client) pump() {
+	for m := range c.c.Inbox() {
+		c.mu.Lock()
+		c.queue = append(c.queue, m)
+		c.cond.Broadcast()
+		c.mu.Unlock()
+	}
+	c.mu.Lock()
+	c.ended = true
+	c.cond.Broadcast()
+	c.mu.Unlock()
 }
 
 // Resume starts reading on a client dialed with Paused. It is a no-op on
 // a client that already reads, and on a NoRead client.
-func (c *Client) Resume() { c.resume.Do(func() { go c.readLoop() }) }
-
-func (c *Client) readLoop() {
-	defer close(c.done)
-	for {
-		_, data, err := c.Conn.ReadMessage()
-		c.mu.Lock()
-		if err != nil {
-			c.readErr = err
-			var ce *websocket.CloseError
-			if errors.As(err, &ce) {
-				c.closeErr = ce
-			}
-			c.cond.Broadcast()
-			c.mu.Unlock()
-			return
-		}
-		c.queue = append(c.queue, data)
-		c.cond.Broadcast()
-		c.mu.Unlock()
+func (c *Client) Resume() {
+	if !c.noRead {
+		c.c.Resume()
 	}
 }
 
 // Close closes the connection (idempotent).
-func (c *Client) Close() {
-	c.wmu.Lock()
-	_ = c.Conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""), time.Now().Add(time.Second))
-	c.wmu.Unlock()
-	_ = c.Conn.Close()
-}
+func (c *Client) Close() { c.c.Close() }
 
 // SendRaw sends one text frame.
 func (c *Client) SendRaw(msg string) {
 	c.t.Helper()
-	if err := c.WriteMessage(websocket.TextMessage, []byte(msg)); err != nil {
+	if err := c.c.SendRaw([]byte(msg)); err != nil {
 		c.t.Fatalf("send: %v", err)
 	}
 }
 
-// WriteMessage writes a frame of any type.
-func (c *Client) WriteMessage(typ int, data []byte) error {
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
-	c.Conn.SetWriteDeadline(time.Now().Add(DefaultTimeout))
-	return c.Conn.WriteMessage(typ, data)
-}
+// WriteMessage writes a frame of any type (websocket.TextMessage,
+// websocket.BinaryMessage).
+func (c *Client) WriteMessage(typ int, data []byte) error { return c.c.WriteFrame(typ, data) }
 
 // Send sends v (a []any envelope, or anything) as JSON.
 func (c *Client) Send(v ...any) {
@@ -189,14 +168,23 @@ func (c *Client) Send(v ...any) {
 	c.SendRaw(string(b))
 }
 
-// nextRaw waits up to d for the next message.
-func (c *Client) nextRaw(d time.Duration) ([]byte, error) {
+// next waits up to d for the next message. Once the connection has
+// ended, every message it received is returned before its error.
+func (c *Client) next(d time.Duration) (*client.Message, error) {
 	deadline := time.Now().Add(d)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for len(c.queue) == 0 && c.readErr == nil {
+	for len(c.queue) == 0 && !c.ended {
 		left := time.Until(deadline)
 		if left <= 0 {
+			select {
+			case <-c.c.Done():
+				// Ended: the pump is moving the last messages; they
+				// were received, so wait for them.
+				c.cond.Wait()
+				continue
+			default:
+			}
 			return nil, errTimeout
 		}
 		t := time.AfterFunc(left, func() { c.mu.Lock(); c.cond.Broadcast(); c.mu.Unlock() })
@@ -209,7 +197,7 @@ func (c *Client) nextRaw(d time.Duration) ([]byte, error) {
 		c.queue = c.queue[1:]
 		return m, nil
 	}
-	return nil, c.readErr
+	return nil, c.c.Err()
 }
 
 var errTimeout = errors.New("relaytest: timeout waiting for a message")
@@ -220,15 +208,14 @@ func IsTimeout(err error) bool { return errors.Is(err, errTimeout) }
 // ReadWithin returns the next message parsed, or an error (timeout,
 // connection closed, unparseable message).
 func (c *Client) ReadWithin(d time.Duration) (*nostr.RelayMessage, error) {
-	raw, err := c.nextRaw(d)
+	m, err := c.next(d)
 	if err != nil {
 		return nil, err
 	}
-	m, err := nostr.ParseRelayMessage(raw)
-	if err != nil {
-		return nil, fmt.Errorf("unparseable relay message %q: %w", truncate(raw), err)
+	if m.Err != nil {
+		return nil, fmt.Errorf("unparseable relay message %q: %w", truncate(m.Raw), m.Err)
 	}
-	return m, nil
+	return m.Relay, nil
 }
 
 // Read returns the next message and fails the test if none arrives.
@@ -244,19 +231,19 @@ func (c *Client) Read() *nostr.RelayMessage {
 // ReadRaw returns the next message unparsed.
 func (c *Client) ReadRaw() []byte {
 	c.t.Helper()
-	raw, err := c.nextRaw(DefaultTimeout)
+	m, err := c.next(DefaultTimeout)
 	if err != nil {
 		c.t.Fatalf("read: %v", err)
 	}
-	return raw
+	return m.Raw
 }
 
 // ExpectNothing fails if a message arrives within d.
 func (c *Client) ExpectNothing(d time.Duration) {
 	c.t.Helper()
-	raw, err := c.nextRaw(d)
+	m, err := c.next(d)
 	if err == nil {
-		c.t.Fatalf("expected no message, got %s", truncate(raw))
+		c.t.Fatalf("expected no message, got %s", truncate(m.Raw))
 	}
 	if !IsTimeout(err) {
 		c.t.Fatalf("expected no message, got error %v", err)
@@ -294,18 +281,21 @@ func (c *Client) ExpectClosed(subID, prefix string) *nostr.RelayMessage {
 }
 
 // WaitClosed waits for the connection to be closed by the relay and
-// returns the close frame's code (or -1 without one).
+// returns the close frame's code (or -1 without one, and at once for a
+// NoRead client, which cannot see the close).
 func (c *Client) WaitClosed(d time.Duration) int {
 	c.t.Helper()
+	if c.noRead {
+		return -1
+	}
 	select {
-	case <-c.done:
+	case <-c.c.Done():
 	case <-time.After(d):
 		c.t.Fatalf("connection not closed within %v", d)
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closeErr != nil {
-		return c.closeErr.Code
+	var ce *websocket.CloseError
+	if errors.As(c.c.Err(), &ce) {
+		return ce.Code
 	}
 	return -1
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/petrel-relay/petrel/internal/client"
 	"github.com/petrel-relay/petrel/internal/nostr"
 	"github.com/petrel-relay/petrel/internal/relaytest"
 	"github.com/petrel-relay/petrel/internal/store"
@@ -71,13 +72,13 @@ func BenchmarkReconcile(b *testing.B) {
 					b.Fatal(err)
 				}
 				s := &syncer{o: o}
-				c, err := dial(context.Background(), r.URL)
+				c, err := client.Dial(context.Background(), r.URL, client.Options{})
 				if err != nil {
 					b.Fatal(err)
 				}
 				s.remote = c
 				have, need, err := s.reconcileStore(context.Background())
-				c.close()
+				c.Close()
 				if err != nil {
 					b.Fatal(err)
 				}

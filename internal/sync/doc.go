@@ -20,14 +20,17 @@
 //
 // A remote without NIP-77 (it answers NEG-OPEN with NOTICE, CLOSED or
 // NEG-ERR, or not at all within Options.OpenTimeout) makes Run fail with
-// ErrUnsupported or ErrRefused, unless Options.FallbackScan is set: Run
-// then pages through the remote's events newest first with until=
-// (re-requesting the boundary second, so ties are not skipped) and saves
-// those the local store lacks. A scan only downloads.
+// ErrUnsupported or ErrRefused, unless Options.FallbackPaging is set: Run
+// then pages through the remote's events with REQ, newest first with
+// until= (re-requesting the boundary second, so ties are not skipped),
+// and saves those the local store lacks. Paging only downloads.
 //
 // Run is resumable: whatever it saved or uploaded before it was
 // interrupted is no longer a difference the next time, so a second run
 // picks up where the first stopped.
+//
+// Relays are reached through internal/client (one client.Conn per relay,
+// with its NIP-11 limits read first).
 //
 // The package holds no global state. Run may be called concurrently with
 // different Options; a Progress is called from Run's goroutine only.

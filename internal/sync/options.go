@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/petrel-relay/petrel/internal/client"
 	"github.com/petrel-relay/petrel/internal/nostr"
 	"github.com/petrel-relay/petrel/internal/store"
 )
@@ -67,8 +68,8 @@ func (d Direction) String() string {
 // Progress receives progress reports. Run calls it from its own
 // goroutine only.
 type Progress interface {
-	// Phase starts a phase (reconcile, download, upload, scan) of total
-	// steps; total is -1 when unknown.
+	// Phase starts a phase (reconcile, list, download, upload, paging) of
+	// total steps; total is -1 when unknown.
 	Phase(name string, total int64)
 	// Add reports n more steps done in the current phase.
 	Add(n int64)
@@ -117,17 +118,17 @@ type Options struct {
 	// retried before it counts as refused. Default 8.
 	MaxRetries int
 
-	// FallbackScan scans the remote with REQ when it does not speak
-	// NIP-77, downloading what the local store lacks. It needs Store and
-	// Direction Down.
-	FallbackScan bool
+	// FallbackPaging pages through the remote's events with REQ when it
+	// does not speak NIP-77, downloading what the local store lacks. It
+	// needs Store and Direction Down.
+	FallbackPaging bool
 
 	// Verifier checks downloaded signatures. Default
 	// nostr.DefaultVerifier().
 	Verifier nostr.Verifier
 	// Progress receives progress reports; nil: none.
 	Progress Progress
-	// Logger receives warnings (scan gaps, unexpected messages). Default:
+	// Logger receives warnings (paging gaps, unexpected messages). Default:
 	// a logger that discards.
 	Logger *slog.Logger
 }
@@ -135,6 +136,14 @@ type Options struct {
 func (o *Options) normalize() error {
 	if o.Remote == "" {
 		return fmt.Errorf("%w: no remote relay", ErrOptions)
+	}
+	if err := client.CheckURL(o.Remote); err != nil {
+		return fmt.Errorf("%w: remote: %w", ErrOptions, err)
+	}
+	if o.From != "" {
+		if err := client.CheckURL(o.From); err != nil {
+			return fmt.Errorf("%w: from: %w", ErrOptions, err)
+		}
 	}
 	if (o.Store == nil) == (o.From == "") {
 		return fmt.Errorf("%w: give exactly one of a local store and a --from relay", ErrOptions)
@@ -145,8 +154,8 @@ func (o *Options) normalize() error {
 	if o.Direction&^Both != 0 {
 		return fmt.Errorf("%w: direction %d", ErrOptions, o.Direction)
 	}
-	if o.FallbackScan && o.Store == nil {
-		return fmt.Errorf("%w: the fallback scan needs a local store", ErrOptions)
+	if o.FallbackPaging && o.Store == nil {
+		return fmt.Errorf("%w: the fallback paging needs a local store", ErrOptions)
 	}
 	if o.Filter.Search != "" {
 		return fmt.Errorf("%w: a search filter cannot be synced", ErrOptions)
@@ -217,10 +226,20 @@ func (t *Transfer) RefusedTotal() int {
 	return n
 }
 
+// Result modes.
+const (
+	// ModeNegentropy: the local store reconciled with the remote.
+	ModeNegentropy = "negentropy"
+	// ModeList: two relays listed with negentropy (Options.From).
+	ModeList = "list"
+	// ModePaging: the remote paged through with REQ
+	// (Options.FallbackPaging).
+	ModePaging = "paging"
+)
+
 // Result says what Run did.
 type Result struct {
-	// Mode is "negentropy", "list" (two relays listed, Options.From) or
-	// "scan" (the fallback scan).
+	// Mode is ModeNegentropy, ModeList or ModePaging.
 	Mode string `json:"mode"`
 	// LocalItems is the number of local events matching the filter (for
 	// "list": the From relay's), RemoteItems the remote's when known
@@ -228,19 +247,20 @@ type Result struct {
 	LocalItems  int `json:"local_items"`
 	RemoteItems int `json:"remote_items,omitempty"`
 	// Have is the number of ids the local side has and the remote lacks;
-	// Need the number the remote has and the local side lacks. A scan
+	// Need the number the remote has and the local side lacks. Paging
 	// reports as Need the events it found missing locally.
 	Have int `json:"have"`
 	Need int `json:"need"`
-	// Rounds is the number of negentropy round trips (or scan pages).
+	// Rounds is the number of negentropy round trips (or pages).
 	Rounds int `json:"rounds"`
 	// Down and Up count the transfers.
 	Down Transfer `json:"down"`
 	Up   Transfer `json:"up"`
-	// ScanGaps counts the seconds a scan could not page through because
+	// PagingGaps counts the seconds paging could not get through because
 	// more events than a page share that created_at; some of their events
-	// may have been skipped.
-	ScanGaps int `json:"scan_gaps,omitempty"`
+	// may have been skipped. (Its JSON name is from when paging was
+	// called scanning.)
+	PagingGaps int `json:"scan_gaps,omitempty"`
 	// ReconcileSent and ReconcileReceived are the WebSocket payload bytes
 	// of the negentropy (or listing) exchange; Sent and Received of the
 	// whole run, over every connection.
@@ -261,8 +281,8 @@ func (r *Result) String() string {
 		fmt.Fprintf(&b, ", remote %d", r.RemoteItems)
 	}
 	fmt.Fprintf(&b, ", have %d, need %d, %d rounds", r.Have, r.Need, r.Rounds)
-	if r.ScanGaps > 0 {
-		fmt.Fprintf(&b, " (%d gaps)", r.ScanGaps)
+	if r.PagingGaps > 0 {
+		fmt.Fprintf(&b, " (%d gaps)", r.PagingGaps)
 	}
 	tr := func(name string, t *Transfer) {
 		if t.Wanted == 0 && t.Moved == 0 {

@@ -2,12 +2,12 @@ package sync
 
 import (
 	"context"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
 	"time"
 
+	"github.com/petrel-relay/petrel/internal/client"
 	"github.com/petrel-relay/petrel/internal/negentropy"
 	"github.com/petrel-relay/petrel/internal/nostr"
 )
@@ -16,10 +16,10 @@ import (
 type syncer struct {
 	o      Options
 	res    Result
-	remote *conn
-	from   *conn // nil unless Options.From
-	rinfo  info  // the remote's NIP-11 (zero when unknown)
-	finfo  info  // the From relay's
+	remote *client.Conn
+	from   *client.Conn // nil unless Options.From
+	rinfo  client.Info  // the remote's NIP-11 (zero when unknown)
+	finfo  client.Info  // the From relay's
 	subSeq int
 	// backoff replaces minBackoff (and scales maxBackoff) in tests.
 	backoff time.Duration
@@ -38,11 +38,12 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	if p := s.o.Progress; p != nil {
 		p.Done()
 	}
-	for _, c := range []*conn{s.remote, s.from} {
+	for _, c := range []*client.Conn{s.remote, s.from} {
 		if c != nil {
-			c.close()
-			s.res.Sent += c.sent.Load()
-			s.res.Received += c.recv.Load()
+			c.Close()
+			st := c.Stats()
+			s.res.Sent += st.Sent
+			s.res.Received += st.Received
 		}
 	}
 	s.res.Elapsed = time.Since(start)
@@ -52,23 +53,11 @@ func Run(ctx context.Context, o Options) (Result, error) {
 func (s *syncer) run(ctx context.Context) error {
 	o := &s.o
 	var err error
-	if s.rinfo, err = fetchInfo(ctx, o.Remote); err != nil {
-		if errors.Is(err, ErrOptions) {
-			return err
-		}
-		o.Logger.Info("no NIP-11 document: using default limits", "relay", o.Remote, "err", err)
-	}
-	if s.remote, err = dial(ctx, o.Remote); err != nil {
+	if s.remote, s.rinfo, err = s.connect(ctx, o.Remote); err != nil {
 		return err
 	}
 	if o.From != "" {
-		if s.finfo, err = fetchInfo(ctx, o.From); err != nil {
-			if errors.Is(err, ErrOptions) {
-				return err
-			}
-			o.Logger.Info("no NIP-11 document: using default limits", "relay", o.From, "err", err)
-		}
-		if s.from, err = dial(ctx, o.From); err != nil {
+		if s.from, s.finfo, err = s.connect(ctx, o.From); err != nil {
 			return err
 		}
 		return s.runList(ctx)
@@ -76,12 +65,12 @@ func (s *syncer) run(ctx context.Context) error {
 
 	have, need, err := s.reconcileStore(ctx)
 	if err != nil {
-		if (errors.Is(err, ErrUnsupported) || errors.Is(err, ErrRefused)) && o.FallbackScan {
+		if (errors.Is(err, ErrUnsupported) || errors.Is(err, ErrRefused)) && o.FallbackPaging {
 			if o.Direction != Down {
-				return fmt.Errorf("%w; the fallback scan only downloads: run it with --dir down", err)
+				return fmt.Errorf("%w; the fallback paging only downloads: run it with direction down", err)
 			}
-			o.Logger.Info("falling back to a REQ scan", "reason", err)
-			return s.scan(ctx)
+			o.Logger.Info("falling back to paging through the relay with REQ", "reason", err)
+			return s.pageThrough(ctx)
 		}
 		return err
 	}
@@ -101,13 +90,29 @@ func (s *syncer) run(ctx context.Context) error {
 	return nil
 }
 
+// infoTimeout bounds the request for a relay's NIP-11 document.
+const infoTimeout = 5 * time.Second
+
+// connect reads the NIP-11 document of the relay at url (a relay without
+// one gets the zero Info: no known limits) and connects to it.
+func (s *syncer) connect(ctx context.Context, url string) (*client.Conn, client.Info, error) {
+	ictx, cancel := context.WithTimeout(ctx, infoTimeout)
+	inf, err := client.FetchInfo(ictx, nil, url)
+	cancel()
+	if err != nil {
+		s.o.Logger.Info("no NIP-11 document: using default limits", "relay", url, "err", err)
+	}
+	c, err := client.Dial(ctx, url, client.Options{})
+	return c, inf, err
+}
+
 // runList syncs two relays: it lists both sides' ids and moves the
 // difference.
 func (s *syncer) runList(ctx context.Context) error {
 	o := &s.o
-	s.res.Mode = "list"
+	s.res.Mode = ModeList
 	t0 := time.Now()
-	s.phase("list", -1)
+	s.phase(ModeList, -1)
 	local, err := s.list(ctx, s.from, &s.finfo)
 	if err != nil {
 		return fmt.Errorf("list %s: %w", o.From, err)
@@ -149,17 +154,24 @@ func (s *syncer) runList(ctx context.Context) error {
 
 // list returns the ids of the events matching the filter on one relay,
 // reconciling an empty set against it.
-func (s *syncer) list(ctx context.Context, c *conn, inf *info) (map[nostr.ID]struct{}, error) {
-	sent, recv := c.sent.Load(), c.recv.Load()
+func (s *syncer) list(ctx context.Context, c *client.Conn, inf *client.Info) (map[nostr.ID]struct{}, error) {
+	before := c.Stats()
 	_, need, err := s.reconcile(ctx, c, inf, nil)
-	s.res.ReconcileSent += c.sent.Load() - sent
-	s.res.ReconcileReceived += c.recv.Load() - recv
+	s.countReconcile(c, before)
 	return need, err
+}
+
+// countReconcile adds what c sent and received since before to the
+// reconciliation's bytes.
+func (s *syncer) countReconcile(c *client.Conn, before client.Stats) {
+	after := c.Stats()
+	s.res.ReconcileSent += after.Sent - before.Sent
+	s.res.ReconcileReceived += after.Received - before.Received
 }
 
 // reconcileStore reconciles the local store's items with the remote.
 func (s *syncer) reconcileStore(ctx context.Context) (have, need []nostr.ID, err error) {
-	s.res.Mode = "negentropy"
+	s.res.Mode = ModeNegentropy
 	t0 := time.Now()
 	items, err := s.o.Store.Items(ctx, []nostr.Filter{s.o.Filter}, 0)
 	if err != nil {
@@ -173,10 +185,9 @@ func (s *syncer) reconcileStore(ctx context.Context) (have, need []nostr.ID, err
 	items = nil
 	s.phase("reconcile", -1)
 	c := s.remote
-	sent, recv := c.sent.Load(), c.recv.Load()
+	before := c.Stats()
 	haveSet, needSet, err := s.reconcile(ctx, c, &s.rinfo, vitems)
-	s.res.ReconcileSent += c.sent.Load() - sent
-	s.res.ReconcileReceived += c.recv.Load() - recv
+	s.countReconcile(c, before)
 	s.res.ReconcileTime = time.Since(t0)
 	if err != nil {
 		return nil, nil, err
@@ -192,7 +203,7 @@ func (s *syncer) reconcileStore(ctx context.Context) (have, need []nostr.ID, err
 }
 
 // frameLimit is the negentropy frame size limit for messages to a relay.
-func (s *syncer) frameLimit(inf *info) int {
+func (s *syncer) frameLimit(inf *client.Info) int {
 	l := s.o.FrameLimit
 	if m := inf.Limitation.MaxMessageLength; m > 0 {
 		l = min(l, (m-200)/2)
@@ -208,7 +219,7 @@ func (s *syncer) nextSubID(kind string) string {
 
 // reconcile runs one negentropy session with c over items (nil: an empty
 // set) and returns the ids this side has and needs.
-func (s *syncer) reconcile(ctx context.Context, c *conn, inf *info, items []negentropy.Item) (have, need map[nostr.ID]struct{}, err error) {
+func (s *syncer) reconcile(ctx context.Context, c *client.Conn, inf *client.Info, items []negentropy.Item) (have, need map[nostr.ID]struct{}, err error) {
 	o := &s.o
 	v, err := negentropy.NewVector(items)
 	if err != nil {
@@ -223,29 +234,16 @@ func (s *syncer) reconcile(ctx context.Context, c *conn, inf *info, items []nege
 		return nil, nil, err
 	}
 	id := s.nextSubID("neg")
-	rt := c.subscribe(id, 4)
-	defer c.unsubscribe(id, rt)
-
-	buf := append([]byte(`["NEG-OPEN",`), nostr.AppendString(nil, id)...)
-	buf = append(buf, ',')
-	buf = nostr.AppendFilter(buf, &o.Filter)
-	buf = append(buf, `,"`...)
-	buf = hex.AppendEncode(buf, msg)
-	buf = append(buf, `"]`...)
-	c.drainNotices()
-	if err := c.send(buf); err != nil {
+	drainInbox(c) // a NOTICE from before is no answer to this NEG-OPEN
+	sub, err := c.NegOpen(id, &o.Filter, msg)
+	if err != nil {
 		return nil, nil, err
 	}
-	closeMsg := append(append([]byte(`["NEG-CLOSE",`), nostr.AppendString(nil, id)...), ']')
-	defer func() {
-		if err != nil {
-			_ = c.send(closeMsg)
-		}
-	}()
+	defer sub.Close() // NEG-CLOSE, also when the session failed
 
 	have, need = make(map[nostr.ID]struct{}), make(map[nostr.ID]struct{})
 	for round := 1; ; round++ {
-		reply, err := s.awaitNeg(ctx, c, rt, round == 1)
+		reply, err := s.awaitNeg(ctx, c, sub, round == 1)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -254,7 +252,7 @@ func (s *syncer) reconcile(ctx context.Context, c *conn, inf *info, items []nege
 			return nil, nil, fmt.Errorf("%w: it speaks another negentropy version (%v)", ErrUnsupported, err)
 		}
 		if err != nil {
-			return nil, nil, fmt.Errorf("negentropy round %d with %s: %w", round, c.url, err)
+			return nil, nil, fmt.Errorf("negentropy round %d with %s: %w", round, c.URL(), err)
 		}
 		s.res.Rounds++
 		if o.Progress != nil {
@@ -269,25 +267,34 @@ func (s *syncer) reconcile(ctx context.Context, c *conn, inf *info, items []nege
 		if next == nil {
 			break
 		}
-		buf = append(buf[:0], `["NEG-MSG",`...)
-		buf = nostr.AppendString(buf, id)
-		buf = append(buf, `,"`...)
-		buf = hex.AppendEncode(buf, next)
-		buf = append(buf, `"]`...)
-		if err := c.send(buf); err != nil {
+		if err := c.NegMsg(id, next); err != nil {
 			return nil, nil, err
 		}
 	}
-	if err := c.send(closeMsg); err != nil {
+	if err := sub.Close(); err != nil {
 		return nil, nil, err
 	}
 	return have, need, nil
 }
 
+// drainInbox empties c's inbox of what arrived unasked so far.
+func drainInbox(c *client.Conn) {
+	for {
+		select {
+		case _, ok := <-c.Inbox():
+			if !ok {
+				return
+			}
+		default:
+			return
+		}
+	}
+}
+
 // awaitNeg waits for the next NEG-MSG of a session. For the answer to
 // NEG-OPEN (first), anything but a NEG-MSG within OpenTimeout means the
 // remote does not do NIP-77 here.
-func (s *syncer) awaitNeg(ctx context.Context, c *conn, rt *route, first bool) ([]byte, error) {
+func (s *syncer) awaitNeg(ctx context.Context, c *client.Conn, sub *client.Sub, first bool) ([]byte, error) {
 	wait := s.o.Timeout
 	if first {
 		wait = s.o.OpenTimeout
@@ -296,7 +303,10 @@ func (s *syncer) awaitNeg(ctx context.Context, c *conn, rt *route, first bool) (
 	defer timer.Stop()
 	for {
 		select {
-		case m := <-rt.ch:
+		case m, ok := <-sub.Messages():
+			if !ok {
+				return nil, c.Err()
+			}
 			switch m.Type {
 			case nostr.LabelNegMsg:
 				return m.NegPayload, nil
@@ -304,25 +314,29 @@ func (s *syncer) awaitNeg(ctx context.Context, c *conn, rt *route, first bool) (
 				if first {
 					return nil, fmt.Errorf("%w: NEG-ERR %q", ErrRefused, m.Message)
 				}
-				return nil, fmt.Errorf("%s ended the negentropy session: %s", c.url, m.Message)
+				return nil, fmt.Errorf("%s ended the negentropy session: %s", c.URL(), m.Message)
 			case nostr.LabelClosed:
 				if first {
 					return nil, fmt.Errorf("%w: it answered NEG-OPEN with CLOSED %q", ErrUnsupported, m.Message)
 				}
-				return nil, fmt.Errorf("%s closed the negentropy session: %s", c.url, m.Message)
+				return nil, fmt.Errorf("%s closed the negentropy session: %s", c.URL(), m.Message)
 			}
-		case n := <-c.notices:
+		case m, ok := <-c.Inbox():
+			if !ok {
+				return nil, c.Err()
+			}
+			if m.Relay == nil || m.Relay.Type != nostr.LabelNotice {
+				continue // not an answer to this session
+			}
 			if first {
-				return nil, fmt.Errorf("%w: it answered NEG-OPEN with NOTICE %q", ErrUnsupported, n)
+				return nil, fmt.Errorf("%w: it answered NEG-OPEN with NOTICE %q", ErrUnsupported, m.Relay.Message)
 			}
-			s.o.Logger.Warn("notice", "relay", c.url, "message", n)
+			s.o.Logger.Warn("notice", "relay", c.URL(), "message", m.Relay.Message)
 		case <-timer.C:
 			if first {
 				return nil, fmt.Errorf("%w: no answer to NEG-OPEN within %v", ErrUnsupported, wait)
 			}
-			return nil, fmt.Errorf("%s: no negentropy answer within %v", c.url, wait)
-		case <-c.done:
-			return nil, c.err
+			return nil, fmt.Errorf("%s: no negentropy answer within %v", c.URL(), wait)
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}

@@ -202,11 +202,11 @@ func TestSyncResume(t *testing.T) {
 }
 
 // TestSyncUnsupported: a remote that answers NEG-OPEN with NOTICE,
-// CLOSED, NEG-ERR or nothing makes Run fail clearly; with FallbackScan it
-// scans instead.
+// CLOSED, NEG-ERR or nothing makes Run fail clearly; with FallbackPaging
+// it pages through the remote with REQ instead.
 func TestSyncUnsupported(t *testing.T) {
 	t.Parallel()
-	events := signed("scan", 200, 1, base, 1)
+	events := signed("unsupported", 200, 1, base, 1)
 	f := func(neg string, wantErr error) {
 		t.Helper()
 		fr := newFakeRelay(t, neg, "", events)
@@ -219,17 +219,17 @@ func TestSyncUnsupported(t *testing.T) {
 		if n := len(items(t, st, nostr.Filter{})); n != 0 {
 			t.Fatalf("%s: %d events saved", neg, n)
 		}
-		res, err := Run(context.Background(), Options{Remote: fr.URL, Store: st, OpenTimeout: 300 * time.Millisecond, FallbackScan: true})
+		res, err := Run(context.Background(), Options{Remote: fr.URL, Store: st, OpenTimeout: 300 * time.Millisecond, FallbackPaging: true})
 		if err != nil {
-			t.Fatalf("%s: scan: %v", neg, err)
+			t.Fatalf("%s: paging: %v", neg, err)
 		}
-		if res.Mode != "scan" || res.Need != len(events) || res.Down.Moved != len(events) {
-			t.Fatalf("%s: scan: %s", neg, res.String())
+		if res.Mode != ModePaging || res.Need != len(events) || res.Down.Moved != len(events) {
+			t.Fatalf("%s: paging: %s", neg, res.String())
 		}
-		sameItems(t, "scanned", st, nostr.Filter{}, want(events))
-		_, err = Run(context.Background(), Options{Remote: fr.URL, Store: st, OpenTimeout: 300 * time.Millisecond, FallbackScan: true, Direction: Both})
+		sameItems(t, "paged", st, nostr.Filter{}, want(events))
+		_, err = Run(context.Background(), Options{Remote: fr.URL, Store: st, OpenTimeout: 300 * time.Millisecond, FallbackPaging: true, Direction: Both})
 		if !errors.Is(err, wantErr) {
-			t.Fatalf("%s: scan both ways: %v", neg, err)
+			t.Fatalf("%s: paging both ways: %v", neg, err)
 		}
 	}
 	f("notice", ErrUnsupported)
@@ -238,11 +238,11 @@ func TestSyncUnsupported(t *testing.T) {
 	f("negerr", ErrRefused)
 }
 
-// TestSyncScanPaging: the scan pages through ties at page boundaries
+// TestSyncPaging: the fallback paging gets through ties at page boundaries
 // without losing or repeating events, keeps events the local store
 // already has, honours since/until, and counts a second holding more
 // events than a page as a gap.
-func TestSyncScanPaging(t *testing.T) {
+func TestSyncPaging(t *testing.T) {
 	t.Parallel()
 	// 7 events a second over 40 seconds, pages of 10: every page boundary
 	// falls inside a second.
@@ -261,20 +261,20 @@ func TestSyncScanPaging(t *testing.T) {
 	info := `{"limitation":{"max_limit":10}}`
 	fr := newFakeRelay(t, "notice", info, events)
 	st := modelWith(t, events[:30])
-	res, err := Run(context.Background(), Options{Remote: fr.URL, Store: st, FallbackScan: true, Batch: 16})
+	res, err := Run(context.Background(), Options{Remote: fr.URL, Store: st, FallbackPaging: true, Batch: 16})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sameItems(t, "scanned", st, nostr.Filter{}, want(events))
-	if res.Need != len(events)-30 || res.Down.Moved != res.Need || res.ScanGaps != 0 {
+	sameItems(t, "paged", st, nostr.Filter{}, want(events))
+	if res.Need != len(events)-30 || res.Down.Moved != res.Need || res.PagingGaps != 0 {
 		t.Fatal(res.String())
 	}
 	t.Logf("%s", res.String())
 
-	// since/until bound the scan.
+	// since/until bound the paging.
 	st2 := modelWith(t)
 	window := nostr.Filter{Since: base + 10, HasSince: true, Until: base + 19, HasUntil: true}
-	if _, err := Run(context.Background(), Options{Remote: fr.URL, Store: st2, FallbackScan: true, Filter: window}); err != nil {
+	if _, err := Run(context.Background(), Options{Remote: fr.URL, Store: st2, FallbackPaging: true, Filter: window}); err != nil {
 		t.Fatal(err)
 	}
 	sameItems(t, "window", st2, nostr.Filter{}, want(events[70:140]))
@@ -283,11 +283,11 @@ func TestSyncScanPaging(t *testing.T) {
 	crowd := signed("crowd", 25, 1, base+100, 0)
 	fr2 := newFakeRelay(t, "notice", info, slices.Concat(events[:20], crowd))
 	st3 := modelWith(t)
-	res, err = Run(context.Background(), Options{Remote: fr2.URL, Store: st3, FallbackScan: true})
+	res, err = Run(context.Background(), Options{Remote: fr2.URL, Store: st3, FallbackPaging: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.ScanGaps != 1 || res.Down.Moved != 20+10 {
+	if res.PagingGaps != 1 || res.Down.Moved != 20+10 {
 		t.Fatalf("crowded second: %s", res.String())
 	}
 }
@@ -306,7 +306,7 @@ func TestSyncOptions(t *testing.T) {
 	f(Options{Store: st})
 	f(Options{Remote: "ws://127.0.0.1:1"})
 	f(Options{Remote: "ws://127.0.0.1:1", Store: st, From: "ws://127.0.0.1:2"})
-	f(Options{Remote: "ws://127.0.0.1:1", From: "ws://127.0.0.1:2", FallbackScan: true})
+	f(Options{Remote: "ws://127.0.0.1:1", From: "ws://127.0.0.1:2", FallbackPaging: true})
 	f(Options{Remote: "ws://127.0.0.1:1", Store: st, Filter: nostr.Filter{Search: "x"}})
 	f(Options{Remote: "http://127.0.0.1:1", Store: st})
 	if _, err := ParseDirection("sideways"); !errors.Is(err, ErrOptions) {

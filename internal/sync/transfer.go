@@ -10,6 +10,7 @@ import (
 	gosync "sync"
 	"time"
 
+	"github.com/petrel-relay/petrel/internal/client"
 	"github.com/petrel-relay/petrel/internal/nostr"
 	"github.com/petrel-relay/petrel/internal/store"
 )
@@ -89,8 +90,8 @@ func (s *syncer) transfer(ctx context.Context, phase string, ids []nostr.ID, src
 // each one's id and signature.
 type relaySource struct {
 	s   *syncer
-	c   *conn
-	inf *info
+	c   *client.Conn
+	inf *client.Info
 }
 
 func (r *relaySource) chunk() int {
@@ -133,40 +134,33 @@ func (r *relaySource) fetch(ctx context.Context, ids []nostr.ID, t *Transfer) ([
 }
 
 // req sends one REQ with filter f and returns its events up to EOSE.
-func (s *syncer) req(ctx context.Context, c *conn, f *nostr.Filter) ([]*nostr.Event, error) {
-	id := s.nextSubID("req")
-	rt := c.subscribe(id, 256)
-	defer c.unsubscribe(id, rt)
-	msg := append([]byte(`["REQ",`), nostr.AppendString(nil, id)...)
-	msg = append(msg, ',')
-	msg = nostr.AppendFilter(msg, f)
-	msg = append(msg, ']')
-	if err := c.send(msg); err != nil {
+func (s *syncer) req(ctx context.Context, c *client.Conn, f *nostr.Filter) ([]*nostr.Event, error) {
+	sub, err := c.Req(s.nextSubID("req"), *f)
+	if err != nil {
 		return nil, err
 	}
+	defer sub.Unsubscribe()
 	var out []*nostr.Event
 	timer := time.NewTimer(s.o.Timeout)
 	defer timer.Stop()
 	for {
 		select {
-		case m := <-rt.ch:
+		case m, ok := <-sub.Messages():
+			if !ok {
+				return nil, c.Err()
+			}
 			switch m.Type {
 			case nostr.LabelEvent:
 				out = append(out, m.Event)
-				if !timer.Stop() {
-					<-timer.C
-				}
 				timer.Reset(s.o.Timeout)
 			case nostr.LabelEOSE:
-				_ = c.send(append(append([]byte(`["CLOSE",`), nostr.AppendString(nil, id)...), ']'))
+				_ = sub.Close()
 				return out, nil
 			case nostr.LabelClosed:
-				return nil, fmt.Errorf("%s refused REQ: %s", c.url, m.Message)
+				return nil, fmt.Errorf("%s refused REQ: %s", c.URL(), m.Message)
 			}
 		case <-timer.C:
-			return nil, fmt.Errorf("%s: no EOSE within %v", c.url, s.o.Timeout)
-		case <-c.done:
-			return nil, c.err
+			return nil, fmt.Errorf("%s: no EOSE within %v", c.URL(), s.o.Timeout)
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
@@ -267,7 +261,7 @@ func (s *syncer) save(ctx context.Context, events []*nostr.Event, t *Transfer) e
 // "rate-limited:" after a growing pause.
 type relaySink struct {
 	s *syncer
-	c *conn
+	c *client.Conn
 }
 
 // pendingEvent is an event being uploaded.
@@ -293,6 +287,9 @@ func (w *relaySink) put(ctx context.Context, events []*nostr.Event, t *Transfer)
 		queue[i] = &pendingEvent{ev: ev}
 	}
 	inflight := make(map[nostr.ID]*pendingEvent, o.Window)
+	// Room for every OK awaited: the reader never waits on it, even for
+	// OKs that come after put gave up on them.
+	oks := make(chan *nostr.RelayMessage, o.Window)
 	var pauseUntil time.Time
 	lo, hi := minBackoff, maxBackoff
 	if w.s.backoff > 0 {
@@ -302,7 +299,6 @@ func (w *relaySink) put(ctx context.Context, events []*nostr.Event, t *Transfer)
 	lastOK := time.Now()
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
-	var msg []byte
 	// On cancellation no new event is sent, but the OKs of those in
 	// flight are still awaited (for at most cancelGrace), so that an
 	// interrupted run leaves nothing half-known and the next run does not
@@ -321,8 +317,7 @@ func (w *relaySink) put(ctx context.Context, events []*nostr.Event, t *Transfer)
 			if _, dup := inflight[p.ev.ID]; dup {
 				continue // the same id twice: one upload is enough
 			}
-			msg = append(append(append(msg[:0], `["EVENT",`...), p.ev.Raw...), ']')
-			if err := c.send(msg); err != nil {
+			if err := c.SendEvent(p.ev, oks); err != nil {
 				return err
 			}
 			if len(inflight) == 0 {
@@ -341,7 +336,7 @@ func (w *relaySink) put(ctx context.Context, events []*nostr.Event, t *Transfer)
 		}
 		timer.Reset(max(wait, 0))
 		select {
-		case m := <-c.oks:
+		case m := <-oks:
 			p := inflight[m.EventID]
 			if p == nil {
 				break // not ours, or already counted
@@ -368,10 +363,10 @@ func (w *relaySink) put(ctx context.Context, events []*nostr.Event, t *Transfer)
 				for range inflight {
 					t.refuse("timeout")
 				}
-				return fmt.Errorf("%s: no OK within %v for %d events", c.url, o.Timeout, len(inflight))
+				return fmt.Errorf("%s: no OK within %v for %d events", c.URL(), o.Timeout, len(inflight))
 			}
-		case <-c.done:
-			return c.err
+		case <-c.Done():
+			return c.Err()
 		case <-done:
 			cancelled = ctx.Err()
 			done = nil

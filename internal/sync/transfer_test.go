@@ -8,23 +8,24 @@ import (
 	"testing"
 	"time"
 
+	"github.com/petrel-relay/petrel/internal/client"
 	"github.com/petrel-relay/petrel/internal/nostr"
 )
 
 // testSyncer returns a syncer with normalized options and a connection
 // to url.
-func testSyncer(t *testing.T, url string, o Options) (*syncer, *conn) {
+func testSyncer(t *testing.T, url string, o Options) (*syncer, *client.Conn) {
 	t.Helper()
 	o.Remote = url
 	o.Store = modelWith(t)
 	if err := o.normalize(); err != nil {
 		t.Fatal(err)
 	}
-	c, err := dial(context.Background(), url)
+	c, err := client.Dial(context.Background(), url, client.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(c.close)
+	t.Cleanup(c.Close)
 	return &syncer{o: o, remote: c, backoff: time.Millisecond}, c
 }
 
@@ -107,7 +108,7 @@ func TestDownloadChecks(t *testing.T) {
 	s, c := testSyncer(t, fr.URL, Options{})
 	var tr Transfer
 	ids := []nostr.ID{good[0].ID, good[1].ID, good[2].ID, good[3].ID, good[4].ID, badSig.ID, badID.ID}
-	got, err := (&relaySource{s: s, c: c, inf: &info{}}).fetch(context.Background(), ids, &tr)
+	got, err := (&relaySource{s: s, c: c, inf: &client.Info{}}).fetch(context.Background(), ids, &tr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +124,7 @@ func TestChunkSizes(t *testing.T) {
 	f := func(perReq, maxLimit, maxMsg, want int) {
 		t.Helper()
 		s := &syncer{o: Options{IDsPerReq: perReq}}
-		var inf info
+		var inf client.Info
 		inf.Limitation.MaxLimit, inf.Limitation.MaxMessageLength = maxLimit, maxMsg
 		if got := (&relaySource{s: s, inf: &inf}).chunk(); got != want {
 			t.Fatalf("chunk(%d, %d, %d) = %d, want %d", perReq, maxLimit, maxMsg, got, want)

@@ -6,13 +6,13 @@ import (
 	"github.com/petrel-relay/petrel/internal/nostr"
 )
 
-// defaultPage is the scan's page size when the remote advertises no
-// max_limit.
+// defaultPage is the page size of the fallback paging when the remote
+// advertises no max_limit.
 const defaultPage = 500
 
-// scan is the fallback for a remote without NIP-77: it pages through the
-// remote's events matching the filter, newest first, and saves those the
-// local store lacks.
+// pageThrough is the fallback for a remote without NIP-77 ("paging"): it
+// pages through the remote's events matching the filter with REQ, newest
+// first, and saves those the local store lacks.
 //
 // Each page asks for limit events with until= the oldest created_at of the
 // previous page, inclusive, because more events may share that second
@@ -20,14 +20,14 @@ const defaultPage = 500
 // A page that brings nothing new moves until one second further back.
 // That never loops (each page either lowers until or adds a new id at the
 // boundary second) and never stops before a page comes back empty, so a
-// relay that returns fewer events than asked for is scanned to the end
-// all the same. Only a second holding more events than a page cannot be
-// paged through (REQ has no finer cursor): that is counted in
-// Result.ScanGaps and logged.
-func (s *syncer) scan(ctx context.Context) error {
+// relay that returns fewer events than asked for is paged through to the
+// end all the same. Only a second holding more events than a page cannot
+// be paged through (REQ has no finer cursor): that is counted in
+// Result.PagingGaps and logged.
+func (s *syncer) pageThrough(ctx context.Context) error {
 	o := &s.o
-	s.res.Mode = "scan"
-	s.phase("scan", -1)
+	s.res.Mode = ModePaging
+	s.phase(ModePaging, -1)
 	limit := defaultPage
 	if l := s.rinfo.Limitation.MaxLimit; l > 0 {
 		limit = l
@@ -83,13 +83,13 @@ func (s *syncer) scan(ctx context.Context) error {
 			o.Progress.Add(int64(len(page)))
 		}
 		if valid == 0 {
-			o.Logger.Warn("a scan page held no valid event matching the filter; stopping", "relay", s.remote.url)
+			o.Logger.Warn("a page held no valid event matching the filter; stopping the paging", "relay", s.remote.URL())
 			break
 		}
 		if fresh == 0 {
 			// Nothing new at or below until: step below that second.
 			if len(page) >= limit {
-				s.res.ScanGaps++
+				s.res.PagingGaps++
 				o.Logger.Warn("more events share one second than a page holds; some may be skipped",
 					"created_at", f.Until, "page", len(page))
 			}

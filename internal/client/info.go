@@ -1,0 +1,111 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"slices"
+)
+
+// MaxInfoBytes is the largest NIP-11 document FetchInfo reads.
+const MaxInfoBytes = 1 << 20
+
+// ErrInfo means the relay has no usable NIP-11 document: an HTTP status
+// other than 200, a document over MaxInfoBytes, or one that is not JSON.
+var ErrInfo = errors.New("client: no usable NIP-11 document")
+
+// Info is a relay's NIP-11 document: the fields a client acts on, and the
+// whole document in Raw.
+type Info struct {
+	Name          string     `json:"name"`
+	Description   string     `json:"description"`
+	PubKey        string     `json:"pubkey"`
+	Contact       string     `json:"contact"`
+	Software      string     `json:"software"`
+	Version       string     `json:"version"`
+	SupportedNIPs []int      `json:"supported_nips"`
+	Limitation    Limitation `json:"limitation"`
+	// Raw is the document as received.
+	Raw json.RawMessage `json:"-"`
+}
+
+// Supports reports whether the document lists nip in supported_nips.
+func (inf *Info) Supports(nip int) bool { return slices.Contains(inf.SupportedNIPs, nip) }
+
+// Limitation is the NIP-11 "limitation" object. A zero field means the
+// relay states no such limit.
+type Limitation struct {
+	MaxMessageLength    int   `json:"max_message_length"`
+	MaxSubscriptions    int   `json:"max_subscriptions"`
+	MaxFilters          int   `json:"max_filters"`
+	MaxLimit            int   `json:"max_limit"`
+	DefaultLimit        int   `json:"default_limit"`
+	MaxSubIDLength      int   `json:"max_subid_length"`
+	MaxEventTags        int   `json:"max_event_tags"`
+	MaxContentLength    int   `json:"max_content_length"`
+	MinPowDifficulty    int   `json:"min_pow_difficulty"`
+	AuthRequired        bool  `json:"auth_required"`
+	PaymentRequired     bool  `json:"payment_required"`
+	RestrictedWrites    bool  `json:"restricted_writes"`
+	CreatedAtLowerLimit int64 `json:"created_at_lower_limit"`
+	CreatedAtUpperLimit int64 `json:"created_at_upper_limit"`
+}
+
+// HTTPURL returns the http:// (or https://) URL of the relay at the ws://
+// (or wss://) URL wsURL.
+func HTTPURL(wsURL string) (string, error) {
+	if err := CheckURL(wsURL); err != nil {
+		return "", err
+	}
+	u, _ := url.Parse(wsURL) // CheckURL parsed it
+	if u.Scheme == "ws" {
+		u.Scheme = "http"
+	} else {
+		u.Scheme = "https"
+	}
+	return u.String(), nil
+}
+
+// FetchInfo reads the NIP-11 document of the relay at the ws:// or
+// wss:// URL wsURL with hc (nil: http.DefaultClient); ctx bounds the
+// request. A relay without a usable document gives an error wrapping
+// ErrInfo.
+func FetchInfo(ctx context.Context, hc *http.Client, wsURL string) (Info, error) {
+	var inf Info
+	u, err := HTTPURL(wsURL)
+	if err != nil {
+		return inf, err
+	}
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return inf, fmt.Errorf("client: NIP-11 of %s: %w", wsURL, err)
+	}
+	req.Header.Set("Accept", "application/nostr+json")
+	resp, err := hc.Do(req)
+	if err != nil {
+		return inf, fmt.Errorf("client: NIP-11 of %s: %w", wsURL, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return inf, fmt.Errorf("%w: %s: HTTP %d", ErrInfo, wsURL, resp.StatusCode)
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, MaxInfoBytes+1))
+	if err != nil {
+		return inf, fmt.Errorf("client: NIP-11 of %s: %w", wsURL, err)
+	}
+	if len(body) > MaxInfoBytes {
+		return inf, fmt.Errorf("%w: %s: larger than %d bytes", ErrInfo, wsURL, MaxInfoBytes)
+	}
+	if err := json.Unmarshal(body, &inf); err != nil {
+		return Info{}, fmt.Errorf("%w: %s: %w", ErrInfo, wsURL, err)
+	}
+	inf.Raw = body
+	return inf, nil
+}

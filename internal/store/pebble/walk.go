@@ -8,10 +8,10 @@ import (
 	"github.com/petrel-relay/petrel/internal/store"
 )
 
-// scan calls fn for every distinct event matching any of filters
+// walk calls fn for every distinct event matching any of filters
 // (ignoring limits), newest first, without loading bodies unless a check
 // needs them.
-func (s *Store) scan(ctx context.Context, filters []nostr.Filter, fn func(e *entry) error) error {
+func (s *Store) walk(ctx context.Context, filters []nostr.Filter, fn func(e *entry) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -82,7 +82,7 @@ func (s *Store) scan(ctx context.Context, filters []nostr.Filter, fn func(e *ent
 // Count implements store.Store.
 func (s *Store) Count(ctx context.Context, filters []nostr.Filter) (int64, error) {
 	var n int64
-	err := s.scan(ctx, filters, func(*entry) error { n++; return nil })
+	err := s.walk(ctx, filters, func(*entry) error { n++; return nil })
 	if err != nil {
 		return 0, err
 	}
@@ -92,7 +92,7 @@ func (s *Store) Count(ctx context.Context, filters []nostr.Filter) (int64, error
 // Items implements store.Store.
 func (s *Store) Items(ctx context.Context, filters []nostr.Filter, max int) ([]store.Item, error) {
 	var items []store.Item
-	err := s.scan(ctx, filters, func(e *entry) error {
+	err := s.walk(ctx, filters, func(e *entry) error {
 		if max > 0 && len(items) == max {
 			return store.ErrTooMany
 		}

@@ -371,10 +371,6 @@ func (s *Store) Stats() store.Stats {
 	return st
 }
 
-// DB returns the underlying pebble database, for tools (compaction,
-// checkpoints). Writing to it directly breaks the store's invariants.
-func (s *Store) DB() *pebble.DB { return s.db }
-
 // Close implements store.Store: it stops accepting work, lets the writer
 // commit everything queued, closes open iterators, then closes pebble.
 func (s *Store) Close() error {

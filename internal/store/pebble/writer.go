@@ -267,6 +267,9 @@ func (w *writer) commit(reqs []*request) {
 		// counter itself moves on only once the commit is done.
 		err = w.b.Set(commitKey, appendU64(nil, w.s.commits.Load()+1), nil)
 	}
+	if err == nil && !w.b.Empty() && w.s.opts.CommitFault != nil {
+		err = w.s.opts.CommitFault()
+	}
 	if err == nil && !w.b.Empty() {
 		opt := pebble.Sync
 		if w.s.opts.NoSync {

@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"time"
 
-	cpebble "github.com/cockroachdb/pebble/v2"
 	"github.com/spf13/cobra"
 
 	"github.com/petrel-relay/petrel/internal/config"
@@ -174,8 +173,5 @@ func countCopy(ctx context.Context, cfg config.Config, log *slog.Logger, dest st
 // backupStore writes a checkpoint of st into dest, which must not exist.
 // Writes committed before the call are in it (the WAL is synced first).
 func backupStore(st *pebble.Store, dest string) error {
-	if err := st.DB().Checkpoint(dest, cpebble.WithFlushedWAL()); err != nil {
-		return fmt.Errorf("checkpoint into %s: %w", dest, err)
-	}
-	return nil
+	return st.Checkpoint(dest)
 }

@@ -149,11 +149,8 @@ func compactStore(ctx context.Context, st *pebble.Store, purge bool, now int64) 
 		}
 		purged = n
 	}
-	// The whole keyspace: every table's keys start with a byte below
-	// 0xff (docs/storage.md), and tombstones of deleted keys lie in it
-	// too, wherever the live keys end.
-	if err := st.DB().Compact(ctx, []byte{0x00}, []byte{0xff, 0xff, 0xff, 0xff}, true); err != nil {
-		return purged, fmt.Errorf("compact: %w", err)
+	if err := st.Compact(ctx); err != nil {
+		return purged, err
 	}
 	return purged, nil
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 
@@ -15,11 +16,26 @@ func openStore(cfg config.Config, log *slog.Logger) (store.Store, error) {
 	case "pebble":
 		st, err := pebble.Open(pebbleOptions(cfg, log))
 		if err != nil {
-			return nil, fmt.Errorf("open store %s: %w", cfg.Store.Path, err)
+			return nil, openError(cfg.Store.Path, err)
 		}
 		return st, nil
 	}
 	return nil, fmt.Errorf("store backend %q: want pebble", cfg.Store.Backend)
+}
+
+// errStoreLocked is what every command (petrel serve and the maintenance
+// commands) says when another process (a running petrel serve, or a
+// maintenance command) holds the data directory.
+var errStoreLocked = errors.New("the data directory is locked by another process (is petrel serve running?)")
+
+// openError is the error of every command whose pebble.Open of the store
+// at path failed: errStoreLocked for a directory another process holds,
+// so that serve and the tools say the same thing.
+func openError(path string, err error) error {
+	if errors.Is(err, pebble.ErrLocked) {
+		return fmt.Errorf("%s: %w", path, errStoreLocked)
+	}
+	return fmt.Errorf("open store %s: %w", path, err)
 }
 
 // pebbleOptions are the store options every command uses, so that a tool

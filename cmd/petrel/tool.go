@@ -22,7 +22,6 @@ import (
 	"syscall"
 	"time"
 
-	cpebble "github.com/cockroachdb/pebble/v2"
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
@@ -31,11 +30,6 @@ import (
 	"github.com/petrel-relay/petrel/internal/nostr"
 	"github.com/petrel-relay/petrel/internal/store/pebble"
 )
-
-// errStoreLocked is wrapped by openToolStore when another process (a
-// running `petrel serve`, or another maintenance command) holds the data
-// directory.
-var errStoreLocked = errors.New("the data directory is locked by another process (is petrel serve running?)")
 
 // errNoStore is wrapped by openToolStore when the data directory holds no
 // store and the command does not create one.
@@ -55,9 +49,10 @@ type toolStoreOptions struct {
 }
 
 // openToolStore opens the pebble store of cfg for the exclusive use of a
-// maintenance command. Pebble locks the directory, so this fails with
-// errStoreLocked while `petrel serve` runs on it. The background purge of
-// expired events is off: tools change the store only as asked.
+// maintenance command. The store locks the directory, so this fails with
+// errStoreLocked (openError) while `petrel serve` runs on it. The
+// background purge of expired events is off: tools change the store only
+// as asked.
 func openToolStore(cfg config.Config, log *slog.Logger, o toolStoreOptions) (*pebble.Store, error) {
 	if cfg.Store.Backend != "pebble" {
 		return nil, fmt.Errorf("store backend %q: the maintenance commands work on the embedded pebble store only", cfg.Store.Backend)
@@ -82,32 +77,15 @@ func openToolStore(cfg config.Config, log *slog.Logger, o toolStoreOptions) (*pe
 	opts.BodyCacheBytes = -1
 	st, err := pebble.Open(opts)
 	if err != nil {
-		if isLockError(err) {
-			detail := err.Error()
-			var errno syscall.Errno
-			if errors.As(err, &errno) {
-				detail = errno.Error()
-			}
-			return nil, fmt.Errorf("%s: %w: %s", path, errStoreLocked, detail)
-		}
-		return nil, fmt.Errorf("open store %s: %w", path, err)
+		return nil, openError(path, err)
 	}
 	return st, nil
 }
 
-// isLockError reports whether err is pebble failing to take the
-// directory's LOCK file: fcntl F_SETLK fails with EAGAIN or EACCES when
-// another process holds it, and pebble refuses a second lock in the same
-// process with its own message.
-func isLockError(err error) bool {
-	return errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EACCES) ||
-		strings.Contains(err.Error(), "lock held by current process")
-}
-
-// syncToolStore makes every write committed so far durable (one synced
-// empty WAL record, which syncs the records before it).
+// syncToolStore makes every write committed so far durable, for a store
+// opened with noSync (pebble.Store.Sync).
 func syncToolStore(st *pebble.Store) error {
-	if err := st.DB().LogData(nil, cpebble.Sync); err != nil {
+	if err := st.Sync(); err != nil {
 		return fmt.Errorf("sync store: %w", err)
 	}
 	return nil

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/cockroachdb/pebble/v2"
 
@@ -32,6 +33,18 @@ const (
 	pfxSearch   = 'S'  // S len(1) term ^minSerial(8) -> posting block: count(uvarint) postings, newest first
 	pfxDoc      = 'F'  // F ^serial(8) -> id(32) created_at(8) meta: searchable events
 )
+
+// tables are the key prefixes above: every key the store writes starts
+// with one of them (TestKeyspace checks it against a store that has used
+// every table).
+var tables = []byte{pfxMeta, pfxBody, pfxID, pfxCreated, pfxAuthor, pfxKind, pfxAuthKind, pfxTag,
+	pfxAddr, pfxExpiry, pfxDelID, pfxDelAddr, pfxVanish, pfxSearch, pfxDoc}
+
+// keyspace returns the range [start, end) that holds every key of every
+// table, and so every key the store writes (and their tombstones).
+func keyspace() (start, end []byte) {
+	return []byte{slices.Min(tables)}, prefixEnd([]byte{slices.Max(tables)})
+}
 
 // formatKey holds the on-disk format version; formatVersion is what this
 // code writes and reads. A database in formatV1 (the same layout without

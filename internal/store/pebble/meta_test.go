@@ -46,7 +46,7 @@ func TestMeta(t *testing.T) {
 	if it.Next() {
 		t.Fatalf("a meta blob came back as an event")
 	}
-	if err := checkIntegrity(st.DB()); err != nil {
+	if err := checkIntegrity(st.db); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -95,6 +95,16 @@ type Options struct {
 	// FS is the filesystem pebble uses. Default: the operating system's.
 	// Tests use vfs.NewCrashableMem to simulate crashes.
 	FS vfs.FS
+
+	// CommitFault is for fault-injection tests only; leave it nil. When
+	// set, the writer calls it (on its goroutine) just before it commits
+	// a batch, and an error it returns fails the batch as a failed commit
+	// would: nothing of the batch is written, and every request in it
+	// gets the error (Save's error, Failed for Submit). A failing
+	// filesystem cannot stand in for it: pebble treats a failed write or
+	// sync of its write-ahead log as fatal (Logger.Fatalf, which panics
+	// here) once the batch is already in its memtable.
+	CommitFault func() error
 }
 
 // Defaults.

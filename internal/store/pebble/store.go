@@ -28,6 +28,7 @@ var ErrFormat = errors.New("store/pebble: unknown database format")
 type Store struct {
 	opts Options
 	db   *pebble.DB
+	lock *dirLock // the data directory's, released after db is closed
 	log  *slog.Logger
 
 	// mu guards the transition to closed: operations that must not run
@@ -76,7 +77,10 @@ var (
 	_ store.Searcher = (*Store)(nil)
 )
 
-// Open opens (creating if needed) the store at opts.Path.
+// Open opens (creating if needed) the store at opts.Path. The store holds
+// the directory's lock until Close: while another process, or another
+// Store of this one, has it open, Open fails with an error wrapping
+// ErrLocked.
 func Open(opts Options) (*Store, error) {
 	o, err := opts.withDefaults()
 	if err != nil {
@@ -100,13 +104,20 @@ func Open(opts Options) (*Store, error) {
 		popts.Levels[i].BlockSize = 16 << 10
 	}
 	popts.CompactionConcurrencyRange = func() (int, int) { return 1, 2 }
+	lock, err := lockDir(o.FS, o.Path)
+	if err != nil {
+		return nil, fmt.Errorf("open pebble store %q: %w", o.Path, err)
+	}
+	popts.Lock = lock.pl
 	db, err := pebble.Open(o.Path, popts)
 	if err != nil {
+		lock.release()
 		return nil, fmt.Errorf("open pebble store %q: %w", o.Path, err)
 	}
 	s := &Store{
 		opts:       o,
 		db:         db,
+		lock:       lock,
 		log:        o.Logger,
 		closing:    make(chan struct{}),
 		queue:      make(chan *request, o.QueueLen),
@@ -125,12 +136,12 @@ func Open(opts Options) (*Store, error) {
 		s.commits.Store(last)
 	}
 	if err != nil {
-		db.Close()
+		s.closeDB()
 		return nil, fmt.Errorf("open pebble store %q: %w", o.Path, err)
 	}
 	w, err := newWriter(s)
 	if err != nil {
-		db.Close()
+		s.closeDB()
 		return nil, fmt.Errorf("open pebble store %q: %w", o.Path, err)
 	}
 	go w.run()
@@ -360,10 +371,6 @@ func (s *Store) Stats() store.Stats {
 	return st
 }
 
-// DB returns the underlying pebble database, for tools (compaction,
-// checkpoints). Writing to it directly breaks the store's invariants.
-func (s *Store) DB() *pebble.DB { return s.db }
-
 // Close implements store.Store: it stops accepting work, lets the writer
 // commit everything queued, closes open iterators, then closes pebble.
 func (s *Store) Close() error {
@@ -385,7 +392,16 @@ func (s *Store) Close() error {
 		it.forceClose()
 	}
 	s.lastSize.Store(int64(s.db.Metrics().DiskSpaceUsage()))
-	return s.db.Close()
+	return s.closeDB()
+}
+
+// closeDB closes pebble, then releases the data directory.
+func (s *Store) closeDB() error {
+	err := s.db.Close()
+	if lerr := s.lock.release(); err == nil {
+		err = lerr
+	}
+	return err
 }
 
 // track registers an open iterator, or reports false after Close.

@@ -1,0 +1,105 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestServeLockedDataDir runs petrel serve on a data directory another
+// petrel serve holds: it must exit with status 1 and the same line the
+// maintenance commands print, and leave the running relay alone.
+func TestServeLockedDataDir(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the petrel binary")
+	}
+	dir := t.TempDir()
+	bin := buildPetrel(t, dir)
+	data := filepath.Join(dir, "data")
+	env := append(os.Environ(), "PETREL_CONFIG=")
+
+	holder := exec.Command(bin, "serve", "--data", data, "--listen", "127.0.0.1:0")
+	holder.Env = env
+	logs, err := holder.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := holder.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		holder.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { holder.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			holder.Process.Kill()
+			<-done
+		}
+	})
+	listening := make(chan bool, 1)
+	go func() {
+		sc := bufio.NewScanner(logs)
+		for sc.Scan() {
+			if strings.Contains(sc.Text(), "petrel listening") {
+				listening <- true
+				io.Copy(io.Discard, logs)
+				return
+			}
+		}
+		listening <- false
+	}()
+	select {
+	case ok := <-listening:
+		if !ok {
+			t.Fatal("the first petrel serve exited before listening")
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("the first petrel serve is not listening after 60s")
+	}
+
+	run := func(args ...string) (lastLine string, status int) {
+		t.Helper()
+		cmd := exec.Command(bin, args...)
+		cmd.Env = env
+		var errb bytes.Buffer
+		cmd.Stderr = &errb
+		err := cmd.Run()
+		var ee *exec.ExitError
+		switch {
+		case err == nil:
+		case errors.As(err, &ee):
+			status = ee.ExitCode()
+		default:
+			t.Fatalf("%v: %v", args, err)
+		}
+		lines := strings.Split(strings.TrimSpace(errb.String()), "\n")
+		return lines[len(lines)-1], status
+	}
+	want := "petrel: " + data + ": " + errStoreLocked.Error()
+	f := func(args ...string) {
+		t.Helper()
+		line, status := run(append(args, "--data", data)...)
+		if status != 1 || line != want {
+			t.Fatalf("%v on a held data directory: exit %d, %q; want exit 1, %q", args, status, line, want)
+		}
+	}
+	f("serve", "--listen", "127.0.0.1:0")
+	f("scan", "--count")
+	f("compact")
+
+	// The refused serve did not take the running relay's control socket.
+	if fi, err := os.Lstat(filepath.Join(data, controlSocketName)); err != nil || fi.Mode()&fs.ModeSocket == 0 {
+		t.Fatalf("control socket of the running relay after the refused serve: %v", err)
+	}
+}

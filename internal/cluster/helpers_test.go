@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -152,6 +153,7 @@ type proxy struct {
 	mu     sync.Mutex
 	cut    bool
 	conns  []net.Conn
+	stall  atomic.Bool // bytes are swallowed: a dead path, not a closed one
 }
 
 func startProxy(t testing.TB, natsURL string) *proxy {
@@ -186,9 +188,41 @@ func (p *proxy) accept() {
 		}
 		p.conns = append(p.conns, c, up)
 		p.mu.Unlock()
-		go func() { io.Copy(up, c); up.Close(); c.Close() }()
-		go func() { io.Copy(c, up); up.Close(); c.Close() }()
+		go func() { p.pipe(up, c); up.Close(); c.Close() }()
+		go func() { p.pipe(c, up); up.Close(); c.Close() }()
 	}
+}
+
+// pipe copies src to dst, swallowing what it reads while stalled.
+func (p *proxy) pipe(dst, src net.Conn) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 && !p.stall.Load() {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// Stall swallows every byte from now on, in both directions, keeping the
+// connections open: the path is dead but nothing says so.
+func (p *proxy) Stall() { p.stall.Store(true) }
+
+// Unstall forwards bytes again, and closes the connections that were
+// stalled (their streams lost bytes).
+func (p *proxy) Unstall() {
+	p.mu.Lock()
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
+	p.stall.Store(false)
+	p.mu.Unlock()
 }
 
 // Cut closes every proxied connection and refuses new ones.

@@ -3,6 +3,7 @@ package cluster
 import (
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/petrel-relay/petrel/internal/nostr"
 	"github.com/petrel-relay/petrel/internal/relaytest"
@@ -101,6 +102,108 @@ func TestOutageOneNodeCut(t *testing.T) {
 	if s := b.b.Stats(); s.CaughtUp != int64(len(during)) || s.Reconnects < 1 {
 		t.Errorf("b caught up %d events over %d reconnects, want %d", s.CaughtUp, s.Reconnects, len(during))
 	}
+}
+
+// TestOutageDeadPath: the path to the bus goes dead without closing (no
+// RST, no FIN); the node notices by its pings going unanswered, catches
+// up, and reconnects once the path is back.
+func TestOutageDeadPath(t *testing.T) {
+	t.Parallel()
+	url, subject, st := sharedNATS(t), testSubject(t), sharedStore(t)
+	px := startProxy(t, url)
+	a := startNode(t, url, "a", subject, st, nil)
+	b := startNode(t, px.URL, "b", subject, st, func(o *Options) {
+		o.PingInterval = 200 * time.Millisecond
+		o.MaxPingsOut = 2
+	})
+	waitConnected(t, a, b)
+	alice := relaytest.NewKey("dead-alice")
+	sub := subscribe(t, b, alice)
+	pa := relaytest.Dial(t, a.r.URL)
+
+	px.Stall()
+	during := notes(alice, "during", 10)
+	for _, ev := range during {
+		pa.MustPublish(ev)
+	}
+	waitFor(t, "b to notice the dead path", func() bool { return b.b.Stats().Disconnects >= 1 })
+	sub.until(during...)
+	px.Unstall()
+	waitConnected(t, a, b)
+	waitFor(t, "b's catch-ups to finish", func() bool { return idle(b.b) })
+	after := alice.Note("after")
+	pa.MustPublish(after)
+	all := append(during, after)
+	sub.until(all...)
+	sub.fence(b, alice)
+	sub.exactlyOnce(all...)
+	if s := b.b.Stats(); s.CaughtUp != int64(len(during)) {
+		t.Errorf("b caught up %d events, want %d", s.CaughtUp, len(during))
+	}
+}
+
+// TestCatchUpsBesideLocalCommits: catch-ups asked for over and over
+// (several triggers at once) while the node commits events of its own.
+// The catch-ups read the node's own commits before the relay has fanned
+// them out and called Publish. With the settle time (the default) the
+// window holds them by the time a catch-up would hand them on, and the
+// subscriber gets each event once. Without it some slip through: each is
+// counted in CatchUpDuplicates, exactly as many as the subscriber got
+// twice (the relay change proposed in docs/architecture.md closes this).
+func TestCatchUpsBesideLocalCommits(t *testing.T) {
+	t.Parallel()
+	f := func(t *testing.T, settle time.Duration) {
+		url, subject, st := sharedNATS(t), testSubject(t), sharedStore(t)
+		a := startNode(t, url, "a", subject, st, func(o *Options) { o.CatchUpSettle = settle })
+		alice := relaytest.NewKey("local-alice")
+		sub := subscribe(t, a, alice)
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		for i := 0; i < 3; i++ { // three triggers
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					a.b.requestCatchUp(time.Now().Add(-time.Second).UnixNano())
+					time.Sleep(time.Millisecond)
+				}
+			}()
+		}
+		evs := notes(alice, "local", 200)
+		pa := relaytest.Dial(t, a.r.URL)
+		for _, ev := range evs {
+			pa.MustPublish(ev)
+		}
+		close(stop)
+		wg.Wait()
+		sub.until(evs...)
+		waitFor(t, "a's catch-ups to finish", func() bool { return idle(a.b) })
+		sub.fence(a, alice)
+		s := a.b.Stats()
+		t.Logf("settle %v: %d catch-ups, %d events handed on, %d duplicates skipped", a.b.opts.CatchUpSettle, s.CatchUps, s.CaughtUp, s.DuplicatesSkipped)
+		if s.CatchUps < 10 {
+			t.Errorf("only %d catch-ups ran", s.CatchUps)
+		}
+		twice := 0
+		for _, ev := range evs {
+			if sub.got[ev.ID] == 2 {
+				twice++
+			}
+		}
+		if s.CatchUpDuplicates != int64(twice) || s.CaughtUp != int64(twice) {
+			t.Errorf("%d events delivered twice, %d counted, %d handed on by catch-ups", twice, s.CatchUpDuplicates, s.CaughtUp)
+		}
+		if settle >= 0 {
+			sub.exactlyOnce(evs...)
+		}
+	}
+	t.Run("settle", func(t *testing.T) { t.Parallel(); f(t, 0) })
+	t.Run("no-settle", func(t *testing.T) { t.Parallel(); f(t, -1) })
 }
 
 // TestGapCaughtUp: messages NATS lost (dropped here in b's receive path)

@@ -242,7 +242,11 @@ func (b *Bridge) publisher() {
 			b.st.publishDrops.Add(1)
 			return
 		}
-		buf = appendEnvelope(buf[:0], envEvent, b.origin, it.seq, time.Now().UnixNano(), it.commit, it.ev.Raw)
+		raw := it.ev.Raw
+		if len(raw) == 0 {
+			raw = nostr.Serialize(it.ev)
+		}
+		buf = appendEnvelope(buf[:0], envEvent, b.origin, it.seq, time.Now().UnixNano(), it.commit, raw)
 		if err := b.nc.Publish(b.opts.Subject, buf); err != nil {
 			b.st.publishDrops.Add(1)
 			b.log.Debug("cluster: publish failed", "err", err)
@@ -324,13 +328,18 @@ func (b *Bridge) onMsg(m *nats.Msg) {
 }
 
 // admit decides whether a stored event from the bus or a catch-up is
-// fanned out here: not if a deletion seen first removed it, nor if this
-// node fanned it out already. It records the event as fanned out (and what
+// fanned out here: not if a deletion seen first removed it, nor if it
+// expired (a catch-up may replay it late), nor if this node fanned it out
+// already. It records the event as fanned out (and what
 // it removes, for a deletion).
 func (b *Bridge) admit(ev *nostr.Event, src byte) bool {
 	now := time.Now().UnixNano()
 	if b.rm.covers(ev) {
 		b.st.deleted.Add(1)
+		return false
+	}
+	if ev.IsExpired(now / int64(time.Second)) { // NIP-40: never sent once expired
+		b.st.expired.Add(1)
 		return false
 	}
 	if _, fresh := b.win.claim(ev.ID, src, now); !fresh {
@@ -400,7 +409,6 @@ func (b *Bridge) onDisconnect(err error) {
 // onError handles asynchronous NATS errors.
 func (b *Bridge) onError(_ *nats.Conn, _ *nats.Subscription, err error) {
 	if errors.Is(err, nats.ErrSlowConsumer) {
-		b.st.slowConsumerEvents.Add(1)
 		b.log.Warn("cluster: slow consumer: NATS dropped bus messages; the sequence gap will trigger a catch-up")
 		return
 	}

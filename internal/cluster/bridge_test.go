@@ -220,3 +220,73 @@ func TestCatchUpRetried(t *testing.T) {
 	sub.fence(b, alice)
 	sub.exactlyOnce(evs...)
 }
+
+// TestReconnectBufferLimit: while disconnected, NATS buffers publishes up
+// to ReconnectBuffer bytes: the first event fits (the buffer is empty),
+// the next does not and is dropped, counted; once connected, the buffered
+// one goes out and the other node catches up the dropped one.
+func TestReconnectBufferLimit(t *testing.T) {
+	t.Parallel()
+	srv, subject, st := startNATS(t), testSubject(t), sharedStore(t)
+	b := startNode(t, srv.URL, "b", subject, st, nil)
+	alice := relaytest.NewKey("rbuf-alice")
+	sub := subscribe(t, b, alice)
+	px := startProxy(t, srv.URL)
+	px.Cut()
+	o := fastOptions(t, px.URL, "a", subject, st)
+	o.ReconnectBuffer = 1
+	a, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close(context.Background()) })
+	if err := a.Start(func(*nostr.Event, uint64) {}); err != nil {
+		t.Fatal(err)
+	}
+	evs := notes(alice, "buffered", 2)
+	res, err := st.Save(context.Background(), evs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Publish(evs[0], res[0].Seq)
+	waitFor(t, "the first to be buffered", func() bool { return a.Stats().Published == 1 })
+	a.Publish(evs[1], res[1].Seq)
+	waitFor(t, "the second to be dropped", func() bool { return a.Stats().PublishDrops == 1 })
+	px.Heal()
+	sub.until(evs...)
+	waitFor(t, "b's catch-ups to finish", func() bool { return idle(b.b) })
+	sub.fence(b, alice)
+	sub.exactlyOnce(evs...)
+}
+
+// TestDedupOverflowRepeatsNeverLoses: when the window overflows, a
+// catch-up that reaches back past it hands on again what it no longer
+// holds (counted as short), and loses nothing.
+func TestDedupOverflowRepeatsNeverLoses(t *testing.T) {
+	st := sharedStore(t)
+	br, err := New(Options{URL: "nats://127.0.0.1:1", Node: "n", Feed: st, DedupMax: 2, CatchUpSettle: -1, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []nostr.ID
+	br.deliver = func(ev *nostr.Event, _ uint64) { got = append(got, ev.ID) }
+	since := time.Now().Add(-time.Second).UnixNano()
+	evs := notes(relaytest.NewKey("overflow"), "n", 3)
+	res, err := st.Save(context.Background(), evs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, ev := range evs {
+		br.Publish(ev, res[i].Seq) // fanned out here; the first is pushed out
+	}
+	n, err := br.runCatchUp(since)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := br.Stats()
+	// Overflows: the third event's entry pushed the first out, and the
+	// first's return pushed the second out.
+	if n != 1 || len(got) != 1 || got[0] != evs[0].ID || s.DedupOverflows != 2 || s.DedupShort != 1 {
+		t.Fatalf("handed on %d (%v); %d overflows, %d short; want the first event again, 2, 1", n, got, s.DedupOverflows, s.DedupShort)
+	}
+}

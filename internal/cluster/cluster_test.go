@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"time"
 
@@ -123,12 +124,14 @@ func TestDeletionOnEveryNode(t *testing.T) {
 	inject(vanish, 3)
 	inject(old, 4)
 	inject(wrap, 5)
-	inject(newer, 6)
+	// Expired on its way (NIP-40): not sent either.
+	inject(alice.Event(nostr.KindTextNote, "expired", nostr.Tags{{"expiration", strconv.FormatInt(vanishAt-1, 10)}}, vanishAt+1), 6)
+	inject(newer, 7)
 	sub.until(delY, vanish, newer)
 	sub.fence(b, alice)
 	sub.exactlyOnce(x, del, delY, vanish, newer)
-	if s := b.b.Stats(); s.DeletedSkipped != 3 {
-		t.Errorf("b skipped %d deleted events, want 3 (y, the older note, the gift wrap)", s.DeletedSkipped)
+	if s := b.b.Stats(); s.DeletedSkipped != 3 || s.ExpiredSkipped != 1 {
+		t.Errorf("b skipped %d deleted and %d expired events, want 3 (y, the older note, the gift wrap) and 1", s.DeletedSkipped, s.ExpiredSkipped)
 	}
 }
 

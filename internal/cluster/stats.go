@@ -40,6 +40,9 @@ type Stats struct {
 	// DeletedSkipped: events from the bus or a catch-up that a deletion
 	// or request to vanish seen first had removed.
 	DeletedSkipped int64 `json:"deleted_skipped"`
+	// ExpiredSkipped: events from the bus or a catch-up whose NIP-40
+	// expiration had passed.
+	ExpiredSkipped int64 `json:"expired_skipped"`
 
 	// GapsDetected: breaks in another node's bus sequence (messages lost
 	// on the way); MessagesLost adds up their sizes. SlowConsumerDrops:
@@ -76,12 +79,11 @@ type counters struct {
 	disconnects, reconnects           atomic.Int64
 	published, publishDrops           atomic.Int64
 	received, heartbeats, echoes, bad atomic.Int64
-	duplicates, deleted               atomic.Int64
+	duplicates, deleted, expired      atomic.Int64
 	gaps, lost, silent                atomic.Int64
 	catchUps, caughtUp, catchUpErrors atomic.Int64
 	catchUpDuplicates, dedupShort     atomic.Int64
 	lastOutageStart, lastOutageEnd    atomic.Int64 // unix nanos
-	slowConsumerEvents                atomic.Int64
 }
 
 // Stats returns a snapshot of the bridge's figures. It is safe to call at
@@ -101,6 +103,7 @@ func (b *Bridge) Stats() Stats {
 		BadMessages:       c.bad.Load(),
 		DuplicatesSkipped: c.duplicates.Load(),
 		DeletedSkipped:    c.deleted.Load(),
+		ExpiredSkipped:    c.expired.Load(),
 		GapsDetected:      c.gaps.Load(),
 		MessagesLost:      c.lost.Load(),
 		OriginsSilent:     c.silent.Load(),

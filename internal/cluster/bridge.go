@@ -184,6 +184,7 @@ func (b *Bridge) Start(deliver Deliver) error {
 	b.mu.Unlock()
 	close(b.checked)
 	if !nc.IsConnected() {
+		b.st.lastOutageStart.Store(b.start.UnixNano())
 		b.log.Warn("cluster: bus not reachable yet; retrying", "url", o.URL)
 		b.requestCatchUp(b.outageStart()) // poll the store meanwhile
 	}

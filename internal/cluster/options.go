@@ -49,8 +49,10 @@ type Options struct {
 
 	// CatchUpMargin is subtracted from the point a catch-up starts from.
 	// It must cover the longest time from a commit to the bus receiving
-	// the event's publish (the accepting node's fan-out backlog) plus the
-	// clock skew between the nodes and the store. Default 5s.
+	// the event's publish (the accepting node's fan-out backlog), the
+	// time a store transaction takes from stamping an event's accepted
+	// time to its commit becoming visible, and the clock skew between
+	// the nodes and the store. Default 5s.
 	CatchUpMargin time.Duration
 	// CatchUpBatch is the most records a catch-up reads and holds before
 	// it hands them to the relay. Default 1024.

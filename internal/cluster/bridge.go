@@ -1,0 +1,473 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/petrel-relay/petrel/internal/nostr"
+	"github.com/petrel-relay/petrel/internal/relay"
+)
+
+// Deliver hands an event from another node to this node's relay for
+// fan-out, with its commit position (0: never stored): relay.Relay's
+// Publish. It may block (the relay's fan-out queue applies backpressure).
+type Deliver func(ev *nostr.Event, seq uint64)
+
+// Bridge connects one node's relay to the cluster's live bus, a NATS
+// subject. It is the relay's Bus: Publish sends the events this node
+// accepted; events other nodes accepted are handed to the relay through
+// the Deliver function given to Start. When messages may have been lost
+// (this node's connection dropped, a gap in another node's sequence, a
+// node gone silent) it catches up from the store of record (Options.Feed).
+//
+// Lifecycle: New, then relay.New with the bridge as Options.Bus, then
+// Start with the relay's Publish. To stop: StopDelivery (nothing more is
+// handed to the relay), then the relay's Shutdown (its last events still
+// go out on the bus), then Close. All methods are safe for concurrent
+// use.
+type Bridge struct {
+	opts   Options
+	log    *slog.Logger
+	origin []byte // this node's origin header
+	start  time.Time
+
+	// Publishing: pubMu orders sequence numbers with queue sends.
+	pubMu   sync.Mutex
+	pubq    chan pubItem
+	seq     uint64        // last bus sequence assigned; guarded by pubMu
+	dropSeq atomic.Uint64 // highest sequence dropped before it reached NATS
+	closing atomic.Bool   // Close began: Publish drops
+
+	win *window
+	rm  *removals
+	st  counters
+
+	droppedSeen atomic.Int64 // sub.Dropped() as last read
+	lastOwnSent atomic.Int64 // send time of the last own message heard back
+
+	mu          sync.Mutex // guards the fields below
+	nc          *nats.Conn
+	sub         *nats.Subscription
+	started     bool
+	connected   bool
+	outage      bool  // this node's connection is down (or not up yet)
+	outageSince int64 // where the outage's catch-up starts, unix nanos, margin included
+	connectedAt int64 // last (re)connect, unix nanos
+	origins     map[string]*originState
+	silentNow   int // origins currently silent
+	checked     chan struct{}
+
+	// Delivery into the relay: deliverMu is held for reading around each
+	// call, so that StopDelivery can wait for the last one.
+	deliverMu sync.RWMutex
+	deliver   Deliver
+	stopped   bool
+
+	cu catchUp
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	quit   chan struct{} // closed by Close: the publisher drains and exits
+	wg     sync.WaitGroup
+	once   sync.Once
+
+	// Test hooks (set before Start, read-only afterwards).
+	dropIn  func(e *envelope) bool // drop a received message as if NATS had lost it
+	dropOut func(seq uint64) bool  // drop an outgoing event as if NATS had refused it
+}
+
+var _ relay.Bus = (*Bridge)(nil)
+
+// pubItem is an event waiting in the publish queue.
+type pubItem struct {
+	ev     *nostr.Event
+	commit uint64
+	seq    uint64
+}
+
+// New checks opts and returns a bridge that is not connected yet. Publish
+// may be called at once (events are queued, up to Options.PublishQueue).
+func New(opts Options) (*Bridge, error) {
+	o, err := opts.normalize()
+	if err != nil {
+		return nil, err
+	}
+	var rb [8]byte
+	if _, err := rand.Read(rb[:]); err != nil {
+		return nil, fmt.Errorf("cluster: boot id: %w", err)
+	}
+	start := time.Now()
+	b := &Bridge{
+		opts:    o,
+		log:     o.Logger.With("node", o.Node),
+		origin:  originHeader(o.Node, binary.BigEndian.Uint64(rb[:]), start.UnixNano()),
+		start:   start,
+		pubq:    make(chan pubItem, o.PublishQueue),
+		win:     newWindow(o.DedupMax, int64(o.DedupWindow)),
+		rm:      newRemovals(max(o.DedupMax/16, 1024), int64(o.DedupWindow)),
+		origins: make(map[string]*originState),
+		checked: make(chan struct{}),
+		quit:    make(chan struct{}),
+	}
+	b.cu.kick = make(chan struct{}, 1)
+	b.ctx, b.cancel = context.WithCancel(context.Background())
+	return b, nil
+}
+
+// Start connects to NATS, subscribes to the bus, and hands the events other
+// nodes accept to deliver from then on. It does not wait for the server:
+// if it cannot be reached, the bridge keeps trying in the background
+// (forever), and catches up from the store once connected. It returns an
+// error only for options NATS refuses, or when called twice.
+func (b *Bridge) Start(deliver Deliver) error {
+	b.mu.Lock()
+	if b.started {
+		b.mu.Unlock()
+		return ErrStarted
+	}
+	b.started = true
+	b.outage = true // until connected
+	b.outageSince = b.start.UnixNano() - int64(b.opts.CatchUpMargin)
+	b.mu.Unlock()
+	b.deliverMu.Lock()
+	b.deliver = deliver
+	b.deliverMu.Unlock()
+
+	o := b.opts
+	nc, err := nats.Connect(o.URL,
+		nats.Name("petrel "+o.Node),
+		nats.MaxReconnects(-1),
+		nats.RetryOnFailedConnect(true),
+		nats.ReconnectWait(o.ReconnectWait),
+		nats.ReconnectJitter(o.ReconnectWait/10, o.ReconnectWait/10),
+		nats.PingInterval(o.PingInterval),
+		nats.MaxPingsOutstanding(o.MaxPingsOut),
+		nats.ReconnectBufSize(o.ReconnectBuffer),
+		nats.Timeout(o.ConnectTimeout),
+		nats.FlusherTimeout(o.FlushTimeout),
+		nats.NoCallbacksAfterClientClose(),
+		nats.ConnectHandler(func(*nats.Conn) { <-b.checked; b.onConnect(false) }),
+		nats.ReconnectHandler(func(*nats.Conn) { b.onConnect(true) }),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { b.onDisconnect(err) }),
+		nats.ErrorHandler(b.onError),
+	)
+	if err != nil {
+		close(b.checked)
+		return fmt.Errorf("cluster: connect %s: %w", o.URL, err)
+	}
+	sub, err := nc.Subscribe(o.Subject, b.onMsg)
+	if err == nil {
+		err = sub.SetPendingLimits(o.PendingMsgs, o.PendingBytes)
+	}
+	if err != nil {
+		close(b.checked)
+		nc.Close()
+		return fmt.Errorf("cluster: subscribe %q: %w", o.Subject, err)
+	}
+	b.mu.Lock()
+	b.nc, b.sub = nc, sub
+	if nc.IsConnected() && b.outage {
+		// Connected at once: nothing was missed since New.
+		b.outage, b.connected = false, true
+		b.connectedAt = time.Now().UnixNano()
+	}
+	b.mu.Unlock()
+	close(b.checked)
+	if !nc.IsConnected() {
+		b.st.lastOutageStart.Store(b.start.UnixNano())
+		b.log.Warn("cluster: bus not reachable yet; retrying", "url", o.URL)
+		b.requestCatchUp(b.outageStart()) // poll the store meanwhile
+	}
+	b.wg.Add(3)
+	go b.publisher()
+	go b.monitor()
+	go b.catchUpLoop()
+	return nil
+}
+
+func (b *Bridge) outageStart() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.outageSince
+}
+
+// Publish queues an event this node accepted for the bus (relay.Bus). It
+// never blocks: when the queue is full the event is dropped and counted,
+// and the other nodes see the gap in this node's sequence and catch up
+// from the store.
+func (b *Bridge) Publish(ev *nostr.Event, commit uint64) {
+	now := time.Now().UnixNano()
+	if ev.Class() != nostr.Ephemeral {
+		if prev, fresh := b.win.claim(ev.ID, srcLocal, now); !fresh && prev == srcCatchUp {
+			b.st.catchUpDuplicates.Add(1)
+		}
+		b.rm.note(ev, now)
+	} else {
+		commit = 0
+	}
+	b.pubMu.Lock()
+	defer b.pubMu.Unlock()
+	if b.closing.Load() {
+		b.st.publishDrops.Add(1)
+		return
+	}
+	b.seq++
+	select {
+	case b.pubq <- pubItem{ev: ev, commit: commit, seq: b.seq}:
+	default:
+		b.dropSeq.Store(b.seq)
+		b.st.publishDrops.Add(1)
+	}
+}
+
+// publisher hands queued events to NATS, in sequence order, and sends a
+// heartbeat every HeartbeatInterval. At Close it sends what is queued and
+// a goodbye.
+func (b *Bridge) publisher() {
+	defer b.wg.Done()
+	buf := make([]byte, 0, 4096)
+	var last uint64 // sequence of the last event taken from the queue
+	send := func(it pubItem) {
+		last = it.seq
+		if b.dropOut != nil && b.dropOut(it.seq) {
+			b.st.publishDrops.Add(1)
+			return
+		}
+		raw := it.ev.Raw
+		if len(raw) == 0 {
+			raw = nostr.Serialize(it.ev)
+		}
+		buf = appendEnvelope(buf[:0], envEvent, b.origin, it.seq, time.Now().UnixNano(), it.commit, raw)
+		if err := b.nc.Publish(b.opts.Subject, buf); err != nil {
+			b.st.publishDrops.Add(1)
+			b.log.Debug("cluster: publish failed", "err", err)
+			return
+		}
+		b.st.published.Add(1)
+	}
+	// beat sends a heartbeat (or goodbye) with the last sequence sent.
+	// Drops past the last one taken count when the queue is empty: every
+	// event sequenced before them has been taken by then.
+	beat := func(typ byte) {
+		d := b.dropSeq.Load()
+		seq := last
+		if len(b.pubq) == 0 && d > seq {
+			seq = d
+		}
+		buf = appendEnvelope(buf[:0], typ, b.origin, seq, time.Now().UnixNano(), 0, nil)
+		if err := b.nc.Publish(b.opts.Subject, buf); err != nil {
+			b.log.Debug("cluster: heartbeat failed", "err", err)
+		}
+	}
+	tick := time.NewTicker(b.opts.HeartbeatInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case it := <-b.pubq:
+			send(it)
+		case <-tick.C:
+			beat(envHeartbeat)
+		case <-b.quit:
+			for len(b.pubq) > 0 { // Publish refuses new items by now
+				send(<-b.pubq)
+			}
+			beat(envBye)
+			return
+		}
+	}
+}
+
+// onMsg handles one bus message (on the subscription's goroutine).
+func (b *Bridge) onMsg(m *nats.Msg) {
+	var e envelope
+	if err := decodeEnvelope(m.Data, &e); err != nil {
+		b.st.bad.Add(1)
+		b.log.Debug("cluster: bad message", "err", err)
+		return
+	}
+	if b.dropIn != nil && b.dropIn(&e) {
+		return
+	}
+	if bytes.Equal(e.origin, b.origin) {
+		b.st.echoes.Add(1)
+		if e.sent > b.lastOwnSent.Load() {
+			b.lastOwnSent.Store(e.sent)
+		}
+		return
+	}
+	if since, gap := b.track(&e); gap {
+		b.requestCatchUp(since)
+	}
+	if e.typ != envEvent {
+		b.st.heartbeats.Add(1)
+		return
+	}
+	b.st.received.Add(1)
+	ev, err := nostr.ParseEvent(e.payload, nil)
+	if err != nil {
+		b.st.bad.Add(1)
+		b.log.Debug("cluster: bad event", "origin", string(e.name), "err", err)
+		return
+	}
+	commit := e.commit
+	if ev.Class() == nostr.Ephemeral {
+		commit = 0
+	} else if !b.admit(ev, srcBus) {
+		return
+	}
+	b.handOn(ev, commit)
+}
+
+// admit decides whether a stored event from the bus or a catch-up is
+// fanned out here: not if a deletion seen first removed it, nor if it
+// expired (a catch-up may replay it late), nor if this node fanned it out
+// already. It records the event as fanned out (and what
+// it removes, for a deletion).
+func (b *Bridge) admit(ev *nostr.Event, src byte) bool {
+	now := time.Now().UnixNano()
+	if b.rm.covers(ev) {
+		b.st.deleted.Add(1)
+		return false
+	}
+	if ev.IsExpired(now / int64(time.Second)) { // NIP-40: never sent once expired
+		b.st.expired.Add(1)
+		return false
+	}
+	if _, fresh := b.win.claim(ev.ID, src, now); !fresh {
+		b.st.duplicates.Add(1)
+		return false
+	}
+	b.rm.note(ev, now)
+	return true
+}
+
+// handOn gives an event to the relay, unless delivery has stopped.
+func (b *Bridge) handOn(ev *nostr.Event, commit uint64) bool {
+	b.deliverMu.RLock()
+	defer b.deliverMu.RUnlock()
+	if b.stopped || b.deliver == nil {
+		return false
+	}
+	b.deliver(ev, commit)
+	return true
+}
+
+// onConnect runs when the connection is (re)established: the outage, if
+// any, ends with a catch-up from its start.
+func (b *Bridge) onConnect(re bool) {
+	now := time.Now()
+	b.mu.Lock()
+	was := b.outage
+	since := b.outageSince
+	b.outage, b.connected = false, true
+	b.connectedAt = now.UnixNano()
+	for _, o := range b.origins {
+		o.resync = true // the catch-up covers what was missed meanwhile
+		o.heard = now.UnixNano()
+	}
+	b.mu.Unlock()
+	if re {
+		b.st.reconnects.Add(1)
+	}
+	if was {
+		b.st.lastOutageEnd.Store(now.UnixNano())
+		b.log.Info("cluster: bus connected; catching up", "since", time.Unix(0, since))
+		b.requestCatchUp(since)
+	}
+}
+
+// onDisconnect runs when the connection drops: the outage starts at the
+// last point this node knows it was hearing the bus (its last own message
+// heard back, or its last connect), minus the margin.
+func (b *Bridge) onDisconnect(err error) {
+	now := time.Now().UnixNano()
+	b.mu.Lock()
+	if !b.connected {
+		b.mu.Unlock()
+		return
+	}
+	b.connected, b.outage = false, true
+	heard := max(b.lastOwnSent.Load(), b.connectedAt)
+	b.outageSince = min(heard, now) - int64(b.opts.CatchUpMargin)
+	since := b.outageSince
+	b.mu.Unlock()
+	b.st.disconnects.Add(1)
+	b.st.lastOutageStart.Store(now)
+	b.log.Warn("cluster: bus connection lost; polling the store until it is back", "err", err)
+	b.requestCatchUp(since)
+}
+
+// onError handles asynchronous NATS errors.
+func (b *Bridge) onError(_ *nats.Conn, _ *nats.Subscription, err error) {
+	if errors.Is(err, nats.ErrSlowConsumer) {
+		b.log.Warn("cluster: slow consumer: NATS dropped bus messages; the sequence gap will trigger a catch-up")
+		return
+	}
+	b.log.Warn("cluster: NATS error", "err", err)
+}
+
+// lossOngoing reports whether a loss is going on that the store must be
+// polled for: this node's connection is down, or another node is silent.
+func (b *Bridge) lossOngoing() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.outage || b.silentNow > 0
+}
+
+// StopDelivery stops handing events to the relay: it waits for a delivery
+// in progress, ends catch-ups and unsubscribes. Publish keeps working.
+// Call it before the relay shuts down; it is safe to call more than once.
+func (b *Bridge) StopDelivery() {
+	b.deliverMu.Lock()
+	b.stopped = true
+	b.deliverMu.Unlock()
+	b.cancel()
+	b.mu.Lock()
+	sub := b.sub
+	b.mu.Unlock()
+	if sub != nil {
+		sub.Unsubscribe()
+	}
+}
+
+// Close stops delivery, sends what Publish queued (and a goodbye, so that
+// the other nodes need not wait for this node to go silent), flushes it
+// within ctx (FlushTimeout if ctx has no deadline) and closes the
+// connection. Publish calls after Close are
+// dropped and counted. Calling it again does nothing.
+func (b *Bridge) Close(ctx context.Context) error {
+	var err error
+	b.once.Do(func() {
+		b.StopDelivery()
+		b.pubMu.Lock()
+		b.closing.Store(true)
+		b.pubMu.Unlock()
+		close(b.quit)
+		b.mu.Lock()
+		nc := b.nc
+		b.mu.Unlock()
+		b.wg.Wait()
+		if nc != nil {
+			if nc.IsConnected() {
+				if _, ok := ctx.Deadline(); !ok {
+					var cancel context.CancelFunc
+					ctx, cancel = context.WithTimeout(ctx, b.opts.FlushTimeout)
+					defer cancel()
+				}
+				err = nc.FlushWithContext(ctx)
+			}
+			nc.Close()
+		}
+	})
+	return err
+}

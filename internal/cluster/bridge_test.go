@@ -1,0 +1,292 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/petrel-relay/petrel/internal/nostr"
+	"github.com/petrel-relay/petrel/internal/relaytest"
+)
+
+func TestOptions(t *testing.T) {
+	st := newFeedStore(nil)
+	f := func(o Options, ok bool) {
+		t.Helper()
+		_, err := New(o)
+		if ok && err != nil {
+			t.Fatalf("New: %v", err)
+		}
+		if !ok && !errors.Is(err, ErrOptions) {
+			t.Fatalf("New: %v, want ErrOptions", err)
+		}
+	}
+	f(Options{URL: "nats://x", Node: "n", Feed: st}, true)
+	f(Options{URL: "nats://x", Node: strings.Repeat("n", MaxNodeName), Feed: st}, true) // at the limit
+	f(Options{URL: "nats://x", Node: strings.Repeat("n", MaxNodeName+1), Feed: st}, false)
+	f(Options{URL: "nats://x", Node: "", Feed: st}, false)
+	f(Options{Node: "n", Feed: st}, false)
+	f(Options{URL: "nats://x", Node: "n"}, false)
+	b, _ := New(Options{URL: "nats://x", Node: "n", Feed: st})
+	if b.opts.Subject != "petrel.events" || b.opts.CatchUpMargin != 5*time.Second || b.opts.DedupMax != 1<<18 {
+		t.Fatalf("defaults: %+v", b.opts)
+	}
+}
+
+// TestPublishQueueLimit: the publish queue takes PublishQueue events and
+// drops the next (Publish never blocks); the heartbeat then carries the
+// dropped event's sequence number, and the other node catches it up.
+func TestPublishQueueLimit(t *testing.T) {
+	t.Parallel()
+	url, subject, st := sharedNATS(t), testSubject(t), sharedStore(t)
+	b := startNode(t, url, "b", subject, st, nil)
+	alice := relaytest.NewKey("queue-alice")
+	sub := subscribe(t, b, alice)
+
+	o := fastOptions(t, url, "a", subject, st)
+	o.PublishQueue = 4
+	a, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close(context.Background()) })
+	evs := notes(alice, "queued", 5)
+	res, err := st.Save(context.Background(), evs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, ev := range evs[:4] { // not started: nothing takes from the queue
+		a.Publish(ev, res[i].Seq)
+	}
+	if s := a.Stats(); s.PublishDrops != 0 {
+		t.Fatalf("%d drops with the queue at its limit", s.PublishDrops)
+	}
+	a.Publish(evs[4], res[4].Seq)
+	if s := a.Stats(); s.PublishDrops != 1 {
+		t.Fatalf("%d drops past the limit, want 1", s.PublishDrops)
+	}
+	if err := a.Start(func(*nostr.Event, uint64) {}); err != nil {
+		t.Fatal(err)
+	}
+	sub.until(evs...)
+	waitFor(t, "b's catch-ups to finish", func() bool { return idle(b.b) })
+	sub.fence(b, alice)
+	sub.exactlyOnce(evs...)
+	if s := b.b.Stats(); s.GapsDetected != 1 || s.MessagesLost != 1 || s.CaughtUp != 1 {
+		t.Errorf("b: %d gaps, %d lost, %d caught up; want 1, 1, 1", s.GapsDetected, s.MessagesLost, s.CaughtUp)
+	}
+}
+
+// TestSlowConsumer: a node that does not keep up holds PendingMsgs
+// messages; NATS drops the next, which is counted, and the gap it leaves
+// is caught up from the store.
+func TestSlowConsumer(t *testing.T) {
+	t.Parallel()
+	url, subject, st := sharedNATS(t), testSubject(t), sharedStore(t)
+	quiet := func(o *Options) { o.HeartbeatInterval = time.Hour }
+	a := startNode(t, url, "a", subject, st, quiet)
+
+	o := fastOptions(t, url, "b", subject, st)
+	quiet(&o)
+	o.PendingMsgs = 3
+	bb, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { bb.Close(context.Background()) })
+	r := relaytest.Start(t, relaytest.Options{Store: st, Bus: bb})
+	var hold sync.Mutex // held: b's delivery blocks
+	if err := bb.Start(func(ev *nostr.Event, seq uint64) {
+		hold.Lock()
+		hold.Unlock()
+		r.Relay.Publish(ev, seq)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(bb.StopDelivery)
+	b := &node{name: "b", b: bb, r: r}
+	waitFor(t, "b connected", func() bool { return bb.Stats().Connected })
+	alice := relaytest.NewKey("slow-alice")
+	sub := subscribe(t, b, alice)
+	pa := relaytest.Dial(t, a.r.URL)
+
+	hold.Lock()
+	evs := notes(alice, "slow", 5)
+	for _, ev := range evs[:3] { // one in b's handler, two waiting: at the limit
+		pa.MustPublish(ev)
+	}
+	waitFor(t, "b to hold 3 messages", func() bool {
+		n, _, _ := bb.sub.Pending()
+		return n == 3
+	})
+	if s := bb.Stats(); s.SlowConsumerDrops != 0 {
+		t.Fatalf("%d dropped at the limit", s.SlowConsumerDrops)
+	}
+	pa.MustPublish(evs[3]) // past it
+	waitFor(t, "NATS to drop one", func() bool { return bb.Stats().SlowConsumerDrops == 1 })
+	hold.Unlock()
+	pa.MustPublish(evs[4]) // shows the gap
+	sub.until(evs...)
+	waitFor(t, "b's catch-ups to finish", func() bool { return idle(bb) })
+	sub.fence(b, alice)
+	sub.exactlyOnce(evs...)
+	if s := bb.Stats(); s.GapsDetected != 1 || s.MessagesLost != 1 || s.CaughtUp < 1 {
+		t.Errorf("b: %d gaps, %d lost, %d caught up; want 1, 1, at least 1", s.GapsDetected, s.MessagesLost, s.CaughtUp)
+	}
+}
+
+// TestStartWithoutBus: a node that starts while the bus is down serves
+// (the bus is not needed to accept events), polls the store meanwhile,
+// and connects when the bus comes up.
+func TestStartWithoutBus(t *testing.T) {
+	t.Parallel()
+	srv, subject, st := startNATS(t), testSubject(t), sharedStore(t)
+	// No reconnect buffer: what a accepts while the bus is down reaches b
+	// only through the store.
+	a := startNode(t, srv.URL, "a", subject, st, func(o *Options) { o.ReconnectBuffer = -1 })
+	srv.Kill()
+	b := startNode(t, srv.URL, "b", subject, st, nil)
+	alice := relaytest.NewKey("nobus-alice")
+	sub := subscribe(t, b, alice)
+	evs := notes(alice, "no bus", 5)
+	pa := relaytest.Dial(t, a.r.URL)
+	for _, ev := range evs {
+		pa.MustPublish(ev)
+	}
+	sub.until(evs...) // polled from the store
+	srv.Start()
+	waitConnected(t, a, b)
+	waitFor(t, "b's catch-ups to finish", func() bool { return idle(b.b) })
+	last := alice.Note("over the bus")
+	pa.MustPublish(last)
+	sub.until(last)
+	sub.fence(b, alice)
+	sub.exactlyOnce(append(evs, last)...)
+	if s := b.b.Stats(); s.CaughtUp != int64(len(evs)) || s.Received != 1 {
+		t.Errorf("b caught up %d and received %d, want %d and 1", s.CaughtUp, s.Received, len(evs))
+	}
+}
+
+// TestGoodbye: a node that closes says so; the others forget it at once
+// instead of taking it for silent.
+func TestGoodbye(t *testing.T) {
+	t.Parallel()
+	url, subject, st := sharedNATS(t), testSubject(t), sharedStore(t)
+	a := startNode(t, url, "a", subject, st, nil)
+	b := startNode(t, url, "b", subject, st, func(o *Options) { o.SilenceTimeout = 300 * time.Millisecond })
+	waitConnected(t, a, b)
+	a.b.StopDelivery()
+	a.r.Stop()
+	if err := a.b.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "b to forget a", func() bool { return b.b.Stats().Origins == 0 })
+	time.Sleep(600 * time.Millisecond) // longer than the silence timeout
+	if s := b.b.Stats(); s.OriginsSilent != 0 || s.CatchUps != 0 {
+		t.Errorf("b took a closed node for silent: %+v", s)
+	}
+	// Publish after Close drops.
+	a.b.Publish(relaytest.NewKey("bye").Note("late"), 1)
+	if s := a.b.Stats(); s.PublishDrops != 1 {
+		t.Errorf("publish after close: %d drops, want 1", s.PublishDrops)
+	}
+}
+
+// TestCatchUpRetried: a catch-up that fails (the store is unreachable) is
+// counted and retried until it succeeds.
+func TestCatchUpRetried(t *testing.T) {
+	t.Parallel()
+	url, subject, st := sharedNATS(t), testSubject(t), sharedStore(t)
+	a := startNode(t, url, "a", subject, st, nil)
+	b := startNode(t, url, "b", subject, st, nil, func(br *Bridge) {
+		br.dropIn = func(e *envelope) bool { return e.typ == envEvent && e.seq == 1 }
+	})
+	waitConnected(t, a, b)
+	alice := relaytest.NewKey("retry-alice")
+	sub := subscribe(t, b, alice)
+	st.setFail(errors.New("store down"))
+	evs := notes(alice, "retry", 2)
+	pa := relaytest.Dial(t, a.r.URL)
+	for _, ev := range evs {
+		pa.MustPublish(ev)
+	}
+	waitFor(t, "a failed catch-up", func() bool { return b.b.Stats().CatchUpErrors >= 1 })
+	st.setFail(nil)
+	sub.until(evs...)
+	waitFor(t, "b's catch-ups to finish", func() bool { return idle(b.b) })
+	sub.fence(b, alice)
+	sub.exactlyOnce(evs...)
+}
+
+// TestReconnectBufferLimit: while disconnected, NATS buffers publishes up
+// to ReconnectBuffer bytes: the first event fits (the buffer is empty),
+// the next does not and is dropped, counted; once connected, the buffered
+// one goes out and the other node catches up the dropped one.
+func TestReconnectBufferLimit(t *testing.T) {
+	t.Parallel()
+	srv, subject, st := startNATS(t), testSubject(t), sharedStore(t)
+	b := startNode(t, srv.URL, "b", subject, st, nil)
+	alice := relaytest.NewKey("rbuf-alice")
+	sub := subscribe(t, b, alice)
+	px := startProxy(t, srv.URL)
+	px.Cut()
+	o := fastOptions(t, px.URL, "a", subject, st)
+	o.ReconnectBuffer = 1
+	a, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close(context.Background()) })
+	if err := a.Start(func(*nostr.Event, uint64) {}); err != nil {
+		t.Fatal(err)
+	}
+	evs := notes(alice, "buffered", 2)
+	res, err := st.Save(context.Background(), evs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Publish(evs[0], res[0].Seq)
+	waitFor(t, "the first to be buffered", func() bool { return a.Stats().Published == 1 })
+	a.Publish(evs[1], res[1].Seq)
+	waitFor(t, "the second to be dropped", func() bool { return a.Stats().PublishDrops == 1 })
+	px.Heal()
+	sub.until(evs...)
+	waitFor(t, "b's catch-ups to finish", func() bool { return idle(b.b) })
+	sub.fence(b, alice)
+	sub.exactlyOnce(evs...)
+}
+
+// TestDedupOverflowRepeatsNeverLoses: when the window overflows, a
+// catch-up that reaches back past it hands on again what it no longer
+// holds (counted as short), and loses nothing.
+func TestDedupOverflowRepeatsNeverLoses(t *testing.T) {
+	st := sharedStore(t)
+	br, err := New(Options{URL: "nats://127.0.0.1:1", Node: "n", Feed: st, DedupMax: 2, CatchUpSettle: -1, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []nostr.ID
+	br.deliver = func(ev *nostr.Event, _ uint64) { got = append(got, ev.ID) }
+	since := time.Now().Add(-time.Second).UnixNano()
+	evs := notes(relaytest.NewKey("overflow"), "n", 3)
+	res, err := st.Save(context.Background(), evs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, ev := range evs {
+		br.Publish(ev, res[i].Seq) // fanned out here; the first is pushed out
+	}
+	n, err := br.runCatchUp(since)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := br.Stats()
+	// Overflows: the third event's entry pushed the first out, and the
+	// first's return pushed the second out.
+	if n != 1 || len(got) != 1 || got[0] != evs[0].ID || s.DedupOverflows != 2 || s.DedupShort != 1 {
+		t.Fatalf("handed on %d (%v); %d overflows, %d short; want the first event again, 2, 1", n, got, s.DedupOverflows, s.DedupShort)
+	}
+}

@@ -1,0 +1,180 @@
+package cluster
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/petrel-relay/petrel/internal/store"
+)
+
+// Sentinel errors.
+var (
+	// ErrOptions is returned by New for options it cannot run with.
+	ErrOptions = errors.New("cluster: bad options")
+	// ErrEnvelope is returned by the envelope decoder for a message that
+	// is not a well-formed envelope.
+	ErrEnvelope = errors.New("cluster: bad envelope")
+	// ErrVersion is returned by the envelope decoder for an envelope of a
+	// version this node does not read.
+	ErrVersion = errors.New("cluster: unknown envelope version")
+	// ErrStarted is returned by a second call to Start.
+	ErrStarted = errors.New("cluster: already started")
+)
+
+// MaxNodeName is the longest node name, in bytes (it travels in every
+// message's envelope).
+const MaxNodeName = 64
+
+// Options configure a Bridge. Feed and URL are required; every other zero
+// value takes the default named in its comment.
+type Options struct {
+	// URL is the NATS server (or comma-separated servers) to connect to,
+	// e.g. "nats://127.0.0.1:4222"; credentials may be given in it
+	// ("nats://user:pass@host:4222"). Anyone who can publish on Subject
+	// can hand events to this node's subscribers: keep the bus private.
+	URL string
+	// Node names this node in logs and in the envelopes it sends (1 to
+	// MaxNodeName bytes). A random boot id is added to it, so a restarted
+	// node, or two nodes given the same name, are never taken for one.
+	Node string
+	// Subject is the NATS subject of the bus. Default "petrel.events".
+	// Every node of one cluster must use the same subject.
+	Subject string
+	// Feed is the store of record, read to catch up after a loss.
+	Feed store.Feed
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+
+	// CatchUpMargin is subtracted from the point a catch-up starts from.
+	// It must cover the longest time from a commit to the bus receiving
+	// the event's publish (the accepting node's fan-out backlog), the
+	// time a store transaction takes from stamping an event's accepted
+	// time to its commit becoming visible, and the clock skew between
+	// the nodes and the store. Default 5s.
+	CatchUpMargin time.Duration
+	// CatchUpBatch is the most records a catch-up reads and holds before
+	// it hands them to the relay. Default 1024.
+	CatchUpBatch int
+	// CatchUpSettle is how long a catch-up waits, after reading a batch,
+	// before it hands the records this node has not fanned out to the
+	// relay: time for this node's own most recent commits to reach
+	// Publish (the relay fans them out itself), so that they are not
+	// fanned out twice. Default 250ms; negative: no wait.
+	CatchUpSettle time.Duration
+	// PollInterval is how often the node catches up from the store while
+	// a loss is going on (its own bus connection is down, or another
+	// node went silent), so that those events still reach subscribers,
+	// late, instead of waiting for the bus to heal. Default 2s.
+	PollInterval time.Duration
+
+	// HeartbeatInterval is how often the node publishes a heartbeat
+	// carrying its bus sequence, so that a loss of its last messages is
+	// seen even when it has nothing more to publish. Default 1s.
+	HeartbeatInterval time.Duration
+	// SilenceTimeout: a node not heard for this long (no event, no
+	// heartbeat) while this node is connected is taken as lost, and the
+	// store is polled for what it may have committed until it is heard
+	// again or OriginExpiry passes. Default 3s.
+	SilenceTimeout time.Duration
+	// OriginExpiry: a node not heard for this long is forgotten. Default
+	// 10m.
+	OriginExpiry time.Duration
+
+	// DedupWindow is how long the ids this node fanned out are kept to
+	// de-duplicate catch-ups (longer while a catch-up that needs them is
+	// pending). It must exceed CatchUpMargin plus the longest time a loss
+	// can go undetected (about PingInterval × (MaxPingsOut+1), and
+	// PollInterval). Default 30s.
+	DedupWindow time.Duration
+	// DedupMax bounds the ids kept; past it the oldest go first, counted
+	// in Stats.DedupOverflows (a catch-up may then deliver an event a
+	// second time, never lose one). Default 262144 (about 25 MiB).
+	DedupMax int
+
+	// PublishQueue bounds the events waiting to be handed to NATS; a full
+	// queue drops (counted in Stats.PublishDrops), and the other nodes
+	// catch up from the store. Default 8192.
+	PublishQueue int
+	// ReconnectBuffer bounds the bytes NATS buffers while disconnected;
+	// past it publishes fail (counted in Stats.PublishDrops). Default
+	// 8 MiB; negative: no buffer (publishes fail while disconnected).
+	ReconnectBuffer int
+	// PendingMsgs and PendingBytes bound the messages received and not
+	// yet handled; past them NATS drops messages (counted in
+	// Stats.SlowConsumerDrops), which the sequence gap reveals. Defaults
+	// 65536 and 64 MiB.
+	PendingMsgs  int
+	PendingBytes int
+
+	// PingInterval and MaxPingsOut decide how soon a dead connection is
+	// noticed: after about PingInterval × (MaxPingsOut+1). Defaults 2s
+	// and 2.
+	PingInterval time.Duration
+	MaxPingsOut  int
+	// ReconnectWait is the pause between reconnect attempts (with up to
+	// 10% jitter); attempts never stop. Default 1s.
+	ReconnectWait time.Duration
+	// ConnectTimeout bounds one connection attempt. Default 2s.
+	ConnectTimeout time.Duration
+	// FlushTimeout bounds one write to the server; a server that takes
+	// nothing for that long is reconnected to. Default 10s.
+	FlushTimeout time.Duration
+}
+
+// normalize fills in defaults and checks the options.
+func (o Options) normalize() (Options, error) {
+	if o.URL == "" {
+		return o, fmt.Errorf("%w: URL is required", ErrOptions)
+	}
+	if o.Feed == nil {
+		return o, fmt.Errorf("%w: Feed is required", ErrOptions)
+	}
+	if o.Node == "" || len(o.Node) > MaxNodeName {
+		return o, fmt.Errorf("%w: node name must be 1 to %d bytes, got %d", ErrOptions, MaxNodeName, len(o.Node))
+	}
+	if o.Subject == "" {
+		o.Subject = "petrel.events"
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	dur := func(d *time.Duration, def time.Duration) {
+		if *d <= 0 {
+			*d = def
+		}
+	}
+	num := func(n *int, def int) {
+		if *n <= 0 {
+			*n = def
+		}
+	}
+	dur(&o.CatchUpMargin, 5*time.Second)
+	num(&o.CatchUpBatch, 1024)
+	if o.CatchUpSettle == 0 {
+		o.CatchUpSettle = 250 * time.Millisecond
+	} else if o.CatchUpSettle < 0 {
+		o.CatchUpSettle = 0
+	}
+	dur(&o.PollInterval, 2*time.Second)
+	dur(&o.HeartbeatInterval, time.Second)
+	dur(&o.SilenceTimeout, 3*time.Second)
+	dur(&o.OriginExpiry, 10*time.Minute)
+	dur(&o.DedupWindow, 30*time.Second)
+	num(&o.DedupMax, 1<<18)
+	num(&o.PublishQueue, 8192)
+	if o.ReconnectBuffer == 0 {
+		o.ReconnectBuffer = 8 << 20
+	} else if o.ReconnectBuffer < 0 {
+		o.ReconnectBuffer = -1
+	}
+	num(&o.PendingMsgs, 65536)
+	num(&o.PendingBytes, 64<<20)
+	dur(&o.PingInterval, 2*time.Second)
+	num(&o.MaxPingsOut, 2)
+	dur(&o.ReconnectWait, time.Second)
+	dur(&o.ConnectTimeout, 2*time.Second)
+	dur(&o.FlushTimeout, 10*time.Second)
+	return o, nil
+}

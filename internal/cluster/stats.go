@@ -1,0 +1,137 @@
+package cluster
+
+import (
+	"sync/atomic"
+	"time"
+)
+
+// Stats is a snapshot of a bridge's figures, for /stats and /metrics.
+// Counters count since the bridge was created.
+type Stats struct {
+	Node    string `json:"node"`
+	Subject string `json:"subject"`
+	// Connected: the bus connection is up now.
+	Connected   bool  `json:"connected"`
+	Disconnects int64 `json:"disconnects"`
+	Reconnects  int64 `json:"reconnects"`
+	// LastOutageStart and LastOutageEnd: when this node last noticed its
+	// bus connection drop, and when it came back (zero: never; End before
+	// Start: the outage goes on).
+	LastOutageStart time.Time `json:"last_outage_start,omitzero"`
+	LastOutageEnd   time.Time `json:"last_outage_end,omitzero"`
+
+	// Published: events this node handed to NATS. PublishDrops: events it
+	// could not (its publish queue was full, the reconnect buffer was
+	// full, the event exceeded the server's payload limit, or the bridge
+	// was closed); the other nodes catch them up from the store.
+	Published    int64 `json:"published"`
+	PublishDrops int64 `json:"publish_drops"`
+
+	// Received: events from other nodes. Heartbeats: heartbeats from
+	// other nodes. EchoesIgnored: this node's own messages heard back.
+	// BadMessages: messages that were not a readable envelope or event.
+	Received      int64 `json:"received"`
+	Heartbeats    int64 `json:"heartbeats_received"`
+	EchoesIgnored int64 `json:"echoes_ignored"`
+	BadMessages   int64 `json:"bad_messages"`
+	// DuplicatesSkipped: events from the bus or a catch-up that this node
+	// had fanned out already (the de-duplication window held them).
+	DuplicatesSkipped int64 `json:"duplicates_skipped"`
+	// DeletedSkipped: events from the bus or a catch-up that a deletion
+	// or request to vanish seen first had removed.
+	DeletedSkipped int64 `json:"deleted_skipped"`
+	// ExpiredSkipped: events from the bus or a catch-up whose NIP-40
+	// expiration had passed.
+	ExpiredSkipped int64 `json:"expired_skipped"`
+
+	// GapsDetected: breaks in another node's bus sequence (messages lost
+	// on the way); MessagesLost adds up their sizes. SlowConsumerDrops:
+	// messages NATS dropped because this node did not keep up (past
+	// PendingMsgs or PendingBytes). OriginsSilent: times another node went
+	// unheard for SilenceTimeout. Origins: the nodes heard lately.
+	GapsDetected      int64 `json:"gaps_detected"`
+	MessagesLost      int64 `json:"messages_lost"`
+	SlowConsumerDrops int64 `json:"slow_consumer_drops"`
+	OriginsSilent     int64 `json:"origins_silent"`
+	Origins           int   `json:"origins"`
+
+	// CatchUps: catch-ups from the store completed; CaughtUp: events they
+	// fanned out; CatchUpErrors: catch-ups that failed (retried).
+	// CatchUpDuplicates: events a catch-up fanned out that turned out to
+	// be this node's own, fanned out by the relay too (a subscriber may
+	// have had them twice; see Options.CatchUpSettle).
+	CatchUps          int64 `json:"catchups"`
+	CaughtUp          int64 `json:"caught_up_events"`
+	CatchUpErrors     int64 `json:"catchup_errors"`
+	CatchUpDuplicates int64 `json:"catchup_duplicates"`
+
+	// DedupSize: ids in the de-duplication window. DedupOverflows: ids
+	// dropped early because it was full. DedupShort: catch-ups that
+	// reached back past what the window still held (they may have
+	// repeated events).
+	DedupSize      int   `json:"dedup_size"`
+	DedupOverflows int64 `json:"dedup_overflows"`
+	DedupShort     int64 `json:"dedup_short"`
+}
+
+// counters are the bridge's atomic counters.
+type counters struct {
+	disconnects, reconnects           atomic.Int64
+	published, publishDrops           atomic.Int64
+	received, heartbeats, echoes, bad atomic.Int64
+	duplicates, deleted, expired      atomic.Int64
+	gaps, lost, silent                atomic.Int64
+	catchUps, caughtUp, catchUpErrors atomic.Int64
+	catchUpDuplicates, dedupShort     atomic.Int64
+	lastOutageStart, lastOutageEnd    atomic.Int64 // unix nanos
+}
+
+// Stats returns a snapshot of the bridge's figures. It is safe to call at
+// any time, from any goroutine.
+func (b *Bridge) Stats() Stats {
+	c := &b.st
+	s := Stats{
+		Node:              b.opts.Node,
+		Subject:           b.opts.Subject,
+		Disconnects:       c.disconnects.Load(),
+		Reconnects:        c.reconnects.Load(),
+		Published:         c.published.Load(),
+		PublishDrops:      c.publishDrops.Load(),
+		Received:          c.received.Load(),
+		Heartbeats:        c.heartbeats.Load(),
+		EchoesIgnored:     c.echoes.Load(),
+		BadMessages:       c.bad.Load(),
+		DuplicatesSkipped: c.duplicates.Load(),
+		DeletedSkipped:    c.deleted.Load(),
+		ExpiredSkipped:    c.expired.Load(),
+		GapsDetected:      c.gaps.Load(),
+		MessagesLost:      c.lost.Load(),
+		OriginsSilent:     c.silent.Load(),
+		CatchUps:          c.catchUps.Load(),
+		CaughtUp:          c.caughtUp.Load(),
+		CatchUpErrors:     c.catchUpErrors.Load(),
+		CatchUpDuplicates: c.catchUpDuplicates.Load(),
+		DedupShort:        c.dedupShort.Load(),
+	}
+	if t := c.lastOutageStart.Load(); t != 0 {
+		s.LastOutageStart = time.Unix(0, t)
+	}
+	if t := c.lastOutageEnd.Load(); t != 0 {
+		s.LastOutageEnd = time.Unix(0, t)
+	}
+	s.DedupSize, s.DedupOverflows = b.win.size()
+	b.mu.Lock()
+	s.Origins = len(b.origins)
+	nc, sub := b.nc, b.sub
+	b.mu.Unlock()
+	if nc != nil {
+		s.Connected = nc.IsConnected()
+	}
+	if sub != nil {
+		if n, err := sub.Dropped(); err == nil {
+			b.droppedSeen.Store(int64(n))
+		}
+	}
+	s.SlowConsumerDrops = b.droppedSeen.Load()
+	return s
+}

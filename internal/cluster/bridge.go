@@ -206,13 +206,7 @@ func (b *Bridge) outageStart() int64 {
 // and the other nodes see the gap in this node's sequence and catch up
 // from the store.
 func (b *Bridge) Publish(ev *nostr.Event, commit uint64) {
-	now := time.Now().UnixNano()
-	if ev.Class() != nostr.Ephemeral {
-		if prev, fresh := b.win.claim(ev.ID, srcLocal, now); !fresh && prev == srcCatchUp {
-			b.st.catchUpDuplicates.Add(1)
-		}
-		b.rm.note(ev, now)
-	} else {
+	if ev.Class() == nostr.Ephemeral {
 		commit = 0
 	}
 	b.pubMu.Lock()
@@ -322,18 +316,18 @@ func (b *Bridge) onMsg(m *nats.Msg) {
 	commit := e.commit
 	if ev.Class() == nostr.Ephemeral {
 		commit = 0
-	} else if !b.admit(ev, srcBus) {
+	} else if !b.admit(ev) {
 		return
 	}
 	b.handOn(ev, commit)
 }
 
 // admit decides whether a stored event from the bus or a catch-up is
-// fanned out here: not if a deletion seen first removed it, nor if it
+// handed to the relay: not if a deletion seen first removed it, nor if it
 // expired (a catch-up may replay it late), nor if this node fanned it out
-// already. It records the event as fanned out (and what
-// it removes, for a deletion).
-func (b *Bridge) admit(ev *nostr.Event, src byte) bool {
+// already. It only looks: FirstFanout, on the relay's dispatcher, makes
+// the decision that counts, where every path an event takes meets.
+func (b *Bridge) admit(ev *nostr.Event) bool {
 	now := time.Now().UnixNano()
 	if b.rm.covers(ev) {
 		b.st.deleted.Add(1)
@@ -342,6 +336,28 @@ func (b *Bridge) admit(ev *nostr.Event, src byte) bool {
 	if ev.IsExpired(now / int64(time.Second)) { // NIP-40: never sent once expired
 		b.st.expired.Add(1)
 		return false
+	}
+	if b.win.has(ev.ID) {
+		b.st.duplicates.Add(1)
+		return false
+	}
+	return true
+}
+
+// FirstFanout implements relay.FanoutGate: it records ev as fanned out by
+// this node (and what it removes, for a deletion) and reports whether it
+// was not already. The relay's dispatcher calls it for every stored event
+// before its fan-out, local or not, so an event this node accepted and
+// the same event replayed by a catch-up that read the store before the
+// dispatcher reached it are fanned out once, whichever comes first.
+func (b *Bridge) FirstFanout(ev *nostr.Event, local bool) bool {
+	if ev.Class() == nostr.Ephemeral {
+		return true // never stored, never caught up: it comes one way only
+	}
+	now := time.Now().UnixNano()
+	src := srcRemote
+	if local {
+		src = srcLocal
 	}
 	if _, fresh := b.win.claim(ev.ID, src, now); !fresh {
 		b.st.duplicates.Add(1)

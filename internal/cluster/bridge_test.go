@@ -264,12 +264,16 @@ func TestReconnectBufferLimit(t *testing.T) {
 // holds (counted as short), and loses nothing.
 func TestDedupOverflowRepeatsNeverLoses(t *testing.T) {
 	st := sharedStore(t)
-	br, err := New(Options{URL: "nats://127.0.0.1:1", Node: "n", Feed: st, DedupMax: 2, CatchUpSettle: -1, Logger: testLogger(t)})
+	br, err := New(Options{URL: "nats://127.0.0.1:1", Node: "n", Feed: st, DedupMax: 2, Logger: testLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var got []nostr.ID
-	br.deliver = func(ev *nostr.Event, _ uint64) { got = append(got, ev.ID) }
+	br.deliver = func(ev *nostr.Event, _ uint64) { // as the relay's dispatcher does
+		if br.FirstFanout(ev, false) {
+			got = append(got, ev.ID)
+		}
+	}
 	since := time.Now().Add(-time.Second).UnixNano()
 	evs := notes(relaytest.NewKey("overflow"), "n", 3)
 	res, err := st.Save(context.Background(), evs)
@@ -277,7 +281,11 @@ func TestDedupOverflowRepeatsNeverLoses(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, ev := range evs {
-		br.Publish(ev, res[i].Seq) // fanned out here; the first is pushed out
+		// Fanned out here, as the dispatcher does; the first is pushed out.
+		if !br.FirstFanout(ev, true) {
+			t.Fatalf("event %d: not a first fan-out", i)
+		}
+		br.Publish(ev, res[i].Seq)
 	}
 	n, err := br.runCatchUp(since)
 	if err != nil {

@@ -1,7 +1,6 @@
 package cluster
 
 import (
-	"context"
 	"errors"
 	"sync"
 	"time"
@@ -204,21 +203,9 @@ func (b *Bridge) runCatchUp(since int64) (int64, error) {
 				return n, err
 			}
 		}
-		if len(batch) > 0 && b.opts.CatchUpSettle > 0 {
-			// This node's own latest commits may not have reached
-			// Publish yet: give them the time to, so that the window
-			// holds them before the batch is handed on.
-			t := time.NewTimer(b.opts.CatchUpSettle)
-			select {
-			case <-b.ctx.Done():
-				t.Stop()
-				return n, context.Cause(b.ctx)
-			case <-t.C:
-			}
-		}
 		for i := range batch {
 			c := &batch[i]
-			if !b.admit(c.ev, srcCatchUp) {
+			if !b.admit(c.ev) {
 				continue
 			}
 			if !b.handOn(c.ev, c.commit) {

@@ -74,12 +74,13 @@
 // earliest point asked for, and start no earlier than what the last
 // completed one covered.
 //
-// One race remains that the window alone cannot close: an event this
-// node committed is visible to a catch-up's read before the relay has
-// fanned it out and called Publish. A catch-up therefore waits
-// CatchUpSettle after reading a batch, and checks the window again before
-// handing each event on; an event that still slips through is counted in
-// Stats.CatchUpDuplicates when Publish reports it.
+// An event this node committed is visible to a catch-up's read before
+// the relay has fanned it out, so a look at the window cannot decide
+// alone. The window is written in one place, FirstFanout
+// (relay.FanoutGate), which the relay's dispatcher calls before it fans
+// out any stored event, whichever path brought it: the first copy is fanned
+// out, later ones are skipped. The bus and catch-up paths only look, to
+// avoid handing on what is surely fanned out already.
 //
 // # Deletions
 //

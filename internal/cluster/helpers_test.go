@@ -267,7 +267,6 @@ func fastOptions(t testing.TB, url, name, subject string, st *feedStore) Options
 	return Options{
 		URL: url, Node: name, Subject: subject, Feed: st, Logger: testLogger(t).With("node", name),
 		CatchUpMargin:     time.Second,
-		CatchUpSettle:     20 * time.Millisecond,
 		PollInterval:      200 * time.Millisecond,
 		HeartbeatInterval: 100 * time.Millisecond,
 		SilenceTimeout:    time.Hour, // tests that want silence set it

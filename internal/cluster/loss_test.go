@@ -144,66 +144,48 @@ func TestOutageDeadPath(t *testing.T) {
 
 // TestCatchUpsBesideLocalCommits: catch-ups asked for over and over
 // (several triggers at once) while the node commits events of its own.
-// The catch-ups read the node's own commits before the relay has fanned
-// them out and called Publish. With the settle time (the default) the
-// window holds them by the time a catch-up would hand them on, and the
-// subscriber gets each event once. Without it some slip through: each is
-// counted in CatchUpDuplicates, exactly as many as the subscriber got
-// twice (the relay change proposed in docs/architecture.md closes this).
+// The catch-ups read the node's own commits, often before the relay has
+// fanned them out: the dispatcher's FirstFanout decides which copy is
+// fanned out, so the subscriber gets each event exactly once.
 func TestCatchUpsBesideLocalCommits(t *testing.T) {
 	t.Parallel()
-	f := func(t *testing.T, settle time.Duration) {
-		url, subject, st := sharedNATS(t), testSubject(t), sharedStore(t)
-		a := startNode(t, url, "a", subject, st, func(o *Options) { o.CatchUpSettle = settle })
-		alice := relaytest.NewKey("local-alice")
-		sub := subscribe(t, a, alice)
-		stop := make(chan struct{})
-		var wg sync.WaitGroup
-		for i := 0; i < 3; i++ { // three triggers
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for {
-					select {
-					case <-stop:
-						return
-					default:
-					}
-					a.b.requestCatchUp(time.Now().Add(-time.Second).UnixNano())
-					time.Sleep(time.Millisecond)
+	url, subject, st := sharedNATS(t), testSubject(t), sharedStore(t)
+	a := startNode(t, url, "a", subject, st, nil)
+	alice := relaytest.NewKey("local-alice")
+	sub := subscribe(t, a, alice)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := 0; i < 3; i++ { // three triggers
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
 				}
-			}()
-		}
-		evs := notes(alice, "local", 200)
-		pa := relaytest.Dial(t, a.r.URL)
-		for _, ev := range evs {
-			pa.MustPublish(ev)
-		}
-		close(stop)
-		wg.Wait()
-		sub.until(evs...)
-		waitFor(t, "a's catch-ups to finish", func() bool { return idle(a.b) })
-		sub.fence(a, alice)
-		s := a.b.Stats()
-		t.Logf("settle %v: %d catch-ups, %d events handed on, %d duplicates skipped", a.b.opts.CatchUpSettle, s.CatchUps, s.CaughtUp, s.DuplicatesSkipped)
-		if s.CatchUps < 10 {
-			t.Errorf("only %d catch-ups ran", s.CatchUps)
-		}
-		twice := 0
-		for _, ev := range evs {
-			if sub.got[ev.ID] == 2 {
-				twice++
+				a.b.requestCatchUp(time.Now().Add(-time.Second).UnixNano())
+				time.Sleep(time.Millisecond)
 			}
-		}
-		if s.CatchUpDuplicates != int64(twice) || s.CaughtUp != int64(twice) {
-			t.Errorf("%d events delivered twice, %d counted, %d handed on by catch-ups", twice, s.CatchUpDuplicates, s.CaughtUp)
-		}
-		if settle >= 0 {
-			sub.exactlyOnce(evs...)
-		}
+		}()
 	}
-	t.Run("settle", func(t *testing.T) { t.Parallel(); f(t, 0) })
-	t.Run("no-settle", func(t *testing.T) { t.Parallel(); f(t, -1) })
+	evs := notes(alice, "local", 200)
+	pa := relaytest.Dial(t, a.r.URL)
+	for _, ev := range evs {
+		pa.MustPublish(ev)
+	}
+	close(stop)
+	wg.Wait()
+	sub.until(evs...)
+	waitFor(t, "a's catch-ups to finish", func() bool { return idle(a.b) })
+	sub.fence(a, alice)
+	s := a.b.Stats()
+	t.Logf("%d catch-ups, %d events handed on, %d duplicates skipped", s.CatchUps, s.CaughtUp, s.DuplicatesSkipped)
+	if s.CatchUps < 10 {
+		t.Errorf("only %d catch-ups ran", s.CatchUps)
+	}
+	sub.exactlyOnce(evs...)
 }
 
 // TestGapCaughtUp: messages NATS lost (dropped here in b's receive path)

@@ -57,12 +57,6 @@ type Options struct {
 	// CatchUpBatch is the most records a catch-up reads and holds before
 	// it hands them to the relay. Default 1024.
 	CatchUpBatch int
-	// CatchUpSettle is how long a catch-up waits, after reading a batch,
-	// before it hands the records this node has not fanned out to the
-	// relay: time for this node's own most recent commits to reach
-	// Publish (the relay fans them out itself), so that they are not
-	// fanned out twice. Default 250ms; negative: no wait.
-	CatchUpSettle time.Duration
 	// PollInterval is how often the node catches up from the store while
 	// a loss is going on (its own bus connection is down, or another
 	// node went silent), so that those events still reach subscribers,
@@ -152,11 +146,6 @@ func (o Options) normalize() (Options, error) {
 	}
 	dur(&o.CatchUpMargin, 5*time.Second)
 	num(&o.CatchUpBatch, 1024)
-	if o.CatchUpSettle == 0 {
-		o.CatchUpSettle = 250 * time.Millisecond
-	} else if o.CatchUpSettle < 0 {
-		o.CatchUpSettle = 0
-	}
 	dur(&o.PollInterval, 2*time.Second)
 	dur(&o.HeartbeatInterval, time.Second)
 	dur(&o.SilenceTimeout, 3*time.Second)

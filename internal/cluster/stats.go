@@ -57,13 +57,9 @@ type Stats struct {
 
 	// CatchUps: catch-ups from the store completed; CaughtUp: events they
 	// fanned out; CatchUpErrors: catch-ups that failed (retried).
-	// CatchUpDuplicates: events a catch-up fanned out that turned out to
-	// be this node's own, fanned out by the relay too (a subscriber may
-	// have had them twice; see Options.CatchUpSettle).
-	CatchUps          int64 `json:"catchups"`
-	CaughtUp          int64 `json:"caught_up_events"`
-	CatchUpErrors     int64 `json:"catchup_errors"`
-	CatchUpDuplicates int64 `json:"catchup_duplicates"`
+	CatchUps      int64 `json:"catchups"`
+	CaughtUp      int64 `json:"caught_up_events"`
+	CatchUpErrors int64 `json:"catchup_errors"`
 
 	// DedupSize: ids in the de-duplication window. DedupOverflows: ids
 	// dropped early because it was full. DedupShort: catch-ups that
@@ -82,7 +78,7 @@ type counters struct {
 	duplicates, deleted, expired      atomic.Int64
 	gaps, lost, silent                atomic.Int64
 	catchUps, caughtUp, catchUpErrors atomic.Int64
-	catchUpDuplicates, dedupShort     atomic.Int64
+	dedupShort                        atomic.Int64
 	lastOutageStart, lastOutageEnd    atomic.Int64 // unix nanos
 }
 
@@ -110,7 +106,6 @@ func (b *Bridge) Stats() Stats {
 		CatchUps:          c.catchUps.Load(),
 		CaughtUp:          c.caughtUp.Load(),
 		CatchUpErrors:     c.catchUpErrors.Load(),
-		CatchUpDuplicates: c.catchUpDuplicates.Load(),
 		DedupShort:        c.dedupShort.Load(),
 	}
 	if t := c.lastOutageStart.Load(); t != 0 {

@@ -8,9 +8,8 @@ import (
 
 // Where an id in the window came from.
 const (
-	srcLocal   byte = iota + 1 // accepted by this node (Publish)
-	srcBus                     // received from the bus and fanned out
-	srcCatchUp                 // fanned out by a catch-up
+	srcLocal  byte = iota + 1 // accepted by this node
+	srcRemote                 // accepted elsewhere: from the bus or a catch-up
 )
 
 // window is the node-level de-duplication window: the ids of the stored

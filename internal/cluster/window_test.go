@@ -14,21 +14,21 @@ func id(n byte) nostr.ID { return nostr.ID{n} }
 func TestWindowLimit(t *testing.T) {
 	w := newWindow(3, 1000)
 	for i := byte(1); i <= 3; i++ {
-		if _, fresh := w.claim(id(i), srcBus, int64(i)); !fresh {
+		if _, fresh := w.claim(id(i), srcRemote, int64(i)); !fresh {
 			t.Fatalf("id %d not fresh", i)
 		}
 	}
 	if n, over := w.size(); n != 3 || over != 0 || !w.covers(1) {
 		t.Fatalf("at the limit: %d held, %d overflows, covers(1) %v", n, over, w.covers(1))
 	}
-	w.claim(id(4), srcBus, 4)
+	w.claim(id(4), srcRemote, 4)
 	if n, over := w.size(); n != 3 || over != 1 || w.has(id(1)) || !w.has(id(4)) {
 		t.Fatalf("past the limit: %d held, %d overflows, has(1) %v", n, over, w.has(id(1)))
 	}
 	if w.covers(1) || !w.covers(2) {
 		t.Fatalf("covers: after evicting the entry of time 1, covers(1)=%v covers(2)=%v", w.covers(1), w.covers(2))
 	}
-	if prev, fresh := w.claim(id(3), srcLocal, 5); fresh || prev != srcBus {
+	if prev, fresh := w.claim(id(3), srcLocal, 5); fresh || prev != srcRemote {
 		t.Fatalf("claim of a held id: %d %v", prev, fresh)
 	}
 }
@@ -37,10 +37,10 @@ func TestWindowLimit(t *testing.T) {
 // them; the ring grows and shrinks.
 func TestWindowKeepAndPin(t *testing.T) {
 	w := newWindow(1000, 10)
-	w.claim(id(1), srcBus, 0)
-	w.claim(id(2), srcBus, 5)
+	w.claim(id(1), srcRemote, 0)
+	w.claim(id(2), srcRemote, 5)
 	w.setPin(3)
-	w.claim(id(3), srcBus, 20) // cut at min(20-10, pin 3) = 3
+	w.claim(id(3), srcRemote, 20) // cut at min(20-10, pin 3) = 3
 	if w.has(id(1)) || !w.has(id(2)) || !w.has(id(3)) {
 		t.Fatalf("pinned: has %v %v %v", w.has(id(1)), w.has(id(2)), w.has(id(3)))
 	}
@@ -50,7 +50,7 @@ func TestWindowKeepAndPin(t *testing.T) {
 		t.Fatalf("unpinned: has(2) %v has(3) %v", w.has(id(2)), w.has(id(3)))
 	}
 	for i := 0; i < 500; i++ {
-		w.claim(nostr.ID{byte(i), byte(i >> 8), 9}, srcBus, 21)
+		w.claim(nostr.ID{byte(i), byte(i >> 8), 9}, srcRemote, 21)
 	}
 	if n, _ := w.size(); n != 501 || len(w.ring) < 501 {
 		t.Fatalf("grown: %d held in a ring of %d", n, len(w.ring))

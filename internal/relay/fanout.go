@@ -159,7 +159,9 @@ func (d *dispatcher) handle(it dispatchItem) {
 		r.stats.EventsAccepted.Add(1)
 	}
 	if fanout {
-		d.fanout(it.ev, it.res.Seq)
+		if r.gate == nil || r.gate.FirstFanout(it.ev, it.okTo != nil) {
+			d.fanout(it.ev, it.res.Seq)
+		}
 		if it.okTo != nil && r.bus != nil {
 			r.bus.Publish(it.ev, it.res.Seq) // accepted here: tell the other nodes
 		}

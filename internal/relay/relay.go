@@ -55,6 +55,19 @@ type Bus interface {
 	Publish(ev *nostr.Event, seq uint64)
 }
 
+// FanoutGate is implemented by a Bus that de-duplicates what a node fans
+// out across the paths an event can reach it by (accepted here, heard on
+// the bus, replayed from the store by a catch-up). The dispatcher asks it
+// before fanning out each stored event, so the decision is made in the
+// one place where every path meets, in fan-out order.
+type FanoutGate interface {
+	// FirstFanout reports whether ev is to be fanned out here: false if
+	// this node fanned it out already. local reports that this node
+	// accepted it (its OK and Bus.Publish happen either way). Called on
+	// the dispatcher goroutine; it must not block.
+	FirstFanout(ev *nostr.Event, local bool) bool
+}
+
 // Relay is the protocol engine shared by all sessions.
 type Relay struct {
 	cfg      Config
@@ -88,9 +101,10 @@ type Relay struct {
 
 	queryBytesPeak atomic.Int64 // high-water mark of stats.QueryBytesQueued
 
-	pol policySet    // write policy and read protection (policy.go, auth.go)
-	bus Bus          // nil: a single node
-	own nostr.OwnURL // Config.URL normalized; zero: loopback hosts only
+	pol  policySet    // write policy and read protection (policy.go, auth.go)
+	bus  Bus          // nil: a single node
+	gate FanoutGate   // bus, if it implements it; else nil
+	own  nostr.OwnURL // Config.URL normalized; zero: loopback hosts only
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -114,6 +128,7 @@ func New(cfg Config, opts Options) (*Relay, error) {
 		info:     opts.Info,
 		bus:      opts.Bus,
 	}
+	r.gate, _ = opts.Bus.(FanoutGate)
 	r.pre, _ = opts.Store.(store.Prechecker)
 	if r.verifier == nil {
 		r.verifier = nostr.DefaultVerifier()

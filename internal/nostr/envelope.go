@@ -76,7 +76,7 @@ func (p *parser) comma(what string) *ParseError {
 		return nil
 	}
 	if p.peek() == ']' {
-		return p.failf("%s: missing %s", p.typ, what)
+		return p.failf("missing %s", what)
 	}
 	return p.syntax("','")
 }
@@ -85,7 +85,7 @@ func (p *parser) comma(what string) *ParseError {
 func (p *parser) closeArray() *ParseError {
 	p.ws()
 	if p.peek() == ',' {
-		return p.failf("%s: too many elements", p.typ)
+		return p.fail("too many elements")
 	}
 	if err := p.expect(']'); err != nil {
 		return err
@@ -150,7 +150,13 @@ func (p *parser) clientMessage() (*ClientMessage, *ParseError) {
 		if err := p.comma("event"); err != nil {
 			return nil, err
 		}
+		start := p.i
 		if err := p.eventObject(); err != nil {
+			if !err.HasEventID {
+				// Refused before its id was read: find the id anyway, so
+				// that the refusal can be an OK the client waits for.
+				err.EventID, err.HasEventID = recoverEventID(p.d[start:])
+			}
 			return nil, err
 		}
 		if err := p.closeArray(); err != nil {

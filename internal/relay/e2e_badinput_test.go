@@ -97,6 +97,37 @@ func TestBadInputAnswers(t *testing.T) {
 	f(`["EVENT",`+upper+`]`, notice) // the id is unreadable: no OK possible
 	f(`["EVENT",`+strings.Replace(string(good.Raw), `"kind":1`, `"kind":70000`, 1)+`]`, okFalse(good))
 	f(`["EVENT",`+strings.Replace(string(good.Raw), `"tags":[]`, `"tags":[1]`, 1)+`]`, okFalse(good))
+	// The id last, after the malformed field: the parser refuses before it
+	// reads the id, and the relay still answers with an OK naming it.
+	idLast := func(field string) string {
+		fields := map[string]string{
+			"pubkey": `"` + good.PubKey.Hex() + `"`, "created_at": "1700000000", "kind": "1",
+			"tags": "[]", "content": `"x"`, "sig": `"` + good.Sig.Hex() + `"`,
+		}
+		name, value, _ := strings.Cut(field, ":")
+		fields[strings.Trim(name, `"`)] = value
+		var b strings.Builder
+		b.WriteString(`["EVENT",{`)
+		for _, k := range []string{"kind", "created_at", "tags", "content", "pubkey", "sig"} {
+			b.WriteString(`"` + k + `":` + fields[k] + `,`)
+		}
+		b.WriteString(`"id":"` + good.ID.Hex() + `"}]`)
+		return b.String()
+	}
+	for _, field := range []string{
+		`"kind":"1"`, `"kind":1.5`, `"kind":-1`, `"kind":1180591620717411303424`,
+		`"created_at":"1"`, `"created_at":1e20`, `"created_at":-5`,
+		`"tags":"x"`, `"tags":[["p",1]]`, `"tags":[["p",null]]`, `"tags":[{}]`,
+		`"content":5`, `"pubkey":"` + strings.ToUpper(good.PubKey.Hex()) + `"`, `"content":"\ud800"`,
+		`"tags":` + strings.Repeat("[", 10000) + strings.Repeat("]", 10000),
+		`"tags":[` + strings.TrimSuffix(strings.Repeat(`["t","x"],`, 2001), ",") + `]`,
+	} {
+		f(idLast(field), okFalse(good))
+	}
+	c.SendRaw(`["EVENT"]`)
+	if m := c.Read(); m.Type != "NOTICE" || m.Message != "invalid: EVENT: missing event" {
+		t.Fatalf(`["EVENT"]: got %s %q`, describe(m), m.Message)
+	}
 
 	// The sig check happens after the cheap checks, on a verifier: the
 	// connection keeps working meanwhile and the answer is an OK.

@@ -113,8 +113,20 @@ type Config struct {
 	VerifyQueue int `toml:"verify_queue"`
 	// MaxPendingEvents is the number of EVENTs one connection may have
 	// awaiting their OK; beyond it they are refused with "rate-limited:".
-	// Default 1024.
+	// It is each connection's share of the relay-wide budgets (the verify
+	// queue, MaxInflightEvents): kept under them, one connection cannot
+	// fill them and starve the others. Default half of VerifyQueue (256,
+	// a quarter of MaxInflightEvents).
 	MaxPendingEvents int `toml:"max_pending_events"`
+	// MaxBadSignatures closes a connection that sends this many events
+	// with invalid signatures in a row (1008, counted in
+	// limits_tripped.bad_signatures); a valid one resets the count. From a
+	// tenth of it on, the connection is slowed: it may have one EVENT
+	// awaiting its OK at a time, the rest are refused with
+	// "rate-limited:" and count as invalid too (a client that presses on
+	// while slowed is not verified, and not forgiven). Default 100.
+	// Negative: no limit.
+	MaxBadSignatures int `toml:"max_bad_signatures"`
 	// MaxInflightEvents is the number of EVENTs the whole relay may have
 	// admitted and not yet answered (waiting for verification, the
 	// plugin, or the store's writer); beyond it EVENTs are refused with
@@ -170,7 +182,8 @@ func (c Config) Normalize() Config {
 	def(&c.QueryWorkers, runtime.NumCPU())
 	def(&c.VerifyWorkers, runtime.NumCPU())
 	def(&c.VerifyQueue, 512)
-	def(&c.MaxPendingEvents, 1024)
+	def(&c.MaxPendingEvents, max(1, c.VerifyQueue/2))
+	def(&c.MaxBadSignatures, 100)
 	def(&c.MaxInflightEvents, 1024)
 	def(&c.FanoutQueue, 8192)
 	if c.AuthWindow <= 0 {

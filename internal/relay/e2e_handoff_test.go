@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/petrel-relay/petrel/internal/nostr"
 	"github.com/petrel-relay/petrel/internal/relay"
@@ -52,9 +53,11 @@ func TestHandoffManyPublishersAndSubscribers(t *testing.T) {
 		var swg sync.WaitGroup
 		clients := make([]*relaytest.Client, subs)
 		starts := make([]chan struct{}, subs)
+		subscribed := make([]chan struct{}, subs) // closed at the EOSE of "s"
 		for i := range clients {
 			clients[i] = relaytest.Dial(t, r.URL)
 			starts[i] = make(chan struct{})
+			subscribed[i] = make(chan struct{})
 			swg.Add(1)
 			go func(i int) {
 				defer swg.Done()
@@ -90,6 +93,7 @@ func TestHandoffManyPublishersAndSubscribers(t *testing.T) {
 						res.live[m.Event.ID]++
 					case m.Type == "EOSE" && m.SubID == "s":
 						eose = true
+						close(subscribed[i])
 					case m.Type == "EVENT" && m.SubID == "first":
 					case m.Type == "EOSE" && m.SubID == "first":
 						c.SendRaw(`["CLOSE","first"]`)
@@ -158,8 +162,15 @@ func TestHandoffManyPublishersAndSubscribers(t *testing.T) {
 		if t.Failed() {
 			t.FailNow()
 		}
-		// Every fan-out is queued now: the barrier comes after it.
-		for _, c := range clients {
+		// Every fan-out is queued now: the barrier comes after it (and
+		// after each subscriber's stored part, which another query worker
+		// could otherwise still be sending).
+		for i, c := range clients {
+			select {
+			case <-subscribed[i]:
+			case <-time.After(relaytest.DefaultTimeout):
+				t.Fatalf("round %d sub %d never subscribed", round, i)
+			}
 			c.SendRaw(`["REQ","end",{"kinds":[]}]`)
 		}
 		swg.Wait()

@@ -477,7 +477,7 @@ func TestLimitPendingEvents(t *testing.T) {
 // "rate-limited:", on any connection.
 func TestLimitVerifyQueue(t *testing.T) {
 	t.Parallel()
-	r, ls := startLagging(t, relaytest.Options{Relay: relay.Config{VerifyWorkers: 1, VerifyQueue: 2}})
+	r, ls := startLagging(t, relaytest.Options{Relay: relay.Config{VerifyWorkers: 1, VerifyQueue: 2, MaxPendingEvents: 10}})
 	block, entered := make(chan struct{}), make(chan struct{}, 1)
 	ls.mu.Lock()
 	ls.blockSubmit, ls.submitEntered = block, entered
@@ -652,5 +652,116 @@ func TestDrainTimeoutCountsFromFirstPendingFrame(t *testing.T) {
 	}
 	if v := trips(r, "drain_timeout"); v != 0 {
 		t.Fatalf("drain_timeout = %d, want 0", v)
+	}
+}
+
+// badSig returns ev with its signature broken (the id still matches, so
+// only the verifier refuses it).
+func badSig(k relaytest.Key, content string) *nostr.Event {
+	ev := k.Note(content)
+	ev.Sig[7] ^= 1
+	ev.Raw = nostr.Serialize(ev)
+	return ev
+}
+
+// TestLimitBadSignatures: a connection sending invalid signatures in a row
+// is slowed from a tenth of MaxBadSignatures on (one EVENT awaiting its OK
+// at a time; a second is refused "rate-limited:"), a valid signature lifts
+// that, and at MaxBadSignatures in a row it is closed (1008), counted.
+func TestLimitBadSignatures(t *testing.T) {
+	t.Parallel()
+	const limit = 20 // slowed from 2 on
+	r := relaytest.Start(t, relaytest.Options{Relay: relay.Config{MaxBadSignatures: limit}})
+	alice := relaytest.NewKey("bad-sigs")
+	c := relaytest.Dial(t, r.URL)
+	expectBad := func(ev *nostr.Event) {
+		t.Helper()
+		if m := c.Publish(ev); m.OK || !strings.HasPrefix(m.Message, "invalid: ") {
+			t.Fatalf("bad signature: %s %q", describe(m), m.Message)
+		}
+	}
+	// One bad signature: not slowed, two pipelined events both taken.
+	expectBad(badSig(alice, "bad 0"))
+	pipelined := func(evs ...*nostr.Event) []*nostr.RelayMessage {
+		t.Helper()
+		for _, ev := range evs {
+			c.SendRaw(`["EVENT",` + string(ev.Raw) + `]`)
+		}
+		var out []*nostr.RelayMessage
+		for range evs {
+			out = append(out, c.ExpectType("OK"))
+		}
+		return out
+	}
+	if ms := pipelined(alice.Note("ok 1"), alice.Note("ok 2")); !ms[0].OK || !ms[1].OK {
+		t.Fatalf("before the slow-down: %s, %s", describe(ms[0]), describe(ms[1]))
+	}
+	// Two in a row (a tenth of 20): slowed; the second of a pipelined pair
+	// is refused.
+	expectBad(badSig(alice, "bad 1"))
+	expectBad(badSig(alice, "bad 2"))
+	first, second := badSig(alice, "bad 3"), alice.Note("refused while slowed")
+	ms := pipelined(first, second)
+	var refused *nostr.RelayMessage
+	for _, m := range ms {
+		if m.EventID == second.ID {
+			refused = m
+		}
+	}
+	if refused == nil || refused.OK || !strings.HasPrefix(refused.Message, "rate-limited: ") {
+		t.Fatalf("slowed: %s, %s", describe(ms[0]), describe(ms[1]))
+	}
+	// A valid signature lifts it.
+	c.MustPublish(alice.Note("valid again"))
+	if ms := pipelined(alice.Note("ok 3"), alice.Note("ok 4")); !ms[0].OK || !ms[1].OK {
+		t.Fatalf("after a valid one: %s, %s", describe(ms[0]), describe(ms[1]))
+	}
+	// limit-1 in a row: still open. The limit-th: closed, counted.
+	for i := 0; i < limit-1; i++ {
+		expectBad(badSig(alice, fmt.Sprint("run ", i)))
+	}
+	expectWorks(t, c)
+	if v := trips(r, "bad_signatures"); v != 0 {
+		t.Fatalf("bad_signatures = %d before the limit", v)
+	}
+	c.SendRaw(`["EVENT",` + string(badSig(alice, "the last").Raw) + `]`)
+	if code := c.WaitClosed(relaytest.DefaultTimeout); code != 1008 {
+		t.Fatalf("close code %d, want 1008", code)
+	}
+	if v := trips(r, "bad_signatures"); v != 1 {
+		t.Fatalf("bad_signatures = %d, want 1", v)
+	}
+}
+
+// TestBadSignatureFloodDoesNotStarve: one connection pipelining 1,000
+// events with invalid signatures cannot take the verify capacity from
+// another publisher: every valid event of the other is accepted, and the
+// flooding connection is closed. A small verify queue and one verifier
+// make the flood fill the queue if a connection may (as it could when
+// its pending cap was above the queue).
+func TestBadSignatureFloodDoesNotStarve(t *testing.T) {
+	t.Parallel()
+	r := relaytest.Start(t, relaytest.Options{Relay: relay.Config{VerifyQueue: 64, VerifyWorkers: 1}})
+	mallory, alice := relaytest.NewKey("flood-mallory"), relaytest.NewKey("flood-alice")
+	flood := relaytest.Dial(t, r.URL)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; i < 1000; i++ {
+			if err := flood.WriteMessage(websocket.TextMessage, []byte(`["EVENT",`+string(badSig(mallory, fmt.Sprint("flood ", i)).Raw)+`]`)); err != nil {
+				return // closed by the relay
+			}
+		}
+	}()
+	pub := relaytest.Dial(t, r.URL)
+	evs := notes(alice, 300, "honest")
+	oks, _ := publishAll(t, pub, evs, 8)
+	mustAllOK(t, evs, oks)
+	<-done
+	if code := flood.WaitClosed(relaytest.DefaultTimeout); code != 1008 {
+		t.Fatalf("flooding connection: close code %d, want 1008", code)
+	}
+	if v := trips(r, "bad_signatures"); v != 1 {
+		t.Fatalf("bad_signatures = %d, want 1", v)
 	}
 }

@@ -180,7 +180,11 @@ func (in *ingest) verified(j verifyJob, valid bool) {
 	r := in.r
 	if !valid {
 		j.s.finishEvent(j, nostr.Reject(nostr.PrefixInvalid, "bad signature"), "")
+		j.s.badSignature()
 		return
+	}
+	if j.s.badSigs.Load() != 0 {
+		j.s.badSigs.Store(0)
 	}
 	// Checks that trust the pubkey: after verification (policy.go).
 	if r.pol.limEventPK != nil {
@@ -425,7 +429,15 @@ func (s *Session) handleEvent(ev *nostr.Event) {
 	}
 	// Capacity before the duplicate check: under overload the refusal must
 	// stay cheap (no store lookup for an event we will not take anyway).
-	if int(s.pendingEvents.Add(1)) > r.cfg.MaxPendingEvents {
+	if s.slowed() {
+		if s.pendingEvents.Add(1) > 1 {
+			s.pendingEvents.Add(-1)
+			r.stats.LimitTrips[limPendingEvents].Add(1)
+			reject(nostr.PrefixRateLimited, "too many invalid signatures from this connection: one event at a time")
+			s.badSignature() // pressing on while slowed counts as another
+			return
+		}
+	} else if int(s.pendingEvents.Add(1)) > r.cfg.MaxPendingEvents {
 		s.pendingEvents.Add(-1)
 		r.stats.LimitTrips[limPendingEvents].Add(1)
 		reject(nostr.PrefixRateLimited, "too many events awaiting OK on this connection")
@@ -477,6 +489,21 @@ func (s *Session) handleEvent(ev *nostr.Event) {
 		r.stats.LimitTrips[limVerifyQueue].Add(1)
 		reject(nostr.PrefixRateLimited, "relay is at capacity, slow down")
 	}
+}
+
+// badSignature counts one more invalid signature in a row and closes the
+// connection at MaxBadSignatures.
+func (s *Session) badSignature() {
+	if n := s.badSigs.Add(1); s.r.cfg.MaxBadSignatures > 0 && int(n) >= s.r.cfg.MaxBadSignatures {
+		s.closeFor(ClosePolicy, "too many invalid signatures", limBadSignatures)
+	}
+}
+
+// slowed reports whether the connection sent enough invalid signatures in
+// a row (a tenth of MaxBadSignatures) to be held to one EVENT at a time.
+func (s *Session) slowed() bool {
+	lim := s.r.cfg.MaxBadSignatures
+	return lim > 0 && int(s.badSigs.Load()) >= max(1, lim/10)
 }
 
 // finishEvent answers an EVENT that ends before the store: rejected by a

@@ -227,7 +227,7 @@ func (r *Relay) countReject(p nostr.Prefix) { r.stats.Rejected[reasonIndex(p)].A
 
 func (r *Relay) register(s *Session) {
 	r.regMu.Lock()
-	s.slot = len(r.sessions)
+	s.slot = int32(len(r.sessions))
 	r.sessions = append(r.sessions, s)
 	r.regMu.Unlock()
 }
@@ -236,13 +236,13 @@ func (r *Relay) unregister(s *Session, peak queuePeaks) {
 	r.regMu.Lock()
 	defer r.regMu.Unlock()
 	r.closedPeaks.merge(peak)
-	i := s.slot
+	i := int(s.slot)
 	if i < 0 || i >= len(r.sessions) || r.sessions[i] != s {
 		return
 	}
 	last := len(r.sessions) - 1
 	r.sessions[i] = r.sessions[last]
-	r.sessions[i].slot = i
+	r.sessions[i].slot = int32(i)
 	r.sessions[last] = nil
 	r.sessions = r.sessions[:last]
 	s.slot = -1

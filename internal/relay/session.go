@@ -57,7 +57,8 @@ type Session struct {
 	lastRead      atomic.Int64 // unix nanos of the last inbound frame
 	parked        *queryJob    // query paused on this session's budget; guarded by out.mu
 	closeReason   atomic.Pointer[string]
-	slot          int // registry position; guarded by Relay.regMu
+	slot          int32        // registry position; guarded by Relay.regMu
+	badSigs       atomic.Int32 // invalid signatures in a row (MaxBadSignatures)
 
 	// NIP-42 state lives in auth.go.
 	auth authState

@@ -32,7 +32,7 @@ var limitNames = [...]string{
 	"max_connections_per_ip", "drain_timeout", "idle_timeout",
 	"control_backlog", "max_limit_clamped",
 	"event_rate_ip", "event_rate_pubkey", "req_rate_ip", "max_auth_pubkeys",
-	"count_scan_limit", "max_inflight_events",
+	"count_scan_limit", "max_inflight_events", "bad_signatures",
 }
 
 const (
@@ -63,6 +63,7 @@ const (
 	limAuthPubKeys
 	limCountScan
 	limInflightEvents
+	limBadSignatures
 	numLimits
 )
 

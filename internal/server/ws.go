@@ -10,7 +10,6 @@ import (
 	"net/netip"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/lesismal/nbio"
@@ -36,16 +35,7 @@ func (t *transport) Write(b []byte) error {
 	return err
 }
 
-// Close sends a close frame (best effort) and shuts the socket down.
-//
-// It does not close the descriptor: Close is called from relay goroutines
-// (flushers, the sweeper, the dispatcher), and nbio v1.6.8 frees the
-// descriptor at once when a connection is closed off its poller goroutine,
-// while the poller may still hold epoll events for that descriptor number
-// from its current batch; a connection accepted meanwhile reuses the number
-// and receives the stale events (seen as new connections dropped during
-// their handshake). shutdown(2) sends the FIN and wakes the poller, which
-// then closes the connection itself, on its own goroutine.
+// Close sends a close frame (best effort) and closes the connection.
 func (t *transport) Close(code int, reason string) {
 	if !t.closing.CompareAndSwap(false, true) {
 		return
@@ -54,33 +44,13 @@ func (t *transport) Close(code int, reason string) {
 		reason = reason[:120]
 	}
 	_ = t.wsc.WriteClose(code, reason)
-	if !shutdownConn(t.nbc) {
-		_ = t.nbc.Close()
-	}
+	_ = t.nbc.Close()
 }
 
 // simulateLateDeadline makes upgrade re-arm the HTTP read deadline, as
 // nbio does when its accept goroutine loses the race with the upgrade
 // (tests only; see settler).
 var simulateLateDeadline bool
-
-// shutdownConn shuts both directions of c's socket down without closing
-// its descriptor, and reports whether it could.
-func shutdownConn(c net.Conn) bool {
-	sc, ok := c.(syscall.Conn)
-	if !ok {
-		return false
-	}
-	raw, err := sc.SyscallConn()
-	if err != nil {
-		return false
-	}
-	var serr error
-	if err := raw.Control(func(fd uintptr) { serr = syscall.Shutdown(int(fd), syscall.SHUT_RDWR) }); err != nil {
-		return false
-	}
-	return serr == nil
-}
 
 // admit runs on the accept goroutine for each new TCP connection, before
 // nbio sees it: it takes a connection slot or refuses the connection, and

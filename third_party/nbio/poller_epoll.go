@@ -14,6 +14,7 @@ import (
 	"net"
 	"os"
 	"runtime"
+	"sync"
 	"syscall"
 	"time"
 	"unsafe"
@@ -65,6 +66,19 @@ type poller struct {
 	unixSockAddr string
 
 	ReadBuffer []byte // default reading buffer
+
+	// closing holds the descriptors of connections closed while the
+	// poller may hold events for them, for the poller to close between
+	// two batches of events (petrel patch, see deferClose).
+	closing closeQueue
+}
+
+// closeQueue is a poller's list of descriptors to close (petrel patch).
+type closeQueue struct {
+	mu    sync.Mutex
+	fds   []int
+	busy  bool // the poller is handling a batch of events: it closes fds after it
+	ended bool // the poller's loop has ended: close at once
 }
 
 // add the connection to poller and handle its io events.
@@ -154,6 +168,7 @@ func (p *poller) start() {
 		p.acceptorLoop()
 	} else {
 		defer func() {
+			p.endClosing()
 			_ = syscall.Close(p.epfd)
 			_ = syscall.Close(p.evtfd)
 		}()
@@ -250,10 +265,13 @@ func (p *poller) readWriteLoop() {
 			continue
 		}
 
+		p.beginBatch()
 		for _, ev := range events[:n] {
 			fd := int(ev.Fd)
 			switch fd {
-			case p.evtfd: // triggered by stop, exit event loop
+			case p.evtfd: // triggered by stop (exit event loop) or by deferClose
+				var b [8]byte
+				_, _ = syscall.Read(p.evtfd, b[:])
 
 			default: // for socket connections
 				c := p.getConn(fd)
@@ -312,6 +330,79 @@ func (p *poller) readWriteLoop() {
 				}
 			}
 		}
+		p.endBatch()
+	}
+}
+
+// deferClose queues fd, the descriptor of a connection being closed, for
+// the poller to close after the batch of events it is handling, or wakes
+// it to close fd if it is waiting (petrel patch). It reports false, and
+// the caller closes fd itself, once the poller's loop has ended.
+//
+// Closing the descriptor at once, as nbio did, frees its number while the
+// poller may still hold events for it from the batch epoll_wait returned:
+// a connection accepted meanwhile gets the same number, and the poller
+// then hands it the old connection's events, a hang-up among them, which
+// closes the new connection. The poller's own handling of a batch is the
+// only moment it holds events, and it closes what is queued before it
+// waits for the next batch.
+//
+//go:norace
+func (p *poller) deferClose(fd int) bool {
+	q := &p.closing
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.ended {
+		return false
+	}
+	q.fds = append(q.fds, fd)
+	if !q.busy && len(q.fds) == 1 {
+		// Waiting, or about to: wake it. Written under q.mu, so that the
+		// eventfd is still open (endClosing sets ended first).
+		n := uint64(1)
+		_, _ = syscall.Write(p.evtfd, (*(*[8]byte)(unsafe.Pointer(&n)))[:])
+	}
+	return true
+}
+
+// beginBatch marks the poller as handling events (petrel patch).
+//
+//go:norace
+func (p *poller) beginBatch() {
+	p.closing.mu.Lock()
+	p.closing.busy = true
+	p.closing.mu.Unlock()
+}
+
+// endBatch closes the descriptors queued while the poller held events
+// (petrel patch).
+//
+//go:norace
+func (p *poller) endBatch() {
+	q := &p.closing
+	q.mu.Lock()
+	fds := q.fds
+	q.fds = nil
+	q.busy = false
+	q.mu.Unlock()
+	for _, fd := range fds {
+		_ = syscall.Close(fd)
+	}
+}
+
+// endClosing closes what is queued when the poller's loop ends, after
+// which connections close their descriptors themselves (petrel patch).
+//
+//go:norace
+func (p *poller) endClosing() {
+	q := &p.closing
+	q.mu.Lock()
+	fds := q.fds
+	q.fds = nil
+	q.ended = true
+	q.mu.Unlock()
+	for _, fd := range fds {
+		_ = syscall.Close(fd)
 	}
 }
 

@@ -321,6 +321,13 @@ func (p *poller) readWriteLoop() {
 	}
 }
 
+// deferClose reports false: on kqueue a connection closes its descriptor
+// at once, as in nbio v1.6.8 (petrel patch: the epoll poller defers it,
+// see poller_epoll.go; petrel runs on Linux).
+//
+//go:norace
+func (p *poller) deferClose(fd int) bool { return false }
+
 //go:norace
 func (p *poller) stop() {
 	logging.Debug("NBIO[%v][%v_%v] stop...", p.g.Name, p.pollType, p.index)

@@ -54,7 +54,6 @@ type Server struct {
 
 	stopOnce sync.Once
 	pprof    *http.Server
-	settle   *settler
 
 	proxies       []netip.Prefix // Config.TrustedProxies
 	proxyNoClient atomic.Int64   // upgrades from a trusted proxy without a usable client address
@@ -135,10 +134,10 @@ func New(cfg Config, opts Options) (*Server, error) {
 		Handler:                      mux,
 	})
 	s.engine.CheckUtf8 = func([]byte) bool { return true } // the relay closes with 1007 itself
+	s.engine.OnOpen(s.onOpen)
 	s.engine.OnClose(s.onClose)
 	s.engine.OnWrittenSize(s.onWritten)
 	raceHandoff(s.engine.Engine)
-	s.settle = newSettler(cfg.HeaderTimeout)
 	return s, nil
 }
 
@@ -184,7 +183,6 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		if s.pprof != nil {
 			s.pprof.Close()
 		}
-		s.settle.close()
 		s.lnMu.Lock()
 		for _, ln := range s.lns {
 			ln.stop()
@@ -213,7 +211,7 @@ func (s *Server) listen(network, addr string) (net.Listener, error) {
 	if err != nil {
 		return nil, err
 	}
-	sl := &stoppableListener{Listener: ln, admit: s.admit, stopped: make(chan struct{}), closed: make(chan struct{})}
+	sl := &stoppableListener{Listener: ln, stopped: make(chan struct{}), closed: make(chan struct{})}
 	s.lnMu.Lock()
 	s.lns = append(s.lns, sl)
 	s.addr = ln.Addr()
@@ -223,11 +221,9 @@ func (s *Server) listen(network, addr string) (net.Listener, error) {
 
 // stoppableListener lets the server stop accepting without closing the
 // engine: after stop, Accept blocks until Close (nbio's accept loop would
-// spin on a closed listener until the engine shuts down). It also admits
-// or refuses each connection before nbio sees it (see Server.admit).
+// spin on a closed listener until the engine shuts down).
 type stoppableListener struct {
 	net.Listener
-	admit     func(net.Conn) (net.Conn, bool)
 	stopOnce  sync.Once
 	closeOnce sync.Once
 	stopped   chan struct{}
@@ -235,30 +231,24 @@ type stoppableListener struct {
 }
 
 func (l *stoppableListener) Accept() (net.Conn, error) {
-	for {
-		c, err := l.Listener.Accept()
-		if err != nil {
-			select {
-			case <-l.stopped:
-				<-l.closed
-				return nil, net.ErrClosed
-			default:
-			}
-			return nil, err
-		}
+	c, err := l.Listener.Accept()
+	if err != nil {
 		select {
 		case <-l.stopped:
-			c.Close()
 			<-l.closed
 			return nil, net.ErrClosed
 		default:
 		}
-		// A refused connection is closed here and the loop accepts the
-		// next one: an error would end nbio's accept loop.
-		if nc, ok := l.admit(c); ok {
-			return nc, nil
-		}
+		return nil, err
 	}
+	select {
+	case <-l.stopped:
+		c.Close()
+		<-l.closed
+		return nil, net.ErrClosed
+	default:
+	}
+	return c, nil
 }
 
 func (l *stoppableListener) stop() {

@@ -10,7 +10,6 @@ import (
 	"net/netip"
 	"strings"
 	"sync/atomic"
-	"time"
 
 	"github.com/lesismal/nbio"
 	"github.com/lesismal/nbio/nbhttp"
@@ -47,44 +46,20 @@ func (t *transport) Close(code int, reason string) {
 	_ = t.nbc.Close()
 }
 
-// simulateLateDeadline makes upgrade re-arm the HTTP read deadline, as
-// nbio does when its accept goroutine loses the race with the upgrade
-// (tests only; see settler).
-var simulateLateDeadline bool
-
-// admit runs on the accept goroutine for each new TCP connection, before
-// nbio sees it: it takes a connection slot or refuses the connection, and
-// converts the connection to an nbio.Conn itself.
-//
-// A refused connection must be closed here, not in nbio's OnOpen: nbio
-// calls OnOpen before it registers the descriptor, and registering a
-// descriptor that was just closed (its number free for reuse by any other
-// socket or file the process opens meanwhile) can clobber another
-// connection's poller entry, and leaks the engine's connection count so
-// that Shutdown waits for its full timeout. Converting here (rather than
-// letting nbio duplicate the descriptor later) means the slot's key is the
-// very *nbio.Conn that onClose releases, and a failed conversion releases
-// its slot at once.
-func (s *Server) admit(std net.Conn) (net.Conn, bool) {
-	c, err := nbio.NBConn(std)
-	if err != nil {
-		_ = std.Close()
-		s.log.Warn("accept: cannot take over connection", "err", err)
-		return nil, false
-	}
+// onOpen runs on the accept goroutine for each new TCP connection, before
+// nbio registers it with a poller: it takes a connection slot or refuses
+// the connection by closing it (nbio then never reads it).
+func (s *Server) onOpen(c net.Conn) {
 	// A trusted proxy's connection carries many clients: its per-address
 	// slot is taken at the upgrade, for the client it forwards.
 	peer := connAddr(c)
 	if s.trusted(peer) {
 		peer = netip.Addr{}
 	}
-	ok, perIP := s.slots.acquire(c, peer)
-	if !ok {
+	if ok, perIP := s.slots.acquire(c, peer); !ok {
 		s.relay.CountRejectedConnection(perIP)
-		_ = c.Close() // not registered with a poller yet: just closes the descriptor
-		return nil, false
+		_ = c.Close()
 	}
-	return c, true
 }
 
 // onClose releases the connection's slot; slots.release is idempotent per
@@ -198,11 +173,6 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request) {
 	t := &transport{wsc: wsc, nbc: nbc}
 	t.sess = s.relay.NewSession(t, ip)
 	wsc.SetSession(t)
-	if simulateLateDeadline {
-		// Tests: what nbio's accept goroutine does when it loses the race.
-		_ = nbc.SetReadDeadline(time.Now().Add(s.cfg.HeaderTimeout))
-	}
-	s.settle.add(t)
 	// Only now may the session write: onWritten finds it through
 	// wsc.Session(), and bytes it could not attribute would leave the
 	// out-queue believing the socket is still busy.
@@ -231,7 +201,7 @@ func (s *Server) onWSClose(c *websocket.Conn, err error) {
 }
 
 // responseConn returns the connection an nbio response goes out on: the
-// one admit gave nbio (slots are keyed by it).
+// one onOpen took a slot for (slots are keyed by it).
 func responseConn(w http.ResponseWriter) (net.Conn, bool) {
 	res, ok := w.(*nbhttp.Response)
 	if !ok || res.Parser == nil || res.Parser.Conn == nil {

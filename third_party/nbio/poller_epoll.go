@@ -81,10 +81,11 @@ type closeQueue struct {
 	ended bool // the poller's loop has ended: close at once
 }
 
-// add the connection to poller and handle its io events.
+// add the connection to poller and handle its io events; a non-zero
+// readDeadline is armed before the poller can read it (petrel patch).
 //
 //go:norace
-func (p *poller) addConn(c *Conn) error {
+func (p *poller) addConn(c *Conn, readDeadline time.Time) error {
 	fd := c.fd
 	if fd >= len(p.g.connsUnix) {
 		err := fmt.Errorf("too many open files, fd[%d] >= MaxOpenFiles[%d]",
@@ -94,14 +95,34 @@ func (p *poller) addConn(c *Conn) error {
 		_ = c.closeWithError(err)
 		return err
 	}
-	c.p = p
+	// petrel patch: a connection is registered last, once its read
+	// deadline is armed and only if nothing has closed it: registering
+	// a closed descriptor would watch whatever reuses its number.
+	c.mux.Lock()
+	closed := c.closed
+	if !closed {
+		c.p = p
+	}
+	c.mux.Unlock()
+	if closed {
+		return net.ErrClosed
+	}
 	if c.typ != ConnTypeUDPServer {
 		p.g.onOpen(c)
 	} else {
 		p.g.onUDPListen(c)
 	}
+	if !readDeadline.IsZero() {
+		_ = c.SetReadDeadline(readDeadline)
+	}
+	c.mux.Lock()
+	if c.closed { // by the OnOpen handler, or the deadline passed
+		c.mux.Unlock()
+		return net.ErrClosed
+	}
 	p.g.connsUnix[fd] = c
 	err := p.addRead(fd)
+	c.mux.Unlock()
 	if err != nil {
 		p.g.connsUnix[fd] = nil
 		_ = c.closeWithError(err)
@@ -193,7 +214,7 @@ func (p *poller) acceptorLoop() {
 				_ = conn.Close()
 				continue
 			}
-			err = p.g.pollers[c.Hash()%len(p.g.pollers)].addConn(c)
+			err = p.g.pollers[c.Hash()%len(p.g.pollers)].addConn(c, time.Time{})
 			if err != nil {
 				logging.Error("NBIO[%v][%v_%v] addConn [fd: %v] failed: %v",
 					p.g.Name,

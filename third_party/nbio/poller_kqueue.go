@@ -61,8 +61,11 @@ type poller struct {
 	eventList []syscall.Kevent_t
 }
 
+// addConn registers c; a non-zero readDeadline is armed before the
+// poller can read it (petrel patch).
+//
 //go:norace
-func (p *poller) addConn(c *Conn) error {
+func (p *poller) addConn(c *Conn, readDeadline time.Time) error {
 	fd := c.fd
 	if fd >= len(p.g.connsUnix) {
 		err := fmt.Errorf("too many open files, fd[%d] >= MaxOpenFiles[%d]",
@@ -71,14 +74,33 @@ func (p *poller) addConn(c *Conn) error {
 		_ = c.closeWithError(err)
 		return err
 	}
-	c.p = p
+	// petrel patch: registered last, once its read deadline is armed and
+	// only if nothing has closed it (see poller_epoll.go).
+	c.mux.Lock()
+	closed := c.closed
+	if !closed {
+		c.p = p
+	}
+	c.mux.Unlock()
+	if closed {
+		return net.ErrClosed
+	}
 	if c.typ != ConnTypeUDPServer {
 		p.g.onOpen(c)
 	} else {
 		p.g.onUDPListen(c)
 	}
+	if !readDeadline.IsZero() {
+		_ = c.SetReadDeadline(readDeadline)
+	}
+	c.mux.Lock()
+	if c.closed {
+		c.mux.Unlock()
+		return net.ErrClosed
+	}
 	p.g.connsUnix[fd] = c
 	p.addRead(fd)
+	c.mux.Unlock()
 	return nil
 }
 
@@ -271,7 +293,7 @@ func (p *poller) acceptorLoop() {
 				_ = conn.Close()
 				continue
 			}
-			_ = p.g.pollers[c.Hash()%len(p.g.pollers)].addConn(c)
+			_ = p.g.pollers[c.Hash()%len(p.g.pollers)].addConn(c, time.Time{})
 		} else {
 			var ne net.Error
 			if ok := errors.As(err, &ne); ok && ne.Timeout() {

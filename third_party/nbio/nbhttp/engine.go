@@ -719,14 +719,16 @@ func (engine *Engine) AddConnNonTLSNonBlocking(conn *Conn, tlsConfig *tls.Config
 	conn.Parser = parser
 	nbc.SetSession(parser)
 	nbc.OnData(engine.DataHandler)
-	_, err = engine.AddConn(nbc)
+	// petrel patch: the deadline for the request head is armed before the
+	// poller can read the connection. Armed after, it could override the
+	// one the handler of its first request set (an upgrade clears it).
+	_, err = engine.AddConnWithReadDeadline(nbc, time.Now().Add(engine.KeepaliveTime))
 	if err != nil {
 		engine.mux.Lock()
 		delete(engine.conns, key)
 		engine.mux.Unlock()
 		return
 	}
-	_ = nbc.SetReadDeadline(time.Now().Add(engine.KeepaliveTime))
 }
 
 // AddConnNonTLSBlocking .
@@ -823,13 +825,14 @@ func (engine *Engine) AddConnTLSNonBlocking(conn *Conn, tlsConfig *tls.Config, d
 	nbc.SetSession(parser)
 
 	nbc.OnData(engine.TLSDataHandler)
-	_, err = engine.AddConn(nbc)
+	// petrel patch: the deadline is armed before the poller can read the
+	// connection (see AddConnNonTLSNonBlocking).
+	_, err = engine.AddConnWithReadDeadline(nbc, time.Now().Add(engine.KeepaliveTime))
 	if err != nil {
 		engine.mux.Lock()
 		delete(engine.conns, key)
 		engine.mux.Unlock()
 	}
-	_ = nbc.SetReadDeadline(time.Now().Add(engine.KeepaliveTime))
 }
 
 // AddConnTLSBlocking .

@@ -14,7 +14,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/lesismal/nbio"
 	"github.com/lesismal/nbio/logging"
 	"github.com/lesismal/nbio/nbhttp"
 	"github.com/lesismal/nbio/nbhttp/websocket"
@@ -137,7 +136,6 @@ func New(cfg Config, opts Options) (*Server, error) {
 	s.engine.OnOpen(s.onOpen)
 	s.engine.OnClose(s.onClose)
 	s.engine.OnWrittenSize(s.onWritten)
-	raceHandoff(s.engine.Engine)
 	return s, nil
 }
 
@@ -273,8 +271,6 @@ func (n nbioLogger) Warn(f string, v ...any) {
 func (n nbioLogger) Error(f string, v ...any) {
 	n.l.Warn("nbio: " + fmt.Sprintf(f, v...))
 }
-
-var _ = nbio.Conn{}
 
 // initNIP86 builds the NIP-86 management API over the relay: its write
 // lists, its NIP-11 information (changes persisted by Relay.UpdateInfo)

@@ -120,6 +120,7 @@ func (p *poller) addConn(c *Conn, readDeadline time.Time) error {
 		c.mux.Unlock()
 		return net.ErrClosed
 	}
+	raceRelease(c) // petrel patch, see race.go
 	p.g.connsUnix[fd] = c
 	err := p.addRead(fd)
 	c.mux.Unlock()
@@ -144,6 +145,7 @@ func (p *poller) addDialer(c *Conn) error {
 		return err
 	}
 	c.p = p
+	raceRelease(c) // petrel patch, see race.go
 	p.g.connsUnix[fd] = c
 	c.isWAdded = true
 	err := p.addReadWrite(fd)
@@ -297,6 +299,7 @@ func (p *poller) readWriteLoop() {
 			default: // for socket connections
 				c := p.getConn(fd)
 				if c != nil {
+					raceAcquire(c) // petrel patch, see race.go
 					if ev.Events&epollEventsWrite != 0 {
 						if c.onConnected == nil {
 							_ = c.flush()

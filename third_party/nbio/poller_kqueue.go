@@ -98,6 +98,7 @@ func (p *poller) addConn(c *Conn, readDeadline time.Time) error {
 		c.mux.Unlock()
 		return net.ErrClosed
 	}
+	raceRelease(c) // petrel patch, see race.go
 	p.g.connsUnix[fd] = c
 	p.addRead(fd)
 	c.mux.Unlock()
@@ -116,6 +117,7 @@ func (p *poller) addDialer(c *Conn) error {
 		return err
 	}
 	c.p = p
+	raceRelease(c) // petrel patch, see race.go
 	p.g.connsUnix[fd] = c
 	c.isWAdded = true
 	p.addReadWrite(fd)
@@ -203,6 +205,7 @@ func (p *poller) readWrite(ev *syscall.Kevent_t) {
 	fd := int(ev.Ident)
 	c := p.getConn(fd)
 	if c != nil {
+		raceAcquire(c) // petrel patch, see race.go
 		if ev.Filter == syscall.EVFILT_READ {
 			if p.g.onRead == nil {
 				for {

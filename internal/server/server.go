@@ -48,7 +48,7 @@ type Server struct {
 	admins   int          // number of NIP-86 admins
 
 	lnMu sync.Mutex
-	lns  []*stoppableListener
+	lns  []net.Listener
 	addr net.Addr
 
 	stopOnce sync.Once
@@ -181,9 +181,10 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		if s.pprof != nil {
 			s.pprof.Close()
 		}
+		// Stop accepting; nbio goes on serving the open connections.
 		s.lnMu.Lock()
 		for _, ln := range s.lns {
-			ln.stop()
+			ln.Close()
 		}
 		s.lnMu.Unlock()
 		dctx, cancel := context.WithTimeout(ctx, s.cfg.ShutdownTimeout)
@@ -204,60 +205,18 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	return err
 }
 
+// listen opens nbio's listener and keeps it, for Addr and for Shutdown to
+// stop accepting.
 func (s *Server) listen(network, addr string) (net.Listener, error) {
 	ln, err := net.Listen(network, addr)
 	if err != nil {
 		return nil, err
 	}
-	sl := &stoppableListener{Listener: ln, stopped: make(chan struct{}), closed: make(chan struct{})}
 	s.lnMu.Lock()
-	s.lns = append(s.lns, sl)
+	s.lns = append(s.lns, ln)
 	s.addr = ln.Addr()
 	s.lnMu.Unlock()
-	return sl, nil
-}
-
-// stoppableListener lets the server stop accepting without closing the
-// engine: after stop, Accept blocks until Close (nbio's accept loop would
-// spin on a closed listener until the engine shuts down).
-type stoppableListener struct {
-	net.Listener
-	stopOnce  sync.Once
-	closeOnce sync.Once
-	stopped   chan struct{}
-	closed    chan struct{}
-}
-
-func (l *stoppableListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err != nil {
-		select {
-		case <-l.stopped:
-			<-l.closed
-			return nil, net.ErrClosed
-		default:
-		}
-		return nil, err
-	}
-	select {
-	case <-l.stopped:
-		c.Close()
-		<-l.closed
-		return nil, net.ErrClosed
-	default:
-	}
-	return c, nil
-}
-
-func (l *stoppableListener) stop() {
-	l.stopOnce.Do(func() { close(l.stopped) })
-	l.Listener.Close()
-}
-
-func (l *stoppableListener) Close() error {
-	l.stop()
-	l.closeOnce.Do(func() { close(l.closed) })
-	return nil
+	return ln, nil
 }
 
 // nbioLogger routes nbio's logs to slog, dropping its debug/info chatter.

@@ -6,6 +6,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"runtime"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -79,5 +81,66 @@ func TestOnOpenRefusal(t *testing.T) {
 	defer cancel()
 	if err := e.Shutdown(ctx); err != nil {
 		t.Fatalf("Shutdown: %v (it waited for a refused connection)", err)
+	}
+}
+
+// acceptLoops returns the number of goroutines in Engine.listen's loop.
+func acceptLoops() int {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	return strings.Count(string(buf), "nbhttp.(*Engine).listen.func1(")
+}
+
+// TestClosedListenerEndsAcceptLoop: closing a listener (to stop accepting
+// while the engine goes on serving) ends its accept loop, which went on
+// calling Accept, failing at once, until the engine stopped.
+func TestClosedListenerEndsAcceptLoop(t *testing.T) {
+	before := acceptLoops()
+	var ln net.Listener
+	e := NewEngine(Config{
+		Network: "tcp",
+		Addrs:   []string{"127.0.0.1:0"},
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("ok")) }),
+		Listen: func(network, addr string) (net.Listener, error) {
+			l, err := net.Listen(network, addr)
+			ln = l
+			return l, err
+		},
+	})
+	var acceptErrors int32
+	e.OnAcceptError(func(error) { atomic.AddInt32(&acceptErrors, 1) })
+	if err := e.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer e.Stop()
+	c, err := net.Dial("tcp", e.Addrs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	r := bufio.NewReader(c)
+	if body := get(t, c, r); body != "ok" {
+		t.Fatalf("before the close: %q", body)
+	}
+	if n := acceptLoops(); n != before+1 {
+		t.Fatalf("%d accept loops, want %d", n, before+1)
+	}
+
+	_ = ln.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for acceptLoops() != before {
+		if time.Now().After(deadline) {
+			t.Fatalf("the accept loop of a closed listener is still running (%d accept errors reported)", atomic.LoadInt32(&acceptErrors))
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if n := atomic.LoadInt32(&acceptErrors); n != 0 {
+		t.Fatalf("%d accept errors reported for a listener closed on purpose", n)
+	}
+	if body := get(t, c, r); body != "ok" {
+		t.Fatalf("after the close, on a connection accepted before: %q", body)
+	}
+	if _, err := net.Dial("tcp", e.Addrs[0]); err == nil {
+		t.Fatal("a closed listener accepted a connection")
 	}
 }

@@ -336,6 +336,12 @@ func (e *Engine) listen(ln net.Listener, tlsConfig *tls.Config, addConn func(*Co
 		}()
 		for !e.shutdown {
 			conn, err := ln.Accept()
+			if errors.Is(err, net.ErrClosed) {
+				// petrel patch: the listener was closed, by Stop or by
+				// its owner to stop accepting: this loop is done (it
+				// went on calling Accept, failing at once, until Stop).
+				return
+			}
 			if err == nil && !e.shutdown {
 				addConn(&Conn{Conn: conn}, tlsConfig, decrease)
 			} else {

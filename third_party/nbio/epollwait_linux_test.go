@@ -59,13 +59,12 @@ func TestIdlePollerParksInNetpoller(t *testing.T) {
 		t.Fatal(err)
 	}
 	for round := 0; round < 3; round++ {
-		// Wait for the poller to settle into its wait.
+		// Wait for the poller to settle into its wait. On its way it
+		// passes through system calls (a non-blocking epoll_wait among
+		// them); one that blocks in epoll_wait never gets to "IO wait".
 		deadline := time.Now().Add(10 * time.Second)
 		for {
 			state, inWaiter := pollerState()
-			if state == "syscall" {
-				t.Fatalf("round %d: the idle poller blocks in a system call", round)
-			}
 			if state == "IO wait" {
 				if !inWaiter {
 					t.Fatalf("round %d: the poller waits for IO outside epollWaiter.wait", round)
@@ -73,7 +72,7 @@ func TestIdlePollerParksInNetpoller(t *testing.T) {
 				break
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("round %d: the poller never went idle (state %q)", round, state)
+				t.Fatalf("round %d: the idle poller never parked in the netpoller (state %q: a blocking epoll_wait if \"syscall\")", round, state)
 			}
 			time.Sleep(time.Millisecond)
 		}

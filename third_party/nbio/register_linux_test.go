@@ -156,6 +156,7 @@ func TestClosedBeforeRegistration(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	fd, ino := nbc.fd, inode(nbc.fd)
 	if _, err := g.AddConn(nbc); !errors.Is(err, net.ErrClosed) {
 		t.Fatalf("AddConn of a connection OnOpen closed: %v, want net.ErrClosed", err)
 	}
@@ -168,8 +169,18 @@ func TestClosedBeforeRegistration(t *testing.T) {
 	// The poller does not watch it: removing it from the epoll instance
 	// finds nothing (ENOENT), or no descriptor at all once the poller has
 	// closed it (EBADF).
-	err = syscall.EpollCtl(g.pollers[0].epfd, syscall.EPOLL_CTL_DEL, nbc.fd, &syscall.EpollEvent{})
+	err = syscall.EpollCtl(g.pollers[0].epfd, syscall.EPOLL_CTL_DEL, fd, &syscall.EpollEvent{})
 	if err != syscall.ENOENT && err != syscall.EBADF {
 		t.Fatalf("the closed connection's descriptor is watched (EPOLL_CTL_DEL: %v)", err)
+	}
+	// And its poller closes it. (Waiting for that also keeps Stop from
+	// coming before the poller's loop has started: nbio's loop clears
+	// the flag Stop sets, and would then wait forever.)
+	deadline := time.Now().Add(10 * time.Second)
+	for inode(fd) == ino {
+		if time.Now().After(deadline) {
+			t.Fatal("the poller never closed the refused connection's descriptor")
+		}
+		time.Sleep(time.Millisecond)
 	}
 }

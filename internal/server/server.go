@@ -14,7 +14,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/lesismal/nbio"
 	"github.com/lesismal/nbio/logging"
 	"github.com/lesismal/nbio/nbhttp"
 	"github.com/lesismal/nbio/nbhttp/websocket"
@@ -49,12 +48,11 @@ type Server struct {
 	admins   int          // number of NIP-86 admins
 
 	lnMu sync.Mutex
-	lns  []*stoppableListener
+	lns  []net.Listener
 	addr net.Addr
 
 	stopOnce sync.Once
 	pprof    *http.Server
-	settle   *settler
 
 	proxies       []netip.Prefix // Config.TrustedProxies
 	proxyNoClient atomic.Int64   // upgrades from a trusted proxy without a usable client address
@@ -135,10 +133,9 @@ func New(cfg Config, opts Options) (*Server, error) {
 		Handler:                      mux,
 	})
 	s.engine.CheckUtf8 = func([]byte) bool { return true } // the relay closes with 1007 itself
+	s.engine.OnOpen(s.onOpen)
 	s.engine.OnClose(s.onClose)
 	s.engine.OnWrittenSize(s.onWritten)
-	raceHandoff(s.engine.Engine)
-	s.settle = newSettler(cfg.HeaderTimeout)
 	return s, nil
 }
 
@@ -184,10 +181,10 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		if s.pprof != nil {
 			s.pprof.Close()
 		}
-		s.settle.close()
+		// Stop accepting; nbio goes on serving the open connections.
 		s.lnMu.Lock()
 		for _, ln := range s.lns {
-			ln.stop()
+			ln.Close()
 		}
 		s.lnMu.Unlock()
 		dctx, cancel := context.WithTimeout(ctx, s.cfg.ShutdownTimeout)
@@ -208,68 +205,18 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	return err
 }
 
+// listen opens nbio's listener and keeps it, for Addr and for Shutdown to
+// stop accepting.
 func (s *Server) listen(network, addr string) (net.Listener, error) {
 	ln, err := net.Listen(network, addr)
 	if err != nil {
 		return nil, err
 	}
-	sl := &stoppableListener{Listener: ln, admit: s.admit, stopped: make(chan struct{}), closed: make(chan struct{})}
 	s.lnMu.Lock()
-	s.lns = append(s.lns, sl)
+	s.lns = append(s.lns, ln)
 	s.addr = ln.Addr()
 	s.lnMu.Unlock()
-	return sl, nil
-}
-
-// stoppableListener lets the server stop accepting without closing the
-// engine: after stop, Accept blocks until Close (nbio's accept loop would
-// spin on a closed listener until the engine shuts down). It also admits
-// or refuses each connection before nbio sees it (see Server.admit).
-type stoppableListener struct {
-	net.Listener
-	admit     func(net.Conn) (net.Conn, bool)
-	stopOnce  sync.Once
-	closeOnce sync.Once
-	stopped   chan struct{}
-	closed    chan struct{}
-}
-
-func (l *stoppableListener) Accept() (net.Conn, error) {
-	for {
-		c, err := l.Listener.Accept()
-		if err != nil {
-			select {
-			case <-l.stopped:
-				<-l.closed
-				return nil, net.ErrClosed
-			default:
-			}
-			return nil, err
-		}
-		select {
-		case <-l.stopped:
-			c.Close()
-			<-l.closed
-			return nil, net.ErrClosed
-		default:
-		}
-		// A refused connection is closed here and the loop accepts the
-		// next one: an error would end nbio's accept loop.
-		if nc, ok := l.admit(c); ok {
-			return nc, nil
-		}
-	}
-}
-
-func (l *stoppableListener) stop() {
-	l.stopOnce.Do(func() { close(l.stopped) })
-	l.Listener.Close()
-}
-
-func (l *stoppableListener) Close() error {
-	l.stop()
-	l.closeOnce.Do(func() { close(l.closed) })
-	return nil
+	return ln, nil
 }
 
 // nbioLogger routes nbio's logs to slog, dropping its debug/info chatter.
@@ -283,8 +230,6 @@ func (n nbioLogger) Warn(f string, v ...any) {
 func (n nbioLogger) Error(f string, v ...any) {
 	n.l.Warn("nbio: " + fmt.Sprintf(f, v...))
 }
-
-var _ = nbio.Conn{}
 
 // initNIP86 builds the NIP-86 management API over the relay: its write
 // lists, its NIP-11 information (changes persisted by Relay.UpdateInfo)

@@ -10,8 +10,6 @@ import (
 	"net/netip"
 	"strings"
 	"sync/atomic"
-	"syscall"
-	"time"
 
 	"github.com/lesismal/nbio"
 	"github.com/lesismal/nbio/nbhttp"
@@ -36,16 +34,7 @@ func (t *transport) Write(b []byte) error {
 	return err
 }
 
-// Close sends a close frame (best effort) and shuts the socket down.
-//
-// It does not close the descriptor: Close is called from relay goroutines
-// (flushers, the sweeper, the dispatcher), and nbio v1.6.8 frees the
-// descriptor at once when a connection is closed off its poller goroutine,
-// while the poller may still hold epoll events for that descriptor number
-// from its current batch; a connection accepted meanwhile reuses the number
-// and receives the stale events (seen as new connections dropped during
-// their handshake). shutdown(2) sends the FIN and wakes the poller, which
-// then closes the connection itself, on its own goroutine.
+// Close sends a close frame (best effort) and closes the connection.
 func (t *transport) Close(code int, reason string) {
 	if !t.closing.CompareAndSwap(false, true) {
 		return
@@ -54,67 +43,23 @@ func (t *transport) Close(code int, reason string) {
 		reason = reason[:120]
 	}
 	_ = t.wsc.WriteClose(code, reason)
-	if !shutdownConn(t.nbc) {
-		_ = t.nbc.Close()
-	}
+	_ = t.nbc.Close()
 }
 
-// simulateLateDeadline makes upgrade re-arm the HTTP read deadline, as
-// nbio does when its accept goroutine loses the race with the upgrade
-// (tests only; see settler).
-var simulateLateDeadline bool
-
-// shutdownConn shuts both directions of c's socket down without closing
-// its descriptor, and reports whether it could.
-func shutdownConn(c net.Conn) bool {
-	sc, ok := c.(syscall.Conn)
-	if !ok {
-		return false
-	}
-	raw, err := sc.SyscallConn()
-	if err != nil {
-		return false
-	}
-	var serr error
-	if err := raw.Control(func(fd uintptr) { serr = syscall.Shutdown(int(fd), syscall.SHUT_RDWR) }); err != nil {
-		return false
-	}
-	return serr == nil
-}
-
-// admit runs on the accept goroutine for each new TCP connection, before
-// nbio sees it: it takes a connection slot or refuses the connection, and
-// converts the connection to an nbio.Conn itself.
-//
-// A refused connection must be closed here, not in nbio's OnOpen: nbio
-// calls OnOpen before it registers the descriptor, and registering a
-// descriptor that was just closed (its number free for reuse by any other
-// socket or file the process opens meanwhile) can clobber another
-// connection's poller entry, and leaks the engine's connection count so
-// that Shutdown waits for its full timeout. Converting here (rather than
-// letting nbio duplicate the descriptor later) means the slot's key is the
-// very *nbio.Conn that onClose releases, and a failed conversion releases
-// its slot at once.
-func (s *Server) admit(std net.Conn) (net.Conn, bool) {
-	c, err := nbio.NBConn(std)
-	if err != nil {
-		_ = std.Close()
-		s.log.Warn("accept: cannot take over connection", "err", err)
-		return nil, false
-	}
+// onOpen runs on the accept goroutine for each new TCP connection, before
+// nbio registers it with a poller: it takes a connection slot or refuses
+// the connection by closing it (nbio then never reads it).
+func (s *Server) onOpen(c net.Conn) {
 	// A trusted proxy's connection carries many clients: its per-address
 	// slot is taken at the upgrade, for the client it forwards.
 	peer := connAddr(c)
 	if s.trusted(peer) {
 		peer = netip.Addr{}
 	}
-	ok, perIP := s.slots.acquire(c, peer)
-	if !ok {
+	if ok, perIP := s.slots.acquire(c, peer); !ok {
 		s.relay.CountRejectedConnection(perIP)
-		_ = c.Close() // not registered with a poller yet: just closes the descriptor
-		return nil, false
+		_ = c.Close()
 	}
-	return c, true
 }
 
 // onClose releases the connection's slot; slots.release is idempotent per
@@ -228,11 +173,6 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request) {
 	t := &transport{wsc: wsc, nbc: nbc}
 	t.sess = s.relay.NewSession(t, ip)
 	wsc.SetSession(t)
-	if simulateLateDeadline {
-		// Tests: what nbio's accept goroutine does when it loses the race.
-		_ = nbc.SetReadDeadline(time.Now().Add(s.cfg.HeaderTimeout))
-	}
-	s.settle.add(t)
 	// Only now may the session write: onWritten finds it through
 	// wsc.Session(), and bytes it could not attribute would leave the
 	// out-queue believing the socket is still busy.
@@ -261,7 +201,7 @@ func (s *Server) onWSClose(c *websocket.Conn, err error) {
 }
 
 // responseConn returns the connection an nbio response goes out on: the
-// one admit gave nbio (slots are keyed by it).
+// one onOpen took a slot for (slots are keyed by it).
 func responseConn(w http.ResponseWriter) (net.Conn, bool) {
 	res, ok := w.(*nbhttp.Response)
 	if !ok || res.Parser == nil || res.Parser.Conn == nil {

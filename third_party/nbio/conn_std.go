@@ -138,7 +138,7 @@ func (c *Conn) readUDP(b []byte) (int, error) {
 		}
 		if !ok {
 			p := g.pollers[c.Hash()%len(g.pollers)]
-			p.addConn(uc)
+			p.addConn(uc, time.Time{})
 		}
 		dstConn = uc
 	}

@@ -1016,7 +1016,11 @@ func (c *Conn) closeWithErrorWithoutLock(err error) error {
 
 	switch c.typ {
 	case ConnTypeTCP, ConnTypeUnix:
-		err = syscall.Close(c.fd)
+		// petrel patch: the poller closes the descriptor when it holds
+		// no events for it (see poller.deferClose).
+		if c.p == nil || !c.p.deferClose(c.fd) {
+			err = syscall.Close(c.fd)
+		}
 	case ConnTypeUDPServer, ConnTypeUDPClientFromDial, ConnTypeUDPClientFromRead:
 		err = c.connUDP.Close()
 	default:

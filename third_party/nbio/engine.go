@@ -266,13 +266,24 @@ func (g *Engine) Shutdown(ctx context.Context) error {
 //
 //go:norace
 func (g *Engine) AddConn(conn net.Conn) (*Conn, error) {
+	return g.AddConnWithReadDeadline(conn, time.Time{})
+}
+
+// AddConnWithReadDeadline adds conn to a poller with its read deadline
+// set to t (none if t is zero) before the poller can read it, so that a
+// deadline its handlers set on its first bytes is not overridden by this
+// one (petrel patch). It fails with net.ErrClosed if conn is closed before
+// it is registered (for example by the OnOpen handler).
+//
+//go:norace
+func (g *Engine) AddConnWithReadDeadline(conn net.Conn, t time.Time) (*Conn, error) {
 	c, err := NBConn(conn)
 	if err != nil {
 		return nil, err
 	}
 
 	p := g.pollers[c.Hash()%len(g.pollers)]
-	err = p.addConn(c)
+	err = p.addConn(c, t)
 	if err != nil {
 		return nil, err
 	}

@@ -14,6 +14,7 @@ import (
 	"net"
 	"os"
 	"runtime"
+	"sync"
 	"syscall"
 	"time"
 	"unsafe"
@@ -65,12 +66,26 @@ type poller struct {
 	unixSockAddr string
 
 	ReadBuffer []byte // default reading buffer
+
+	// closing holds the descriptors of connections closed while the
+	// poller may hold events for them, for the poller to close between
+	// two batches of events (petrel patch, see deferClose).
+	closing closeQueue
 }
 
-// add the connection to poller and handle its io events.
+// closeQueue is a poller's list of descriptors to close (petrel patch).
+type closeQueue struct {
+	mu    sync.Mutex
+	fds   []int
+	busy  bool // the poller is handling a batch of events: it closes fds after it
+	ended bool // the poller's loop has ended: close at once
+}
+
+// add the connection to poller and handle its io events; a non-zero
+// readDeadline is armed before the poller can read it (petrel patch).
 //
 //go:norace
-func (p *poller) addConn(c *Conn) error {
+func (p *poller) addConn(c *Conn, readDeadline time.Time) error {
 	fd := c.fd
 	if fd >= len(p.g.connsUnix) {
 		err := fmt.Errorf("too many open files, fd[%d] >= MaxOpenFiles[%d]",
@@ -80,14 +95,35 @@ func (p *poller) addConn(c *Conn) error {
 		_ = c.closeWithError(err)
 		return err
 	}
-	c.p = p
+	// petrel patch: a connection is registered last, once its read
+	// deadline is armed and only if nothing has closed it: registering
+	// a closed descriptor would watch whatever reuses its number.
+	c.mux.Lock()
+	closed := c.closed
+	if !closed {
+		c.p = p
+	}
+	c.mux.Unlock()
+	if closed {
+		return net.ErrClosed
+	}
 	if c.typ != ConnTypeUDPServer {
 		p.g.onOpen(c)
 	} else {
 		p.g.onUDPListen(c)
 	}
+	if !readDeadline.IsZero() {
+		_ = c.SetReadDeadline(readDeadline)
+	}
+	c.mux.Lock()
+	if c.closed { // by the OnOpen handler, or the deadline passed
+		c.mux.Unlock()
+		return net.ErrClosed
+	}
+	raceRelease(c) // petrel patch, see race.go
 	p.g.connsUnix[fd] = c
 	err := p.addRead(fd)
+	c.mux.Unlock()
 	if err != nil {
 		p.g.connsUnix[fd] = nil
 		_ = c.closeWithError(err)
@@ -109,6 +145,7 @@ func (p *poller) addDialer(c *Conn) error {
 		return err
 	}
 	c.p = p
+	raceRelease(c) // petrel patch, see race.go
 	p.g.connsUnix[fd] = c
 	c.isWAdded = true
 	err := p.addReadWrite(fd)
@@ -154,6 +191,7 @@ func (p *poller) start() {
 		p.acceptorLoop()
 	} else {
 		defer func() {
+			p.endClosing()
 			_ = syscall.Close(p.epfd)
 			_ = syscall.Close(p.evtfd)
 		}()
@@ -178,7 +216,7 @@ func (p *poller) acceptorLoop() {
 				_ = conn.Close()
 				continue
 			}
-			err = p.g.pollers[c.Hash()%len(p.g.pollers)].addConn(c)
+			err = p.g.pollers[c.Hash()%len(p.g.pollers)].addConn(c, time.Time{})
 			if err != nil {
 				logging.Error("NBIO[%v][%v_%v] addConn [fd: %v] failed: %v",
 					p.g.Name,
@@ -250,14 +288,18 @@ func (p *poller) readWriteLoop() {
 			continue
 		}
 
+		p.beginBatch()
 		for _, ev := range events[:n] {
 			fd := int(ev.Fd)
 			switch fd {
-			case p.evtfd: // triggered by stop, exit event loop
+			case p.evtfd: // triggered by stop (exit event loop) or by deferClose
+				var b [8]byte
+				_, _ = syscall.Read(p.evtfd, b[:])
 
 			default: // for socket connections
 				c := p.getConn(fd)
 				if c != nil {
+					raceAcquire(c) // petrel patch, see race.go
 					if ev.Events&epollEventsWrite != 0 {
 						if c.onConnected == nil {
 							_ = c.flush()
@@ -312,6 +354,79 @@ func (p *poller) readWriteLoop() {
 				}
 			}
 		}
+		p.endBatch()
+	}
+}
+
+// deferClose queues fd, the descriptor of a connection being closed, for
+// the poller to close after the batch of events it is handling, or wakes
+// it to close fd if it is waiting (petrel patch). It reports false, and
+// the caller closes fd itself, once the poller's loop has ended.
+//
+// Closing the descriptor at once, as nbio did, frees its number while the
+// poller may still hold events for it from the batch epoll_wait returned:
+// a connection accepted meanwhile gets the same number, and the poller
+// then hands it the old connection's events, a hang-up among them, which
+// closes the new connection. The poller's own handling of a batch is the
+// only moment it holds events, and it closes what is queued before it
+// waits for the next batch.
+//
+//go:norace
+func (p *poller) deferClose(fd int) bool {
+	q := &p.closing
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.ended {
+		return false
+	}
+	q.fds = append(q.fds, fd)
+	if !q.busy && len(q.fds) == 1 {
+		// Waiting, or about to: wake it. Written under q.mu, so that the
+		// eventfd is still open (endClosing sets ended first).
+		n := uint64(1)
+		_, _ = syscall.Write(p.evtfd, (*(*[8]byte)(unsafe.Pointer(&n)))[:])
+	}
+	return true
+}
+
+// beginBatch marks the poller as handling events (petrel patch).
+//
+//go:norace
+func (p *poller) beginBatch() {
+	p.closing.mu.Lock()
+	p.closing.busy = true
+	p.closing.mu.Unlock()
+}
+
+// endBatch closes the descriptors queued while the poller held events
+// (petrel patch).
+//
+//go:norace
+func (p *poller) endBatch() {
+	q := &p.closing
+	q.mu.Lock()
+	fds := q.fds
+	q.fds = nil
+	q.busy = false
+	q.mu.Unlock()
+	for _, fd := range fds {
+		_ = syscall.Close(fd)
+	}
+}
+
+// endClosing closes what is queued when the poller's loop ends, after
+// which connections close their descriptors themselves (petrel patch).
+//
+//go:norace
+func (p *poller) endClosing() {
+	q := &p.closing
+	q.mu.Lock()
+	fds := q.fds
+	q.fds = nil
+	q.ended = true
+	q.mu.Unlock()
+	for _, fd := range fds {
+		_ = syscall.Close(fd)
 	}
 }
 

@@ -61,8 +61,11 @@ type poller struct {
 	eventList []syscall.Kevent_t
 }
 
+// addConn registers c; a non-zero readDeadline is armed before the
+// poller can read it (petrel patch).
+//
 //go:norace
-func (p *poller) addConn(c *Conn) error {
+func (p *poller) addConn(c *Conn, readDeadline time.Time) error {
 	fd := c.fd
 	if fd >= len(p.g.connsUnix) {
 		err := fmt.Errorf("too many open files, fd[%d] >= MaxOpenFiles[%d]",
@@ -71,14 +74,34 @@ func (p *poller) addConn(c *Conn) error {
 		_ = c.closeWithError(err)
 		return err
 	}
-	c.p = p
+	// petrel patch: registered last, once its read deadline is armed and
+	// only if nothing has closed it (see poller_epoll.go).
+	c.mux.Lock()
+	closed := c.closed
+	if !closed {
+		c.p = p
+	}
+	c.mux.Unlock()
+	if closed {
+		return net.ErrClosed
+	}
 	if c.typ != ConnTypeUDPServer {
 		p.g.onOpen(c)
 	} else {
 		p.g.onUDPListen(c)
 	}
+	if !readDeadline.IsZero() {
+		_ = c.SetReadDeadline(readDeadline)
+	}
+	c.mux.Lock()
+	if c.closed {
+		c.mux.Unlock()
+		return net.ErrClosed
+	}
+	raceRelease(c) // petrel patch, see race.go
 	p.g.connsUnix[fd] = c
 	p.addRead(fd)
+	c.mux.Unlock()
 	return nil
 }
 
@@ -94,6 +117,7 @@ func (p *poller) addDialer(c *Conn) error {
 		return err
 	}
 	c.p = p
+	raceRelease(c) // petrel patch, see race.go
 	p.g.connsUnix[fd] = c
 	c.isWAdded = true
 	p.addReadWrite(fd)
@@ -181,6 +205,7 @@ func (p *poller) readWrite(ev *syscall.Kevent_t) {
 	fd := int(ev.Ident)
 	c := p.getConn(fd)
 	if c != nil {
+		raceAcquire(c) // petrel patch, see race.go
 		if ev.Filter == syscall.EVFILT_READ {
 			if p.g.onRead == nil {
 				for {
@@ -271,7 +296,7 @@ func (p *poller) acceptorLoop() {
 				_ = conn.Close()
 				continue
 			}
-			_ = p.g.pollers[c.Hash()%len(p.g.pollers)].addConn(c)
+			_ = p.g.pollers[c.Hash()%len(p.g.pollers)].addConn(c, time.Time{})
 		} else {
 			var ne net.Error
 			if ok := errors.As(err, &ne); ok && ne.Timeout() {
@@ -320,6 +345,13 @@ func (p *poller) readWriteLoop() {
 		}
 	}
 }
+
+// deferClose reports false: on kqueue a connection closes its descriptor
+// at once, as in nbio v1.6.8 (petrel patch: the epoll poller defers it,
+// see poller_epoll.go; petrel runs on Linux).
+//
+//go:norace
+func (p *poller) deferClose(fd int) bool { return false }
 
 //go:norace
 func (p *poller) stop() {

@@ -51,7 +51,7 @@ func (p *poller) accept() error {
 
 	c := newConn(conn)
 	o := p.g.pollers[c.Hash()%len(p.g.pollers)]
-	o.addConn(c)
+	o.addConn(c, time.Time{})
 
 	return nil
 }
@@ -69,8 +69,11 @@ func (p *poller) readConn(c *Conn) {
 	}
 }
 
+// addConn registers c; a non-zero readDeadline is armed before the
+// poller reads it (petrel patch).
+//
 //go:norace
-func (p *poller) addConn(c *Conn) error {
+func (p *poller) addConn(c *Conn, readDeadline time.Time) error {
 	c.p = p
 	p.g.mux.Lock()
 	p.g.connsStd[c] = struct{}{}
@@ -80,6 +83,9 @@ func (p *poller) addConn(c *Conn) error {
 		p.g.onOpen(c)
 	} else {
 		p.g.onUDPListen(c)
+	}
+	if !readDeadline.IsZero() {
+		_ = c.SetReadDeadline(readDeadline)
 	}
 	// should not read udp client from reading udp server conn
 	if c.typ != ConnTypeUDPClientFromRead {

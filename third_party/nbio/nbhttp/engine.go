@@ -336,6 +336,12 @@ func (e *Engine) listen(ln net.Listener, tlsConfig *tls.Config, addConn func(*Co
 		}()
 		for !e.shutdown {
 			conn, err := ln.Accept()
+			if errors.Is(err, net.ErrClosed) {
+				// petrel patch: the listener was closed, by Stop or by
+				// its owner to stop accepting: this loop is done (it
+				// went on calling Accept, failing at once, until Stop).
+				return
+			}
 			if err == nil && !e.shutdown {
 				addConn(&Conn{Conn: conn}, tlsConfig, decrease)
 			} else {
@@ -719,14 +725,16 @@ func (engine *Engine) AddConnNonTLSNonBlocking(conn *Conn, tlsConfig *tls.Config
 	conn.Parser = parser
 	nbc.SetSession(parser)
 	nbc.OnData(engine.DataHandler)
-	_, err = engine.AddConn(nbc)
+	// petrel patch: the deadline for the request head is armed before the
+	// poller can read the connection. Armed after, it could override the
+	// one the handler of its first request set (an upgrade clears it).
+	_, err = engine.AddConnWithReadDeadline(nbc, time.Now().Add(engine.KeepaliveTime))
 	if err != nil {
 		engine.mux.Lock()
 		delete(engine.conns, key)
 		engine.mux.Unlock()
 		return
 	}
-	_ = nbc.SetReadDeadline(time.Now().Add(engine.KeepaliveTime))
 }
 
 // AddConnNonTLSBlocking .
@@ -823,13 +831,14 @@ func (engine *Engine) AddConnTLSNonBlocking(conn *Conn, tlsConfig *tls.Config, d
 	nbc.SetSession(parser)
 
 	nbc.OnData(engine.TLSDataHandler)
-	_, err = engine.AddConn(nbc)
+	// petrel patch: the deadline is armed before the poller can read the
+	// connection (see AddConnNonTLSNonBlocking).
+	_, err = engine.AddConnWithReadDeadline(nbc, time.Now().Add(engine.KeepaliveTime))
 	if err != nil {
 		engine.mux.Lock()
 		delete(engine.conns, key)
 		engine.mux.Unlock()
 	}
-	_ = nbc.SetReadDeadline(time.Now().Add(engine.KeepaliveTime))
 }
 
 // AddConnTLSBlocking .

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -99,3 +100,5 @@ func TestConformanceNoSearch(t *testing.T) {
 		return openTest(t, Options{DisableSearch: true})
 	})
 }
+
+func errorsIs(err, target error) bool { return errors.Is(err, target) }

@@ -157,7 +157,9 @@ func TestOutage(t *testing.T) {
 	defer s.Close()
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(3, 3))
-	ev := func() *nostr.Event { return storetest.NewEvent(rng, storetest.Key(1), 1, storetest.BaseTime, nil, "outage") }
+	ev := func() *nostr.Event {
+		return storetest.NewEvent(rng, storetest.Key(1), 1, storetest.BaseTime, nil, "outage")
+	}
 	saveOK := func() {
 		t.Helper()
 		// The pool may hand out a connection that died with the outage:

@@ -28,7 +28,7 @@ var (
 	fixtures   = map[int]*Store{}
 )
 
-func fixture(b *testing.B, n int) *Store {
+func fixture(b testing.TB, n int) *Store {
 	b.Helper()
 	needDB(b)
 	fixturesMu.Lock()

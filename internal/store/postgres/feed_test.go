@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -174,5 +175,29 @@ func TestSearchCandidates(t *testing.T) {
 	// Count is not bounded.
 	if n, err := s.Count(ctx, []nostr.Filter{{Search: "kumquat"}}); err != nil || n != bound+1 {
 		t.Fatalf("Count = %d, %v", n, err)
+	}
+}
+
+// TestMeta: named blobs are saved, replaced, and shared by the nodes of
+// a schema; a missing one is ErrNotFound.
+func TestMeta(t *testing.T) {
+	a := openTest(t, Options{})
+	b := openTest(t, Options{Schema: a.opts.Schema})
+	ctx := context.Background()
+	if _, err := a.LoadMeta(ctx, "policy/x"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("LoadMeta(missing) = %v, want ErrNotFound", err)
+	}
+	for _, v := range []string{"one", "two", ""} {
+		if err := a.SaveMeta(ctx, "policy/x", []byte(v)); err != nil {
+			t.Fatal(err)
+		}
+		got, err := b.LoadMeta(ctx, "policy/x")
+		if err != nil || string(got) != v {
+			t.Fatalf("LoadMeta on the other node = %q, %v; want %q", got, err, v)
+		}
+	}
+	a.Close()
+	if err := a.SaveMeta(ctx, "x", nil); !errors.Is(err, store.ErrClosed) {
+		t.Fatalf("SaveMeta after Close = %v", err)
 	}
 }

@@ -84,6 +84,11 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	// OK:true means durable: every commit waits for its WAL flush,
 	// whatever the server's or role's default.
 	rp["synchronous_commit"] = "on"
+	// Plan every statement for its parameters: a generic plan cannot
+	// tell a rare search term or tag from a common one, nor a recent
+	// time range from an old one, and picks a plan that reads the
+	// whole history for some of them.
+	rp["plan_cache_mode"] = "force_custom_plan"
 	if rp["application_name"] == "" {
 		rp["application_name"] = "petrel"
 	}
@@ -173,7 +178,7 @@ func (s *Store) maintain() {
 }
 
 // sizeTables are the tables SizeBytes counts.
-var sizeTables = []string{"events", "tags", "deleted_ids", "deleted_addrs", "vanished", "search_stats", "schema_version"}
+var sizeTables = []string{"events", "tags", "deleted_ids", "deleted_addrs", "vanished", "search_stats", "meta", "schema_version"}
 
 // refreshSize reads the size of the store's tables (with their indexes
 // and TOAST) into sizeBytes.

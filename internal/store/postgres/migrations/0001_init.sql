@@ -28,11 +28,13 @@ CREATE TABLE events (
 );
 
 -- Newest-first streams: created_at descending, then id ascending, the
--- order Query returns.
-CREATE INDEX events_created     ON events (created_at DESC, id);
-CREATE INDEX events_pubkey      ON events (pubkey, created_at DESC, id);
-CREATE INDEX events_kind        ON events (kind, created_at DESC, id);
-CREATE INDEX events_pubkey_kind ON events (pubkey, kind, created_at DESC, id);
+-- order Query returns. expiration is included so that a stream's
+-- expiry check needs no heap visit (an index-only scan, where the
+-- visibility map allows).
+CREATE INDEX events_created     ON events (created_at DESC, id) INCLUDE (expiration);
+CREATE INDEX events_pubkey      ON events (pubkey, created_at DESC, id) INCLUDE (expiration);
+CREATE INDEX events_kind        ON events (kind, created_at DESC, id) INCLUDE (expiration);
+CREATE INDEX events_pubkey_kind ON events (pubkey, kind, created_at DESC, id) INCLUDE (expiration);
 -- One version per replaceable or addressable address, enforced by the
 -- database whatever node writes.
 CREATE UNIQUE INDEX events_address ON events (pubkey, kind, dkey) WHERE dkey IS NOT NULL;
@@ -98,3 +100,10 @@ BEGIN
     END LOOP;
 END
 $$;
+
+-- Small named blobs kept beside the events (LoadMeta, SaveMeta): the
+-- relay's NIP-86 lists and information, shared by every node.
+CREATE TABLE meta (
+    name  text  NOT NULL PRIMARY KEY,
+    value bytea NOT NULL
+);

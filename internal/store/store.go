@@ -183,6 +183,15 @@ type Stats struct {
 	// IDFilterBytes is the memory of the pebble store's filter of stored
 	// ids (0 until it is built, or when it is off).
 	IDFilterBytes int64
+	// Unavailable is set by a store with a database server (postgres)
+	// while it cannot reach the server: the last operation failed to
+	// connect or lost its connection. It clears with the next operation
+	// that succeeds. Always false for the embedded store.
+	Unavailable bool
+	// Errors counts the operations that failed on a database error
+	// (connectivity or otherwise) since the store was opened; 0 for the
+	// embedded store, which reports its errors to each caller only.
+	Errors int64
 }
 
 // Store is an event store. All methods are safe for concurrent use.

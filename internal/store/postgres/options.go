@@ -1,0 +1,162 @@
+package postgres
+
+import (
+	"fmt"
+	"log/slog"
+	"regexp"
+	"time"
+)
+
+// Options configures Open. The zero value of every field but URL means
+// its default.
+type Options struct {
+	// URL is the PostgreSQL connection string (a postgres:// URL or a
+	// key=value DSN, as pgx parses it). Required.
+	URL string
+
+	// Schema is the PostgreSQL schema that holds the store's tables; it
+	// is created if missing. Several stores (tests, or separate relays)
+	// can share one database with different schemas. Every node of one
+	// cluster must use the same schema. Default "petrel". Letters,
+	// digits and underscores only, starting with a letter or underscore.
+	Schema string
+
+	// MaxConns is the most connections the store's pool holds (the
+	// writer uses one at a time, queries one each while they read).
+	// Default 8.
+	MaxConns int32
+
+	// MaxBatch is the most events the writer puts in one transaction (a
+	// single Save larger than this is still one transaction). Default
+	// 512.
+	MaxBatch int
+
+	// MaxBatchBytes is the most event bytes the writer puts in one
+	// transaction (same caveat). Default 8 MiB.
+	MaxBatchBytes int
+
+	// QueueLen is the writer's queue length in requests (one Submit is
+	// one request, one Save is one request). Submit and Save block while
+	// it is full. Default 4096.
+	QueueLen int
+
+	// PurgeInterval is how often this node purges expired events in the
+	// background (every node may; they skip each other's rows). Default
+	// 1 minute; negative disables the background purge (PurgeExpired
+	// still works).
+	PurgeInterval time.Duration
+
+	// Logger receives the store's messages. Default slog.Default().
+	Logger *slog.Logger
+
+	// DisableSearch turns NIP-50 search off for this node: its writer
+	// stores no search terms, filters with Search match nothing, and
+	// SupportsSearch reports false. Every node of a cluster should use
+	// the same setting: events written by a node with search off are
+	// never found by a search on another node. Default false (search
+	// on).
+	DisableSearch bool
+
+	// SearchCandidates bounds the work of one search filter: only the
+	// newest this many events that contain every term (and pass the
+	// filter's other conditions) are ranked, so a search for a very
+	// common word ranks only its newest matches (like the pebble store's
+	// SearchPostingsPerTerm). Default 20000.
+	SearchCandidates int
+
+	// ConnectTimeout bounds establishing one database connection.
+	// Default 5 seconds.
+	ConnectTimeout time.Duration
+
+	// QueryTimeout bounds each read (Query, Count, Items, Has, a page of
+	// CommittedSince) and each Delete or purge transaction, when the
+	// caller's context has no earlier deadline. Default 30 seconds.
+	QueryTimeout time.Duration
+
+	// WriteTimeout bounds one attempt at committing one writer batch.
+	// Default 10 seconds.
+	WriteTimeout time.Duration
+
+	// WriteRetries is how many times the writer retries a batch whose
+	// transaction failed for a reason that may pass (a deadlock or
+	// serialization failure, a lost connection, a unique violation
+	// from a concurrent node): the whole batch is applied again in a
+	// new transaction. After the last retry every event of the batch is
+	// Failed. Default 4; negative: no retries.
+	WriteRetries int
+
+	// StatsInterval is how often Stats' figures that need the database
+	// (SizeBytes) are refreshed in the background. Default 30 seconds.
+	StatsInterval time.Duration
+}
+
+// Defaults.
+const (
+	DefaultSchema           = "petrel"
+	DefaultMaxConns         = 8
+	DefaultMaxBatch         = 512
+	DefaultMaxBatchBytes    = 8 << 20
+	DefaultQueueLen         = 4096
+	DefaultPurgeInterval    = time.Minute
+	DefaultSearchCandidates = 20000
+	DefaultConnectTimeout   = 5 * time.Second
+	DefaultQueryTimeout     = 30 * time.Second
+	DefaultWriteTimeout     = 10 * time.Second
+	DefaultWriteRetries     = 4
+	DefaultStatsInterval    = 30 * time.Second
+)
+
+var schemaName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
+
+func (o *Options) withDefaults() (Options, error) {
+	r := *o
+	if r.URL == "" {
+		return r, fmt.Errorf("%w: Options.URL is empty", ErrOptions)
+	}
+	if r.Schema == "" {
+		r.Schema = DefaultSchema
+	}
+	if !schemaName.MatchString(r.Schema) {
+		return r, fmt.Errorf("%w: schema name %q", ErrOptions, r.Schema)
+	}
+	if r.MaxConns <= 0 {
+		r.MaxConns = DefaultMaxConns
+	}
+	if r.MaxBatch <= 0 {
+		r.MaxBatch = DefaultMaxBatch
+	}
+	if r.MaxBatchBytes <= 0 {
+		r.MaxBatchBytes = DefaultMaxBatchBytes
+	}
+	if r.QueueLen <= 0 {
+		r.QueueLen = DefaultQueueLen
+	}
+	if r.PurgeInterval == 0 {
+		r.PurgeInterval = DefaultPurgeInterval
+	}
+	if r.Logger == nil {
+		r.Logger = slog.Default()
+	}
+	if r.SearchCandidates <= 0 {
+		r.SearchCandidates = DefaultSearchCandidates
+	}
+	if r.ConnectTimeout <= 0 {
+		r.ConnectTimeout = DefaultConnectTimeout
+	}
+	if r.QueryTimeout <= 0 {
+		r.QueryTimeout = DefaultQueryTimeout
+	}
+	if r.WriteTimeout <= 0 {
+		r.WriteTimeout = DefaultWriteTimeout
+	}
+	switch {
+	case r.WriteRetries == 0:
+		r.WriteRetries = DefaultWriteRetries
+	case r.WriteRetries < 0:
+		r.WriteRetries = 0
+	}
+	if r.StatsInterval <= 0 {
+		r.StatsInterval = DefaultStatsInterval
+	}
+	return r, nil
+}

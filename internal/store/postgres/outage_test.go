@@ -1,0 +1,274 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"net"
+	"net/url"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/petrel-relay/petrel/internal/nostr"
+	"github.com/petrel-relay/petrel/internal/store"
+	"github.com/petrel-relay/petrel/internal/store/storetest"
+)
+
+// proxy is a TCP proxy between a store's pool and the test database,
+// which the test can cut (connections reset, new ones refused) or
+// black-hole (connections held open, nothing forwarded).
+type proxy struct {
+	ln     net.Listener
+	target string
+	mode   atomic.Int32 // proxyUp, proxyDown, proxyHang
+	mu     sync.Mutex
+	conns  map[net.Conn]struct{}
+	wg     sync.WaitGroup
+}
+
+const (
+	proxyUp = iota
+	proxyDown
+	proxyHang
+)
+
+func newProxy(t *testing.T, target string) *proxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &proxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
+	p.wg.Add(1)
+	go p.accept()
+	t.Cleanup(func() {
+		ln.Close()
+		p.closeAll()
+		p.wg.Wait()
+	})
+	return p
+}
+
+func (p *proxy) track(c net.Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.conns == nil {
+		return false
+	}
+	p.conns[c] = struct{}{}
+	return true
+}
+
+func (p *proxy) closeAll() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for c := range p.conns {
+		c.Close()
+	}
+	clear(p.conns)
+}
+
+func (p *proxy) accept() {
+	defer p.wg.Done()
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		switch p.mode.Load() {
+		case proxyDown:
+			c.Close()
+			continue
+		case proxyHang:
+			p.track(c) // held, never answered, until the mode changes
+			continue
+		}
+		up, err := net.DialTimeout("tcp", p.target, 5*time.Second)
+		if err != nil {
+			c.Close()
+			continue
+		}
+		p.track(c)
+		p.track(up)
+		p.wg.Add(2)
+		pipe := func(dst, src net.Conn) {
+			defer p.wg.Done()
+			buf := make([]byte, 32<<10)
+			for {
+				n, err := src.Read(buf)
+				if n > 0 && p.mode.Load() == proxyUp {
+					if _, werr := dst.Write(buf[:n]); werr != nil {
+						break
+					}
+				}
+				if err != nil {
+					break
+				}
+			}
+			dst.Close()
+			src.Close()
+		}
+		go pipe(up, c)
+		go pipe(c, up)
+	}
+}
+
+// set changes the mode; cutting or black-holing ends the connections
+// already open (a black hole drops their traffic from then on).
+func (p *proxy) set(mode int32) {
+	p.mode.Store(mode)
+	if mode == proxyDown {
+		p.closeAll()
+	}
+}
+
+// viaProxy returns the test URL with its host replaced by the proxy's.
+func viaProxy(t *testing.T, p *proxy) string {
+	u, err := url.Parse(testURL())
+	if err != nil || u.Host == "" {
+		t.Fatalf("PETREL_TEST_POSTGRES_URL must be a postgres:// URL for this test: %q", testURL())
+	}
+	u.Host = p.ln.Addr().String()
+	return u.String()
+}
+
+func proxyTarget(t *testing.T) string {
+	u, err := url.Parse(testURL())
+	if err != nil || u.Host == "" {
+		t.Fatalf("PETREL_TEST_POSTGRES_URL must be a postgres:// URL for this test: %q", testURL())
+	}
+	if u.Port() == "" {
+		return net.JoinHostPort(u.Hostname(), "5432")
+	}
+	return u.Host
+}
+
+// TestOutage: with the database unreachable (connections reset, or held
+// without an answer) writes are Failed, never Stored, and reads fail,
+// all within the configured timeouts; Stats says the database is
+// unavailable; when it returns, the store works again by itself.
+func TestOutage(t *testing.T) {
+	needDB(t)
+	p := newProxy(t, proxyTarget(t))
+	s := openTest(t, Options{URL: viaProxy(t, p), ConnectTimeout: time.Second, QueryTimeout: 2 * time.Second,
+		WriteTimeout: 2 * time.Second, WriteRetries: 1, MaxConns: 4})
+	defer s.Close()
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(3, 3))
+	ev := func() *nostr.Event {
+		return storetest.NewEvent(rng, storetest.Key(1), 1, storetest.BaseTime, nil, "outage")
+	}
+	saveOK := func() {
+		t.Helper()
+		// The pool may hand out a connection that died with the outage:
+		// the writer retries on a fresh one.
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			res, err := s.Save(ctx, []*nostr.Event{ev()})
+			if err == nil && res[0].Outcome == store.Stored {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no recovery: Save = %v, %v", res, err)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		if _, err := s.Count(ctx, []nostr.Filter{{}}); err != nil {
+			t.Fatalf("Count after recovery: %v", err)
+		}
+		if st := s.Stats(); st.Unavailable {
+			t.Fatalf("Stats after recovery: %+v", st)
+		}
+	}
+	saveOK()
+	for _, mode := range []int32{proxyDown, proxyHang} {
+		p.set(mode)
+		errs0 := s.Stats().Errors
+		start := time.Now()
+		e := ev()
+		res, err := s.Save(ctx, []*nostr.Event{e})
+		if err == nil || !errors.Is(err, ErrWrite) || res[0].Outcome != store.Failed || res[0].Err == nil {
+			t.Fatalf("mode %d: Save = %+v, %v; want Failed with ErrWrite", mode, res, err)
+		}
+		done := make(chan store.SaveResult, 1)
+		if err := s.Submit(ctx, ev(), func(r store.SaveResult) { done <- r }); err != nil {
+			t.Fatal(err)
+		}
+		if r := <-done; r.Outcome != store.Failed || r.Err == nil {
+			t.Fatalf("mode %d: Submit result %+v, want Failed", mode, r)
+		}
+		if _, err := s.Query(ctx, []nostr.Filter{{}}); err == nil {
+			t.Fatalf("mode %d: Query succeeded with the database unreachable", mode)
+		}
+		if _, err := s.Count(ctx, []nostr.Filter{{}}); err == nil {
+			t.Fatalf("mode %d: Count succeeded", mode)
+		}
+		if _, err := s.Items(ctx, []nostr.Filter{{}}, 0); err == nil {
+			t.Fatalf("mode %d: Items succeeded", mode)
+		}
+		if _, err := s.Has(ctx, e.ID); err == nil {
+			t.Fatalf("mode %d: Has succeeded", mode)
+		}
+		// Bounded: two write attempts and four reads, each within its
+		// timeout (plus the backoff), with room for a loaded machine.
+		if d := time.Since(start); d > 40*time.Second {
+			t.Fatalf("mode %d: the failures took %v", mode, d)
+		}
+		st := s.Stats()
+		if !st.Unavailable || st.Errors <= errs0 || st.Backend != "postgres" {
+			t.Fatalf("mode %d: Stats = %+v, want Unavailable and more Errors than %d", mode, st, errs0)
+		}
+		p.set(proxyUp)
+		p.closeAll() // drop the black-holed connections
+		saveOK()
+		// The failed event was not stored.
+		if ok, err := s.Has(ctx, e.ID); err != nil || ok {
+			t.Fatalf("mode %d: event of a failed Save stored: %v, %v", mode, ok, err)
+		}
+	}
+}
+
+// TestTerminatedBackends: the server ending the store's connections
+// (pg_terminate_backend, as a restart or failover does) costs the writer
+// a retry, not a failure.
+func TestTerminatedBackends(t *testing.T) {
+	s := openTest(t, Options{WriteRetries: 3})
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(4, 4))
+	for round := 0; round < 3; round++ {
+		// Fill the pool with idle connections, then end them all.
+		var its []store.Iterator
+		for i := 0; i < 4; i++ {
+			it, err := s.Query(ctx, []nostr.Filter{{}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			its = append(its, it)
+		}
+		for _, it := range its {
+			it.Close()
+		}
+		admin := openTest(t, Options{})
+		var n int
+		err := admin.pool.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+			WHERE application_name = 'petrel' AND pid <> pg_backend_pid() AND query NOT LIKE '%pg_terminate_backend%'
+			AND backend_type = 'client backend' AND datname = current_database()
+			AND pid IN (SELECT pid FROM pg_stat_activity WHERE state = 'idle')`).Scan(&n)
+		admin.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			t.Fatalf("round %d: no backend ended", round)
+		}
+		res, err := s.Save(ctx, []*nostr.Event{storetest.NewEvent(rng, storetest.Key(1), 1, storetest.BaseTime+int64(round), nil, "after")})
+		if err != nil || res[0].Outcome != store.Stored {
+			t.Fatalf("round %d (%d backends ended): Save = %+v, %v", round, n, res, err)
+		}
+	}
+	if n, err := s.Count(ctx, []nostr.Filter{{}}); err != nil || n != 3 {
+		t.Fatalf("Count = %d, %v", n, err)
+	}
+}

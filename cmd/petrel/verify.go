@@ -56,4 +56,3 @@ Valid events print nothing; each invalid one prints one line on stderr
 		},
 	}
 }
-

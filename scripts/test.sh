@@ -11,4 +11,6 @@ go test -count=1 -timeout 30m ./...
 # Interoperability with an independent NIP-77 implementation (go-nostr),
 # kept in its own module so its dependencies do not leak into petrel's.
 (cd internal/negentropy/interop && go test -count=1 ./...)
+# The client-side NIPs (19, 44, 04, 49, 59, 13) against go-nostr, both ways.
+(cd internal/interop && go test -count=1 ./...)
 go test -count=1 -race -timeout 30m ./internal/relay/... ./internal/server/... ./internal/nostr/... ./internal/negentropy/...

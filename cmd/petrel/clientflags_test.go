@@ -109,3 +109,20 @@ func TestParseFiltersBech32(t *testing.T) {
 		t.Fatalf("an npub as an id: %v", err)
 	}
 }
+
+// Every named command is registered under the name it answers to, and
+// no two commands share a name.
+func TestNamedCommands(t *testing.T) {
+	names := map[string]bool{}
+	for name, add := range namedCommands {
+		if got := add().Name(); got != name {
+			t.Errorf("registered as %q, named %q", name, got)
+		}
+		names[name] = true
+	}
+	for _, add := range append(extraCommands, serveCmd) {
+		if n := add().Name(); names[n] {
+			t.Errorf("%q registered twice", n)
+		}
+	}
+}

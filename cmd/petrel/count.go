@@ -12,7 +12,7 @@ import (
 	"github.com/petrel-relay/petrel/internal/nostr"
 )
 
-func init() { extraCommands = append(extraCommands, countCmd) }
+func init() { namedCommands["count"] = countCmd }
 
 func countCmd() *cobra.Command {
 	var filter filterFlagSet

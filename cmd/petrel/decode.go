@@ -13,7 +13,7 @@ import (
 	"github.com/petrel-relay/petrel/internal/nip49"
 )
 
-func init() { extraCommands = append(extraCommands, decodeCmd) }
+func init() { namedCommands["decode"] = decodeCmd }
 
 func decodeCmd() *cobra.Command {
 	return &cobra.Command{

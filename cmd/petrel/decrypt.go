@@ -9,7 +9,7 @@ import (
 	"github.com/petrel-relay/petrel/internal/nip44"
 )
 
-func init() { extraCommands = append(extraCommands, decryptCmd) }
+func init() { namedCommands["decrypt"] = decryptCmd }
 
 func decryptCmd() *cobra.Command {
 	var f cryptFlags

@@ -11,7 +11,7 @@ import (
 	"github.com/petrel-relay/petrel/internal/nostr"
 )
 
-func init() { extraCommands = append(extraCommands, encodeCmd) }
+func init() { namedCommands["encode"] = encodeCmd }
 
 func encodeCmd() *cobra.Command {
 	cmd := &cobra.Command{

@@ -13,7 +13,7 @@ import (
 	"github.com/petrel-relay/petrel/internal/nostr"
 )
 
-func init() { extraCommands = append(extraCommands, encryptCmd) }
+func init() { namedCommands["encrypt"] = encryptCmd }
 
 // cryptFlags are the flags of encrypt and decrypt.
 type cryptFlags struct {

@@ -17,7 +17,7 @@ import (
 	"github.com/petrel-relay/petrel/internal/nostr"
 )
 
-func init() { extraCommands = append(extraCommands, eventCmd) }
+func init() { namedCommands["event"] = eventCmd }
 
 // eventFlags are the flags of petrel event.
 type eventFlags struct {

@@ -11,7 +11,7 @@ import (
 	"github.com/petrel-relay/petrel/internal/nostr"
 )
 
-func init() { extraCommands = append(extraCommands, fetchCmd) }
+func init() { namedCommands["fetch"] = fetchCmd }
 
 func fetchCmd() *cobra.Command {
 	var f reqFlags

@@ -14,7 +14,7 @@ import (
 	"github.com/petrel-relay/petrel/internal/nostr"
 )
 
-func init() { extraCommands = append(extraCommands, giftCmd) }
+func init() { namedCommands["gift"] = giftCmd }
 
 func giftCmd() *cobra.Command {
 	cmd := &cobra.Command{

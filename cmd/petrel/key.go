@@ -14,7 +14,7 @@ import (
 	"github.com/petrel-relay/petrel/internal/nostr"
 )
 
-func init() { extraCommands = append(extraCommands, keyCmd) }
+func init() { namedCommands["key"] = keyCmd }
 
 func keyCmd() *cobra.Command {
 	cmd := &cobra.Command{

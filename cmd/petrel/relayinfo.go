@@ -11,7 +11,7 @@ import (
 	"github.com/petrel-relay/petrel/internal/client"
 )
 
-func init() { extraCommands = append(extraCommands, relayInfoCmd) }
+func init() { namedCommands["relay"] = relayInfoCmd }
 
 func relayInfoCmd() *cobra.Command {
 	var conn connFlags

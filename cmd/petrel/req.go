@@ -12,7 +12,7 @@ import (
 	"github.com/petrel-relay/petrel/internal/nostr"
 )
 
-func init() { extraCommands = append(extraCommands, reqCmd) }
+func init() { namedCommands["req"] = reqCmd }
 
 // reqFlags are the flags of petrel req.
 type reqFlags struct {

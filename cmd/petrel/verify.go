@@ -9,7 +9,7 @@ import (
 	"github.com/petrel-relay/petrel/internal/nostr"
 )
 
-func init() { extraCommands = append(extraCommands, verifyCmd) }
+func init() { namedCommands["verify"] = verifyCmd }
 
 func verifyCmd() *cobra.Command {
 	return &cobra.Command{

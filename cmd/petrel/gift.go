@@ -4,7 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
-	"io"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -25,17 +25,18 @@ func giftCmd() *cobra.Command {
 	var recipients []string
 	var self bool
 	wrap := &cobra.Command{
-		Use:   "wrap --sec SECRET -p PUBKEY [-p PUBKEY...]",
+		Use:   "wrap --sec SECRET -p PUBKEY [-p PUBKEY...] [RUMOR]",
 		Short: "Read an unsigned event (the rumor) on stdin and print its kind-1059 gift wrap for each recipient",
-		Long: `Wrap reads one unsigned event (the rumor) as JSON on stdin: kind is
+		Long: `Wrap reads one unsigned event (the rumor) as JSON on stdin (or as the
+argument): kind is
 required; pubkey (must be the sender's), created_at (default now), tags
 and content are optional, and an id, if given, must be the hash of the
 fields. It seals the rumor (kind 13, signed by --sec) and wraps the seal
 (kind 1059, signed by a one-time key) for each -p, and prints one wrap
 per line. For a NIP-17 direct message the rumor is kind 14 with a "p"
 tag per recipient; --self wraps a copy for the sender too.`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
 			sk, err := wsec.key()
 			if err != nil {
 				return err
@@ -54,10 +55,11 @@ tag per recipient; --self wraps a copy for the sender too.`,
 			if self {
 				pks = append(pks, sk.PubKey())
 			}
-			data, err := io.ReadAll(io.LimitReader(cmd.InOrStdin(), 1<<20))
+			text, err := textArg(args, cmd.InOrStdin())
 			if err != nil {
-				return fmt.Errorf("read stdin: %w", err)
+				return err
 			}
+			data := []byte(text)
 			now := time.Now()
 			r, err := nip59.ParseRumor(data, sk.PubKey(), now)
 			if err != nil {
@@ -83,10 +85,10 @@ tag per recipient; --self wraps a copy for the sender too.`,
 
 	var usec secretFlag
 	unwrap := &cobra.Command{
-		Use:   "unwrap --sec SECRET",
-		Short: "Read gift wraps on stdin (one per line) and print each one's rumor",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		Use:   "unwrap --sec SECRET [WRAP]",
+		Short: "Read gift wraps (the argument, or one per line on stdin) and print each one's rumor",
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
 			sk, err := usec.key()
 			if err != nil {
 				return err
@@ -94,7 +96,11 @@ tag per recipient; --self wraps a copy for the sender too.`,
 			w := bufio.NewWriter(cmd.OutOrStdout())
 			defer w.Flush()
 			n := 0
-			err = eachLine(cmd.InOrStdin(), func(line []byte) error {
+			in := cmd.InOrStdin()
+			if len(args) > 0 {
+				in = strings.NewReader(args[0])
+			}
+			err = eachLine(in, func(line []byte) error {
 				n++
 				ev, err := nostr.ParseEvent(line, nil)
 				if err != nil {

@@ -7,6 +7,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -214,6 +215,9 @@ func parseWhen(s string, now time.Time) (int64, error) {
 		return n, nil
 	}
 	if t, err := time.Parse(time.RFC3339, s); err == nil {
+		if t.Unix() < 0 || t.Unix() > nostr.MaxTimestamp {
+			return 0, fmt.Errorf("%q: before 1970 or past %d", s, int64(nostr.MaxTimestamp))
+		}
 		return t.Unix(), nil
 	}
 	if len(s) >= 2 {
@@ -246,6 +250,19 @@ func relayURL(s string) string {
 	return "wss://" + s
 }
 
+// Input bounds of the client commands.
+const (
+	// maxInputLine is the longest stdin line (an event, a wrap, a code).
+	maxInputLine = 16 << 20
+	// maxTextInput is the most a text read whole from stdin may hold
+	// (encrypt's plaintext, decrypt's payload, a rumor).
+	maxTextInput = 1 << 20
+)
+
+// errInputTooLong is wrapped when stdin passes maxInputLine or
+// maxTextInput.
+var errInputTooLong = errors.New("stdin input too long")
+
 // inputs returns args, or when there are none the non-empty lines of
 // stdin (what encode, decode and key public read).
 func inputs(args []string, stdin io.Reader) ([]string, error) {
@@ -253,15 +270,12 @@ func inputs(args []string, stdin io.Reader) ([]string, error) {
 		return args, nil
 	}
 	var out []string
-	sc := bufio.NewScanner(stdin)
-	sc.Buffer(make([]byte, 64<<10), 16<<20)
-	for sc.Scan() {
-		if l := strings.TrimSpace(sc.Text()); l != "" {
-			out = append(out, l)
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("read stdin: %w", err)
+	err := eachLine(stdin, func(line []byte) error {
+		out = append(out, strings.TrimSpace(string(line)))
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	if len(out) == 0 {
 		return nil, errors.New("nothing to read: give arguments or lines on stdin")
@@ -280,18 +294,28 @@ func stdinPiped(stdin io.Reader) bool {
 	return err == nil && fi.Mode()&os.ModeCharDevice == 0
 }
 
-// eachLine calls fn for every non-empty line of r (lines up to 16 MiB).
+// eachLine calls fn for every non-blank line of r (lines up to
+// maxInputLine bytes, without the newline).
 func eachLine(r io.Reader, fn func(line []byte) error) error {
 	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	sc.Buffer(make([]byte, 64<<10), maxInputLine+1) // +1: the scanner's limit counts the newline
 	for sc.Scan() {
 		l := sc.Bytes()
-		if len(strings.TrimSpace(string(l))) == 0 {
+		if len(l) > maxInputLine {
+			return fmt.Errorf("%w: a line of more than %d bytes", errInputTooLong, maxInputLine)
+		}
+		if len(bytes.TrimSpace(l)) == 0 {
 			continue
 		}
 		if err := fn(l); err != nil {
 			return err
 		}
 	}
-	return sc.Err()
+	if errors.Is(sc.Err(), bufio.ErrTooLong) {
+		return fmt.Errorf("%w: a line of more than %d bytes", errInputTooLong, maxInputLine)
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("read stdin: %w", err)
+	}
+	return nil
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -41,6 +42,7 @@ func TestParseWhen(t *testing.T) {
 	bad("-5")
 	bad("5x")
 	bad("9007199254740992") // MaxTimestamp+1
+	bad("1969-12-31T23:59:59Z")
 }
 
 func TestRelayURL(t *testing.T) {
@@ -125,4 +127,37 @@ func TestNamedCommands(t *testing.T) {
 			t.Errorf("%q registered twice", n)
 		}
 	}
+}
+
+func TestInputLimits(t *testing.T) {
+	// A line of maxInputLine bytes is read; one byte more is refused.
+	at := strings.Repeat("x", maxInputLine) + "\n"
+	n := 0
+	if err := eachLine(strings.NewReader(at), func(l []byte) error { n = len(l); return nil }); err != nil || n != maxInputLine {
+		t.Fatalf("at the limit: %d, %v", n, err)
+	}
+	over := strings.Repeat("x", maxInputLine+1)
+	if err := eachLine(strings.NewReader(over), func([]byte) error { return nil }); !errors.Is(err, errInputTooLong) {
+		t.Fatalf("past the limit: %v", err)
+	}
+	// Text read whole: maxTextInput bytes, then one more.
+	if s, err := textArg(nil, strings.NewReader(strings.Repeat("y", maxTextInput))); err != nil || len(s) != maxTextInput {
+		t.Fatalf("text at the limit: %d, %v", len(s), err)
+	}
+	if _, err := textArg(nil, strings.NewReader(strings.Repeat("y", maxTextInput+1))); !errors.Is(err, errInputTooLong) {
+		t.Fatalf("text past the limit: %v", err)
+	}
+}
+
+func FuzzParseWhen(f *testing.F) {
+	for _, s := range []string{"now", "123", "2h", "2023-11-14T22:13:20Z", "9y", "-1", "1e5"} {
+		f.Add(s)
+	}
+	now := time.Unix(1_700_000_000, 0)
+	f.Fuzz(func(t *testing.T, s string) {
+		v, err := parseWhen(s, now)
+		if err == nil && (v < 0 || v > nostr.MaxTimestamp) {
+			t.Fatalf("%q: %d out of range", s, v)
+		}
+	})
 }

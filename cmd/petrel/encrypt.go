@@ -46,9 +46,12 @@ func textArg(args []string, stdin io.Reader) (string, error) {
 	if len(args) > 0 {
 		return args[0], nil
 	}
-	b, err := io.ReadAll(io.LimitReader(stdin, 1<<20+1))
+	b, err := io.ReadAll(io.LimitReader(stdin, maxTextInput+1))
 	if err != nil {
 		return "", fmt.Errorf("read stdin: %w", err)
+	}
+	if len(b) > maxTextInput {
+		return "", fmt.Errorf("%w: more than %d bytes", errInputTooLong, maxTextInput)
 	}
 	return strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r"), nil
 }

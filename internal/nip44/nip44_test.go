@@ -265,6 +265,11 @@ func TestNIP04(t *testing.T) {
 	bad("short iv", "AAAAAAAAAAAAAAAAAAAAAA==?iv=AAAA")
 	bad("not blocks", "AAAA?iv=AAAAAAAAAAAAAAAAAAAAAA==")
 	bad("too long", strings.Repeat("A", MaxNIP04Payload+1))
+	// At the limit the payload is read (and refused for its shape, not
+	// its size).
+	if _, err := DecryptNIP04(b, a.PubKey(), strings.Repeat("A", MaxNIP04Payload)); err == nil || strings.Contains(err.Error(), "more than") {
+		t.Errorf("at the limit: %v", err)
+	}
 	c := nostr.SecretKeyFromSeed([]byte("c"))
 	if got, err := DecryptNIP04(c, a.PubKey(), p); err == nil && got == "nip04" {
 		t.Error("a third key decrypted the message")

@@ -1,7 +1,8 @@
 package main
 
-// The client commands, run as the real binary against real relays
-// (internal/relaytest) and real stores.
+// The client commands, run as the real binary against real relays (the
+// same binary's serve, in its own process: see startServe) and real
+// stores.
 
 import (
 	"bytes"
@@ -21,10 +22,7 @@ import (
 
 	"github.com/petrel-relay/petrel/internal/nip19"
 	"github.com/petrel-relay/petrel/internal/nostr"
-	"github.com/petrel-relay/petrel/internal/policy"
-	"github.com/petrel-relay/petrel/internal/relay"
 	"github.com/petrel-relay/petrel/internal/relaytest"
-	"github.com/petrel-relay/petrel/internal/server"
 )
 
 var (
@@ -256,10 +254,47 @@ func TestClientOffline(t *testing.T) {
 	}
 }
 
-// startRelay starts a test relay and returns its URL.
-func startRelay(t *testing.T, o relaytest.Options) *relaytest.Relay {
+// serveRelay is a petrel serve process the client commands talk to.
+type serveRelay struct {
+	URL  string // ws://
+	Data string // its data directory
+}
+
+// HTTPURL returns the relay's http:// URL.
+func (r serveRelay) HTTPURL() string { return "http://" + strings.TrimPrefix(r.URL, "ws://") }
+
+// startServe runs the petrel binary's serve on a fresh data directory (or
+// data, when given) with extra environment (config overrides such as
+// PETREL_RELAY_MAX_LIMIT=7), and stops it when the test ends. The relay
+// runs in its own process, as in production: a relay inside the test
+// process would share its descriptors with every command the test forks,
+// and an epoll registration outlives its close while a forked child still
+// holds the descriptor, so under load a reused descriptor number can be
+// served the old connection's events.
+func startServe(t *testing.T, c *cli, data string, env ...string) serveRelay {
 	t.Helper()
-	return relaytest.Start(t, o)
+	if data == "" {
+		data = filepath.Join(t.TempDir(), "data")
+	}
+	serve := exec.Command(c.bin, "serve", "--data", data, "--listen", "127.0.0.1:0")
+	serve.Env = append(append([]string{}, c.env...), env...)
+	var logs syncBuffer
+	serve.Stdout, serve.Stderr = &logs, &logs
+	if err := serve.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = serve.Process.Signal(syscall.SIGTERM)
+		_ = serve.Wait()
+	})
+	re := regexp.MustCompile(`url=(ws://[0-9.:]+)`)
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if m := re.FindStringSubmatch(logs.String()); m != nil {
+			return serveRelay{URL: m[1], Data: data}
+		}
+	}
+	t.Fatalf("serve did not start:\n%s", logs.String())
+	return serveRelay{}
 }
 
 // deadRelay returns a ws:// URL where nothing listens.
@@ -278,9 +313,8 @@ func TestClientRelays(t *testing.T) {
 	c := newCLI(t)
 	alice := relaytest.NewKey("cli-alice")
 	banned := relaytest.NewKey("cli-banned")
-	r1 := startRelay(t, relaytest.Options{Relay: relay.Config{MaxLimit: 7},
-		Policy: policy.Config{BannedPubKeys: []string{banned.PK.Hex()}}})
-	r2 := startRelay(t, relaytest.Options{})
+	r1 := startServe(t, c, "", "PETREL_RELAY_MAX_LIMIT=7", "PETREL_POLICY_BANNED_PUBKEYS="+banned.PK.Hex())
+	r2 := startServe(t, c, "")
 	sk := alice.SK.Hex()
 
 	// event: printed, published, each relay's OK on stderr.
@@ -360,7 +394,7 @@ func TestClientRelays(t *testing.T) {
 		t.Fatalf("count on two relays: %q", out)
 	}
 	// A CLOSED is one line and status 1.
-	strict := startRelay(t, relaytest.Options{Relay: relay.Config{MaxFilterValues: 2}})
+	strict := startServe(t, c, "", "PETREL_RELAY_MAX_FILTER_VALUES=2")
 	errOut = c.fails("invalid:", "", "req", "-k", "1,2,3", strict.URL)
 	if len(lines(errOut)) != 1 {
 		t.Fatalf("CLOSED: %q", errOut)
@@ -394,7 +428,7 @@ func TestClientRelays(t *testing.T) {
 func TestClientAuth(t *testing.T) {
 	c := newCLI(t)
 	alice, bob, carol := relaytest.NewKey("cli-auth-alice"), relaytest.NewKey("cli-auth-bob"), relaytest.NewKey("cli-auth-carol")
-	r := startRelay(t, relaytest.Options{})
+	r := startServe(t, c, "")
 	dm := alice.Event(4, "for bob", nostr.Tags{{"p", bob.PK.Hex()}}, fixtureBase)
 	// Publishing a kind 4 needs no auth; reading it does.
 	c.must(string(dm.Raw)+"\n", "event", r.URL)
@@ -411,7 +445,7 @@ func TestClientAuth(t *testing.T) {
 		t.Fatalf("count --auth: %q", out)
 	}
 	// A relay that wants AUTH for everything, publishing included.
-	ra := startRelay(t, relaytest.Options{Relay: relay.Config{AuthRequired: true}})
+	ra := startServe(t, c, "", "PETREL_RELAY_AUTH_REQUIRED=true")
 	_, errOut, ok := c.run("", "event", "--sec", alice.SK.Hex(), "-c", "x", ra.URL)
 	if ok || !strings.Contains(errOut, "refused: auth-required:") {
 		t.Fatalf("event without --auth: %v %s", ok, errOut)
@@ -430,7 +464,7 @@ func TestClientAuth(t *testing.T) {
 func TestClientAdmin(t *testing.T) {
 	c := newCLI(t)
 	admin, mallory := relaytest.NewKey("cli-admin"), relaytest.NewKey("cli-mallory")
-	r := startRelay(t, relaytest.Options{Server: server.Config{Admins: []string{admin.PK.Hex()}}})
+	r := startServe(t, c, "", "PETREL_SERVER_ADMINS="+admin.PK.Hex())
 	sec := nip19.EncodeSecretKey(admin.SK)
 	if out := c.must("", "admin", r.URL, "banpubkey", nip19.EncodePubKey(mallory.PK), "spam", "--sec", sec); out != "true\n" {
 		t.Fatalf("banpubkey: %q", out)
@@ -488,26 +522,7 @@ func TestClientStore(t *testing.T) {
 	check("store opened by the command")
 	c.fails("no petrel store there", "", "req", "--store", filepath.Join(dir, "none"))
 
-	serve := exec.Command(c.bin, "serve", "--data", data, "--listen", "127.0.0.1:0")
-	serve.Env = c.env
-	var logs syncBuffer
-	serve.Stdout, serve.Stderr = &logs, &logs
-	if err := serve.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		_ = serve.Process.Signal(syscall.SIGTERM)
-		_ = serve.Wait()
-	}()
-	url := ""
-	for deadline := time.Now().Add(30 * time.Second); url == "" && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if m := regexp.MustCompile(`url=(ws://[0-9.:]+)`).FindStringSubmatch(logs.String()); m != nil {
-			url = m[1]
-		}
-	}
-	if url == "" {
-		t.Fatalf("serve did not start:\n%s", logs.String())
-	}
+	url := startServe(t, c, data).URL
 	check("through the running serve")
 	// What serve stores is seen at once.
 	late := k.Event(2, "late", nil, fixtureBase+100)

@@ -11,6 +11,8 @@ go test -count=1 -timeout 30m ./...
 # Interoperability with an independent NIP-77 implementation (go-nostr),
 # kept in its own module so its dependencies do not leak into petrel's.
 (cd internal/negentropy/interop && go test -count=1 ./...)
+# The client-side NIPs (19, 44, 04, 49, 59, 13) against go-nostr, both ways.
+(cd internal/interop && go test -count=1 ./...)
 # The nbio fork's own tests, one or more per patch (third_party/nbio/PATCHES.md),
 # in the fork's module; under -race, which one of them needs.
 (cd third_party/nbio && go test -count=1 -race ./...)

@@ -4,7 +4,8 @@ package main
 // directory, so that the maintenance commands that can work on a live store
 // (petrel backup) ask the running relay instead of needing it stopped. The
 // socket is mode 0600: the user serve runs as (and root) may use it, as they
-// may read the data directory.
+// may read the data directory. petrel req and count --store read the
+// store through it too (POST /query, storeread.go).
 
 import (
 	"bytes"
@@ -65,6 +66,9 @@ func startControl(cfg config.Config, log *slog.Logger, st *pebble.Store) *contro
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /backup", func(w http.ResponseWriter, r *http.Request) {
 		c.backup(w, r, cfg, log, st)
+	})
+	mux.HandleFunc("POST /query", func(w http.ResponseWriter, r *http.Request) {
+		serveQuery(w, r, st) // petrel req/count --store (storeread.go)
 	})
 	c.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = c.srv.Serve(ln) }()

@@ -1,5 +1,6 @@
-// Command petrel is a Nostr relay: `petrel serve` runs it; the other
-// subcommands load, bench and maintain it.
+// Command petrel is a Nostr relay: `petrel serve` runs it; other
+// subcommands load, bench and maintain it, and the client commands (req,
+// event, key, encode, decode, ... docs/cli.md) talk to any relay.
 package main
 
 import (
@@ -19,9 +20,19 @@ func main() {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(serveCmd(), versionCmd())
-	for _, add := range extraCommands {
+	if add, ok := namedCommands[firstArg(os.Args)]; ok {
+		// A run of one command builds only that one: the client commands
+		// are timed as whole processes, and building every command's
+		// flags costs about 0.2 ms (docs/BENCHMARKS.md).
 		root.AddCommand(add())
+	} else {
+		root.AddCommand(serveCmd())
+		for _, add := range namedCommands {
+			root.AddCommand(add())
+		}
+		for _, add := range extraCommands {
+			root.AddCommand(add())
+		}
 	}
 	if err := root.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "petrel:", err)
@@ -31,3 +42,15 @@ func main() {
 
 // extraCommands lets subcommand files register themselves.
 var extraCommands []func() *cobra.Command
+
+// namedCommands lets subcommand files register themselves under their
+// name (the first word of Use), so that running one builds only it.
+var namedCommands = map[string]func() *cobra.Command{"version": versionCmd}
+
+// firstArg returns args[1] when it may name a command (not a flag).
+func firstArg(args []string) string {
+	if len(args) < 2 || len(args[1]) == 0 || args[1][0] == '-' {
+		return ""
+	}
+	return args[1]
+}

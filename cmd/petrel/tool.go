@@ -27,6 +27,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/petrel-relay/petrel/internal/config"
+	"github.com/petrel-relay/petrel/internal/nip19"
 	"github.com/petrel-relay/petrel/internal/nostr"
 	"github.com/petrel-relay/petrel/internal/store/pebble"
 )
@@ -158,9 +159,14 @@ func (f *filterFlags) filters() ([]nostr.Filter, error) {
 	return filters, nil
 }
 
-// parseFilters reads one filter object or an array of filter objects.
+// parseFilters reads one filter object or an array of filter objects;
+// npub/note/nevent/nprofile/naddr values are read as hex (nip19.HexFilter).
 func parseFilters(s string) ([]nostr.Filter, error) {
-	s = strings.TrimSpace(s)
+	hex, err := nip19.HexFilter([]byte(strings.TrimSpace(s)))
+	if err != nil {
+		return nil, err
+	}
+	s = string(hex)
 	if !strings.HasPrefix(s, "[") {
 		f, err := nostr.ParseFilter([]byte(s), nil)
 		if err != nil {

@@ -38,9 +38,10 @@ type Config struct {
 	// (about 10 MB per limit at most).
 	RateMaxKeys int `toml:"rate_max_keys"`
 
-	// BannedPubKeys lists hex pubkeys that may not publish. Default empty.
+	// BannedPubKeys lists pubkeys (hex, npub or nprofile) that may not
+	// publish. Default empty.
 	BannedPubKeys []string `toml:"banned_pubkeys"`
-	// AllowedPubKeys lists hex pubkeys that may publish; when this list
+	// AllowedPubKeys lists pubkeys (hex, npub or nprofile) that may publish; when this list
 	// (or its NIP-86 counterpart) is not empty, nobody else may. Default
 	// empty: everyone may.
 	AllowedPubKeys []string `toml:"allowed_pubkeys"`

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/petrel-relay/petrel/internal/nip19"
 	"github.com/petrel-relay/petrel/internal/nostr"
 )
 
@@ -761,10 +762,11 @@ func loadSet[K comparable](ctx context.Context, p Persister, key string, dst *se
 	return nil
 }
 
-// Value parsers. Hex is accepted in either case.
+// Value parsers. Hex is accepted in either case, and the NIP-19 forms
+// people paste (npub or nprofile, note or nevent) too (internal/nip19).
 
 func parsePubKey(s string) (nostr.PubKey, error) {
-	pk, err := nostr.ParsePubKey(strings.ToLower(strings.TrimSpace(s)))
+	pk, err := nip19.ParsePubKey(s)
 	if err != nil {
 		return pk, fmt.Errorf("%w: pubkey %q: %v", ErrInvalid, s, err)
 	}
@@ -772,7 +774,7 @@ func parsePubKey(s string) (nostr.PubKey, error) {
 }
 
 func parseID(s string) (nostr.ID, error) {
-	id, err := nostr.ParseID(strings.ToLower(strings.TrimSpace(s)))
+	id, err := nip19.ParseID(s)
 	if err != nil {
 		return id, fmt.Errorf("%w: event id %q: %v", ErrInvalid, s, err)
 	}

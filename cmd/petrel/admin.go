@@ -1,0 +1,129 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/petrel-relay/petrel/internal/client"
+	"github.com/petrel-relay/petrel/internal/nip19"
+	"github.com/petrel-relay/petrel/internal/nip98"
+)
+
+func init() { namedCommands["admin"] = adminCmd }
+
+// nip86ContentType is the media type of NIP-86 requests.
+const nip86ContentType = "application/nostr+json+rpc"
+
+func adminCmd() *cobra.Command {
+	var sec secretFlag
+	var timeout time.Duration
+	cmd := &cobra.Command{
+		Use:   "admin URL METHOD [PARAM...]",
+		Short: "Call a relay's NIP-86 management API, signed with NIP-98 (--sec: an admin's key)",
+		Long: `Admin sends {"method": METHOD, "params": [PARAM...]} to the relay's
+NIP-86 API, authorized with a NIP-98 header signed by --sec, and prints
+the result as JSON. A PARAM that is JSON (a number, true, "quoted",
+[...]) is sent as it is, anything else as a string; for methods on
+pubkeys or events an npub/nprofile or note/nevent is sent as hex.
+
+  petrel admin wss://relay.example banpubkey npub1... "spam"
+  petrel admin wss://relay.example listbannedpubkeys
+  petrel admin wss://relay.example supportedmethods
+
+An error from the relay is printed on stderr with exit status 1.`,
+		Args: cobra.MinimumNArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			sk, err := sec.key()
+			if err != nil {
+				return err
+			}
+			u, err := client.HTTPURL(wsURL(args[0]))
+			if err != nil {
+				return err
+			}
+			method := args[1]
+			params := make([]json.RawMessage, 0, len(args)-2)
+			for i, a := range args[2:] {
+				params = append(params, adminParam(method, i, a))
+			}
+			body, err := json.Marshal(struct {
+				Method string            `json:"method"`
+				Params []json.RawMessage `json:"params"`
+			}{method, params})
+			if err != nil {
+				return err
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
+			defer cancel()
+			req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(body))
+			if err != nil {
+				return err
+			}
+			req.Header.Set("Content-Type", nip86ContentType)
+			req.Header.Set("Authorization", nip98.Header(sk, http.MethodPost, u, body, time.Now()))
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				return err
+			}
+			defer resp.Body.Close()
+			raw, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+			if err != nil {
+				return err
+			}
+			var answer struct {
+				Result json.RawMessage `json:"result"`
+				Error  string          `json:"error"`
+			}
+			if err := json.Unmarshal(raw, &answer); err != nil {
+				return fmt.Errorf("%s: HTTP %d, not a NIP-86 answer: %.200s", u, resp.StatusCode, raw)
+			}
+			if answer.Error != "" {
+				return fmt.Errorf("%s: %s", method, answer.Error)
+			}
+			if resp.StatusCode != http.StatusOK {
+				return fmt.Errorf("%s: HTTP %d", u, resp.StatusCode)
+			}
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s\n", answer.Result)
+			return err
+		},
+	}
+	sec.register(cmd)
+	cmd.Flags().DurationVar(&timeout, "timeout", 10*time.Second, "how long to wait for the relay")
+	return cmd
+}
+
+// adminParam encodes one parameter: the first parameter of a method on
+// pubkeys or events is converted from bech32 to hex; JSON is sent as
+// it is; anything else as a string.
+func adminParam(method string, i int, a string) json.RawMessage {
+	if i == 0 {
+		switch {
+		case strings.HasSuffix(method, "pubkey"):
+			if pk, err := nip19.ParsePubKey(a); err == nil {
+				a = pk.Hex()
+			}
+		case strings.HasSuffix(method, "event"):
+			if id, err := nip19.ParseID(a); err == nil {
+				a = id.Hex()
+			}
+		}
+	}
+	if json.Valid([]byte(a)) && !isBareWord(a) {
+		return json.RawMessage(a)
+	}
+	b, _ := json.Marshal(a)
+	return b
+}
+
+// isBareWord reports whether a is valid JSON only by accident of being a
+// number-like string that is meant as text: kept simple, hex keys and ids
+// (64 hex digits) are always strings.
+func isBareWord(a string) bool { return len(a) == 64 }

@@ -1,0 +1,535 @@
+package main
+
+// The client commands, run as the real binary against real relays (the
+// same binary's serve, in its own process: see startServe) and real
+// stores.
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/petrel-relay/petrel/internal/nip19"
+	"github.com/petrel-relay/petrel/internal/nostr"
+	"github.com/petrel-relay/petrel/internal/relaytest"
+)
+
+var (
+	clientBinOnce sync.Once
+	clientBin     string
+	clientBinErr  error
+)
+
+// petrelBin builds the binary once for the client tests.
+func petrelBin(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds the petrel binary")
+	}
+	clientBinOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "petrel-client-test")
+		if err != nil {
+			clientBinErr = err
+			return
+		}
+		clientBin = filepath.Join(dir, "petrel")
+		if out, err := exec.Command("go", "build", "-o", clientBin, ".").CombinedOutput(); err != nil {
+			clientBinErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if clientBinErr != nil {
+		t.Fatal(clientBinErr)
+	}
+	return clientBin
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if clientBin != "" {
+		os.RemoveAll(filepath.Dir(clientBin))
+	}
+	os.Exit(code)
+}
+
+// cli runs the binary with stdin and returns stdout, stderr and whether
+// it exited 0.
+type cli struct {
+	t   *testing.T
+	bin string
+	env []string
+}
+
+func newCLI(t *testing.T) *cli {
+	return &cli{t: t, bin: petrelBin(t), env: append(os.Environ(), "PETREL_CONFIG=", secretEnv+"=")}
+}
+
+func (c *cli) run(stdin string, args ...string) (stdout, stderr string, ok bool) {
+	c.t.Helper()
+	cmd := exec.Command(c.bin, args...)
+	cmd.Env = c.env
+	cmd.Stdin = strings.NewReader(stdin)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	if err != nil {
+		if _, exit := err.(*exec.ExitError); !exit {
+			c.t.Fatalf("%v: %v", args, err)
+		}
+	}
+	return out.String(), errb.String(), err == nil
+}
+
+// must runs and fails the test unless the command succeeds.
+func (c *cli) must(stdin string, args ...string) string {
+	c.t.Helper()
+	out, errOut, ok := c.run(stdin, args...)
+	if !ok {
+		c.t.Fatalf("%v failed:\n%s%s", args, out, errOut)
+	}
+	return out
+}
+
+// fails runs and fails the test unless the command exits non-zero with
+// one stderr line containing want.
+func (c *cli) fails(want string, stdin string, args ...string) string {
+	c.t.Helper()
+	out, errOut, ok := c.run(stdin, args...)
+	if ok || !strings.Contains(errOut, want) {
+		c.t.Fatalf("%v: ok=%v, want an error containing %q:\n%s%s", args, ok, want, out, errOut)
+	}
+	return errOut
+}
+
+func lines(s string) []string {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, "\n")
+}
+
+func TestClientOffline(t *testing.T) {
+	c := newCLI(t)
+	sk := strings.TrimSpace(c.must("", "key", "generate"))
+	if _, err := nostr.ParseSecretKey(sk); err != nil {
+		t.Fatalf("key generate: %q", sk)
+	}
+	parsed, _ := nostr.ParseSecretKey(sk)
+	pk := strings.TrimSpace(c.must("", "key", "public", sk))
+	if pk != parsed.PubKey().Hex() {
+		t.Fatalf("key public: %s", pk)
+	}
+	nsec := nip19.EncodeSecretKey(parsed)
+	if got := strings.TrimSpace(c.must(nsec+"\n", "key", "public")); got != pk {
+		t.Fatalf("key public of an nsec on stdin: %s", got)
+	}
+
+	// encode/decode, every form, both ways.
+	npub := strings.TrimSpace(c.must("", "encode", "npub", pk))
+	if got := strings.TrimSpace(c.must("", "decode", npub)); got != pk {
+		t.Fatalf("decode npub: %s", got)
+	}
+	if got := strings.TrimSpace(c.must("", "encode", "nsec", sk)); got != nsec {
+		t.Fatalf("encode nsec: %s", got)
+	}
+	if got := strings.TrimSpace(c.must("", "decode", "nostr:"+nsec)); got != sk {
+		t.Fatalf("decode nsec: %s", got)
+	}
+	id := strings.Repeat("ab", 32)
+	note := strings.TrimSpace(c.must("", "encode", "note", id))
+	if got := strings.TrimSpace(c.must("", "decode", note)); got != id {
+		t.Fatalf("decode note: %s", got)
+	}
+	nprofile := strings.TrimSpace(c.must("", "encode", "nprofile", npub, "--relay", "wss://a.example", "--relay", "wss://b.example"))
+	if got := c.must("", "decode", nprofile); got != `{"pubkey":"`+pk+`","relays":["wss://a.example","wss://b.example"]}`+"\n" {
+		t.Fatalf("decode nprofile: %s", got)
+	}
+	nevent := strings.TrimSpace(c.must("", "encode", "nevent", note, "--relay", "wss://r.example", "--author", npub, "--kind", "30023"))
+	if got := c.must("", "decode", nevent); got != `{"id":"`+id+`","relays":["wss://r.example"],"author":"`+pk+`","kind":30023}`+"\n" {
+		t.Fatalf("decode nevent: %s", got)
+	}
+	bare := strings.TrimSpace(c.must("", "encode", "nevent", id))
+	if got := c.must("", "decode", bare); got != `{"id":"`+id+`","relays":[]}`+"\n" {
+		t.Fatalf("decode bare nevent: %s", got)
+	}
+	naddr := strings.TrimSpace(c.must("", "encode", "naddr", "--pubkey", pk, "--kind", "30023", "--identifier", "post <1>"))
+	if got := c.must("", "decode", naddr); got != `{"identifier":"post <1>","pubkey":"`+pk+`","kind":30023,"relays":[]}`+"\n" {
+		t.Fatalf("decode naddr: %s", got)
+	}
+	// Many at once on stdin, one per line.
+	if got := lines(c.must(npub+"\n\n"+note+"\n", "decode")); !slices.Equal(got, []string{pk, id}) {
+		t.Fatalf("decode from stdin: %q", got)
+	}
+	if got := lines(c.must(pk+"\n"+pk+"\n", "encode", "npub")); len(got) != 2 || got[0] != npub {
+		t.Fatalf("encode from stdin: %q", got)
+	}
+	// Errors: one line, status 1.
+	errOut := c.fails("not a valid bech32 string", "", "decode", npub[:len(npub)-1]+"x")
+	if len(lines(errOut)) != 1 {
+		t.Fatalf("a bad bech32 string gave %d lines:\n%s", len(lines(errOut)), errOut)
+	}
+	c.fails("not a public key", "", "encode", "npub", note)
+	c.fails("not a secret key", "", "key", "public", strings.Repeat("0", 64))
+
+	// NIP-49.
+	ncs := strings.TrimSpace(c.must("", "key", "encrypt", sk, "pässword", "--log-n", "4"))
+	if got := strings.TrimSpace(c.must("", "key", "decrypt", ncs, "pässword")); got != sk {
+		t.Fatalf("key decrypt: %s", got)
+	}
+	if got := strings.TrimSpace(c.must("pässword\n", "key", "decrypt", ncs)); got != sk {
+		t.Fatalf("key decrypt, password on stdin: %s", got)
+	}
+	c.fails("wrong password", "", "key", "decrypt", ncs, "other")
+
+	// NIP-44 and NIP-04, both ways.
+	bob := nostr.SecretKeyFromSeed([]byte("cli-bob"))
+	payload := strings.TrimSpace(c.must("", "encrypt", "--sec", nsec, "-p", nip19.EncodePubKey(bob.PubKey()), "hello, bob"))
+	if got := c.must("", "decrypt", "--sec", bob.Hex(), "-p", pk, payload); got != "hello, bob\n" {
+		t.Fatalf("decrypt: %q", got)
+	}
+	c.fails("invalid MAC", "", "decrypt", "--sec", sk, "-p", pk, payload)
+	legacy := strings.TrimSpace(c.must("from stdin\n", "encrypt", "--nip04", "--sec", sk, "-p", bob.PubKey().Hex()))
+	if !strings.Contains(legacy, "?iv=") {
+		t.Fatalf("nip04 payload %q", legacy)
+	}
+	if got := c.must(legacy, "decrypt", "--nip04", "--sec", bob.Hex(), "-p", pk); got != "from stdin\n" {
+		t.Fatalf("nip04 decrypt: %q", got)
+	}
+	c.fails("no secret key", "", "encrypt", "-p", pk, "x")
+
+	// Gift wrap and unwrap (NIP-59/17), and verify.
+	wraps := c.must(`{"kind":14,"content":"secret","tags":[["p","`+bob.PubKey().Hex()+`"]]}`,
+		"gift", "wrap", "--sec", sk, "-p", bob.PubKey().Hex(), "--self")
+	if len(lines(wraps)) != 2 {
+		t.Fatalf("gift wrap --self: %q", wraps)
+	}
+	rumor := c.must(lines(wraps)[0], "gift", "unwrap", "--sec", bob.Hex())
+	var r struct {
+		PubKey  string `json:"pubkey"`
+		Kind    int    `json:"kind"`
+		Content string `json:"content"`
+	}
+	if err := json.Unmarshal([]byte(rumor), &r); err != nil || r.PubKey != pk || r.Kind != 14 || r.Content != "secret" {
+		t.Fatalf("unwrap: %q %v", rumor, err)
+	}
+	if got := c.must(lines(wraps)[1], "gift", "unwrap", "--sec", sk); got != rumor {
+		t.Fatalf("the sender's copy: %q", got)
+	}
+	c.fails("open the wrap", lines(wraps)[0], "gift", "unwrap", "--sec", sk)
+	c.must(wraps, "verify")
+	bad := strings.Replace(lines(wraps)[0], `"kind":1059`, `"kind":1060`, 1)
+	errOut = c.fails("1 of 2 events invalid", bad+"\n"+lines(wraps)[1], "verify")
+	if !strings.Contains(errOut, "line 1:") || !strings.Contains(errOut, "not the hash") {
+		t.Fatalf("verify output: %s", errOut)
+	}
+
+	// Without relays, event prints the signed event and req the filter.
+	ev := c.must("", "event", "--sec", nsec, "-k", "7", "-c", "+", "-e", note, "-t", "x=a;b")
+	parsedEv, err := nostr.ParseEvent([]byte(strings.TrimSpace(ev)), nil)
+	if err != nil || parsedEv.Kind != 7 || parsedEv.PubKey.Hex() != pk || !nostr.CheckID(parsedEv) {
+		t.Fatalf("event: %s %v", ev, err)
+	}
+	if !slices.EqualFunc(parsedEv.Tags, nostr.Tags{{"x", "a", "b"}, {"e", id}}, func(a, b nostr.Tag) bool { return slices.Equal(a, b) }) {
+		t.Fatalf("tags %v", parsedEv.Tags)
+	}
+	if got := c.must("", "req", "-k", "1", "-k", "7", "-a", npub, "-l", "3", "-t", "t=x"); got != `{"authors":["`+pk+`"],"kinds":[1,7],"#t":["x"],"limit":3}`+"\n" {
+		t.Fatalf("req without relays: %s", got)
+	}
+	// Mined.
+	mined := c.must("", "event", "--sec", sk, "-c", "work", "--pow", "10")
+	pe, _ := nostr.ParseEvent([]byte(strings.TrimSpace(mined)), nil)
+	if pe == nil || pe.ID[0] != 0 || pe.ID[1]&0xc0 != 0 {
+		t.Fatalf("--pow 10: %s", mined)
+	}
+}
+
+// serveRelay is a petrel serve process the client commands talk to.
+type serveRelay struct {
+	URL  string // ws://
+	Data string // its data directory
+}
+
+// HTTPURL returns the relay's http:// URL.
+func (r serveRelay) HTTPURL() string { return "http://" + strings.TrimPrefix(r.URL, "ws://") }
+
+// startServe runs the petrel binary's serve on a fresh data directory (or
+// data, when given) with extra environment (config overrides such as
+// PETREL_RELAY_MAX_LIMIT=7), and stops it when the test ends. The relay
+// runs in its own process, as in production: a relay inside the test
+// process would share its descriptors with every command the test forks,
+// and an epoll registration outlives its close while a forked child still
+// holds the descriptor, so under load a reused descriptor number can be
+// served the old connection's events.
+func startServe(t *testing.T, c *cli, data string, env ...string) serveRelay {
+	t.Helper()
+	if data == "" {
+		data = filepath.Join(t.TempDir(), "data")
+	}
+	serve := exec.Command(c.bin, "serve", "--data", data, "--listen", "127.0.0.1:0")
+	serve.Env = append(append([]string{}, c.env...), env...)
+	var logs syncBuffer
+	serve.Stdout, serve.Stderr = &logs, &logs
+	if err := serve.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = serve.Process.Signal(syscall.SIGTERM)
+		_ = serve.Wait()
+	})
+	re := regexp.MustCompile(`url=(ws://[0-9.:]+)`)
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if m := re.FindStringSubmatch(logs.String()); m != nil {
+			return serveRelay{URL: m[1], Data: data}
+		}
+	}
+	t.Fatalf("serve did not start:\n%s", logs.String())
+	return serveRelay{}
+}
+
+// deadRelay returns a ws:// URL where nothing listens.
+func deadRelay(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return "ws://" + addr
+}
+
+func TestClientRelays(t *testing.T) {
+	c := newCLI(t)
+	alice := relaytest.NewKey("cli-alice")
+	banned := relaytest.NewKey("cli-banned")
+	r1 := startServe(t, c, "", "PETREL_RELAY_MAX_LIMIT=7", "PETREL_POLICY_BANNED_PUBKEYS="+banned.PK.Hex())
+	r2 := startServe(t, c, "")
+	sk := alice.SK.Hex()
+
+	// event: printed, published, each relay's OK on stderr.
+	out, errOut, ok := c.run("", "event", "--sec", sk, "-c", "hi", r1.URL, r2.URL)
+	if !ok || len(lines(out)) != 1 || strings.Count(errOut, ": OK") != 2 {
+		t.Fatalf("event: %v\n%s%s", ok, out, errOut)
+	}
+	first, _ := nostr.ParseEvent([]byte(strings.TrimSpace(out)), nil)
+	// A refusal: one relay refuses, the other accepts: per-relay lines,
+	// status 1.
+	out, errOut, ok = c.run("", "event", "--sec", banned.SK.Hex(), "-c", "spam", r1.URL, r2.URL)
+	if ok || !strings.Contains(errOut, r1.URL+": refused: blocked:") || !strings.Contains(errOut, r2.URL+": OK") {
+		t.Fatalf("refused event: %v\n%s%s", ok, out, errOut)
+	}
+	// An unreachable relay: reported, the other still served.
+	dead := deadRelay(t)
+	_, errOut, ok = c.run("", "event", "--sec", sk, "-c", "partial", r2.URL, dead)
+	if ok || !strings.Contains(errOut, dead+": ") || !strings.Contains(errOut, r2.URL+": OK") {
+		t.Fatalf("partial publish: %v\n%s", ok, errOut)
+	}
+	c.fails(dead+": client: connect", "", "req", dead)
+
+	// Events from stdin: a signed one is published as it is.
+	signed := alice.Event(1, "from stdin", nil, fixtureBase)
+	if out := c.must(string(signed.Raw)+"\n", "event", r2.URL); strings.TrimSpace(out) != string(signed.Raw) {
+		t.Fatalf("stdin event: %s", out)
+	}
+	// A template takes the key and flags.
+	out = c.must(`{"kind":30023,"content":"article","tags":[["d","a1"]]}`, "event", "--sec", sk, "-t", "title=T")
+	tpl, _ := nostr.ParseEvent([]byte(strings.TrimSpace(out)), nil)
+	if tpl == nil || tpl.Kind != 30023 || tpl.DTag() != "a1" || len(tpl.Tags) != 2 {
+		t.Fatalf("template: %s", out)
+	}
+
+	// 20 notes in r1 (page size 7), 5 more in r2 (3 of them also in r1).
+	var notes []*nostr.Event
+	for i := range 20 {
+		notes = append(notes, alice.Event(1, fmt.Sprintf("n%d", i), nostr.Tags{{"t", "cli"}}, fixtureBase+int64(i/2)))
+	}
+	pub := relaytest.Dial(t, r1.URL)
+	for _, ev := range notes {
+		pub.MustPublish(ev)
+	}
+	pub2 := relaytest.Dial(t, r2.URL)
+	for _, ev := range notes[:3] {
+		pub2.MustPublish(ev)
+	}
+	npub := nip19.EncodePubKey(alice.PK)
+	got := lines(c.must("", "req", "-t", "t=cli", "-a", npub, r1.URL))
+	if len(got) != 7 {
+		t.Fatalf("req on a relay capped at 7: %d events", len(got))
+	}
+	got = lines(c.must("", "req", "-t", "t=cli", "--paginate", r1.URL))
+	if !sameSet(got, raws(notes)) {
+		t.Fatalf("req --paginate: %d events, want the 20", len(got))
+	}
+	got = lines(c.must("", "req", "-t", "t=cli", "--paginate", "-l", "12", r1.URL))
+	if len(got) != 12 {
+		t.Fatalf("req --paginate -l 12: %d events", len(got))
+	}
+	// Two relays: each event once.
+	got = lines(c.must("", "req", "-t", "t=cli", "-u", fmt.Sprint(fixtureBase+1), r1.URL, r2.URL))
+	if !sameSet(got, raws(notes[:4])) {
+		t.Fatalf("req on two relays: %q", got)
+	}
+	// By id, as note and nevent.
+	got = lines(c.must("", "req", "-i", nip19.EncodeNote(notes[5].ID), r1.URL))
+	if len(got) != 1 || got[0] != string(notes[5].Raw) {
+		t.Fatalf("req -i note: %q", got)
+	}
+	// count, one relay and several.
+	if out := c.must("", "count", "-t", "t=cli", r1.URL); out != "20\n" {
+		t.Fatalf("count: %q", out)
+	}
+	out = c.must("", "count", "-t", "t=cli", r1.URL, r2.URL)
+	if !strings.Contains(out, r1.URL+" 20\n") || !strings.Contains(out, r2.URL+" 3\n") {
+		t.Fatalf("count on two relays: %q", out)
+	}
+	// A CLOSED is one line and status 1.
+	strict := startServe(t, c, "", "PETREL_RELAY_MAX_FILTER_VALUES=2")
+	errOut = c.fails("invalid:", "", "req", "-k", "1,2,3", strict.URL)
+	if len(lines(errOut)) != 1 {
+		t.Fatalf("CLOSED: %q", errOut)
+	}
+	c.fails("invalid:", "", "count", "-k", "1,2,3", strict.URL)
+
+	// fetch: from the hints inside the codes.
+	nevent, _ := nip19.EncodeEvent(nip19.EventPointer{ID: first.ID, Relays: []string{r2.URL}})
+	if got := strings.TrimSpace(c.must("", "fetch", nevent)); got != string(first.Raw) {
+		t.Fatalf("fetch nevent: %q", got)
+	}
+	naddr, _ := nip19.EncodeAddress(nip19.Address{Identifier: "a1", PubKey: alice.PK, Kind: 30023, Relays: []string{r2.URL}})
+	c.fails("not found", "", "fetch", naddr) // the template above was never published
+	c.must(string(tpl.Raw)+"\n", "event", r2.URL)
+	if got := strings.TrimSpace(c.must("", "fetch", naddr)); got != string(tpl.Raw) {
+		t.Fatalf("fetch naddr: %q", got)
+	}
+	c.fails("no relay to ask", "", "fetch", nip19.EncodeNote(first.ID))
+
+	// relay: the NIP-11 document.
+	var doc struct {
+		SupportedNIPs []int `json:"supported_nips"`
+	}
+	if err := json.Unmarshal([]byte(c.must("", "relay", r1.URL)), &doc); err != nil || !slices.Contains(doc.SupportedNIPs, 11) {
+		t.Fatalf("relay: %v %v", doc, err)
+	}
+}
+
+// TestClientAuth: a relay that closes a request with "auth-required:"
+// gets a NIP-42 AUTH with --auth, then the request again.
+func TestClientAuth(t *testing.T) {
+	c := newCLI(t)
+	alice, bob, carol := relaytest.NewKey("cli-auth-alice"), relaytest.NewKey("cli-auth-bob"), relaytest.NewKey("cli-auth-carol")
+	r := startServe(t, c, "")
+	dm := alice.Event(4, "for bob", nostr.Tags{{"p", bob.PK.Hex()}}, fixtureBase)
+	// Publishing a kind 4 needs no auth; reading it does.
+	c.must(string(dm.Raw)+"\n", "event", r.URL)
+	c.fails("auth-required:", "", "req", "-k", "4", r.URL)
+	got := lines(c.must("", "req", "-k", "4", "--auth", "--sec", nip19.EncodeSecretKey(bob.SK), r.URL))
+	if len(got) != 1 || got[0] != string(dm.Raw) {
+		t.Fatalf("req --auth as the recipient: %q", got)
+	}
+	// Someone else authenticates but is shown nothing of it.
+	if got := lines(c.must("", "req", "-k", "4", "--auth", "--sec", carol.SK.Hex(), r.URL)); len(got) != 0 {
+		t.Fatalf("req --auth as a third party: %q", got)
+	}
+	if out := c.must("", "count", "-k", "4", "--auth", "--sec", bob.SK.Hex(), r.URL); out != "1\n" {
+		t.Fatalf("count --auth: %q", out)
+	}
+	// A relay that wants AUTH for everything, publishing included.
+	ra := startServe(t, c, "", "PETREL_RELAY_AUTH_REQUIRED=true")
+	_, errOut, ok := c.run("", "event", "--sec", alice.SK.Hex(), "-c", "x", ra.URL)
+	if ok || !strings.Contains(errOut, "refused: auth-required:") {
+		t.Fatalf("event without --auth: %v %s", ok, errOut)
+	}
+	_, errOut, ok = c.run("", "event", "--auth", "--sec", alice.SK.Hex(), "-c", "x", ra.URL)
+	if !ok || !strings.Contains(errOut, ra.URL+": OK") {
+		t.Fatalf("event --auth: %v %s", ok, errOut)
+	}
+	if got := lines(c.must("", "req", "--auth", "--sec", alice.SK.Hex(), ra.URL)); len(got) != 1 {
+		t.Fatalf("req --auth: %q", got)
+	}
+	c.fails("--auth: no secret key", "", "req", "--auth", ra.URL)
+}
+
+// TestClientAdmin: petrel admin calls NIP-86, signed with NIP-98.
+func TestClientAdmin(t *testing.T) {
+	c := newCLI(t)
+	admin, mallory := relaytest.NewKey("cli-admin"), relaytest.NewKey("cli-mallory")
+	r := startServe(t, c, "", "PETREL_SERVER_ADMINS="+admin.PK.Hex())
+	sec := nip19.EncodeSecretKey(admin.SK)
+	if out := c.must("", "admin", r.URL, "banpubkey", nip19.EncodePubKey(mallory.PK), "spam", "--sec", sec); out != "true\n" {
+		t.Fatalf("banpubkey: %q", out)
+	}
+	out := c.must("", "admin", r.URL, "listbannedpubkeys", "--sec", sec)
+	if !strings.Contains(out, mallory.PK.Hex()) || !strings.Contains(out, "spam") {
+		t.Fatalf("listbannedpubkeys: %q", out)
+	}
+	_, errOut, ok := c.run("", "event", "--sec", mallory.SK.Hex(), "-c", "x", r.URL)
+	if ok || !strings.Contains(errOut, "blocked:") {
+		t.Fatalf("a banned pubkey published: %v %s", ok, errOut)
+	}
+	c.fails("unauthorized", "", "admin", r.HTTPURL(), "listbannedpubkeys", "--sec", mallory.SK.Hex())
+	c.fails("unsupported method", "", "admin", r.URL, "nosuchmethod", "--sec", sec)
+}
+
+// TestClientStore: req and count --store on a real store, opened by the
+// command, and through the control socket of a running petrel serve.
+func TestClientStore(t *testing.T) {
+	c := newCLI(t)
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	k := relaytest.NewKey("cli-store")
+	var evs []*nostr.Event
+	for i := range 50 {
+		evs = append(evs, k.Event(1+i%2, fmt.Sprintf("s%d", i), nil, fixtureBase+int64(i)))
+	}
+	st := openStoreAt(t, data)
+	if _, err := st.Save(t.Context(), evs); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	check := func(mode string) {
+		t.Helper()
+		got := lines(c.must("", "req", "--store", data, "-k", "2", "-l", "5"))
+		want := []string{}
+		for i := 49; len(want) < 5; i-- {
+			if evs[i].Kind == 2 {
+				want = append(want, string(evs[i].Raw))
+			}
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("%s: req --store: %q", mode, got)
+		}
+		got = lines(c.must("", "req", "--store", data, "-i", nip19.EncodeNote(evs[7].ID)))
+		if len(got) != 1 || got[0] != string(evs[7].Raw) {
+			t.Fatalf("%s: req --store by id: %q", mode, got)
+		}
+		if out := c.must("", "count", "--store", data, "-a", nip19.EncodePubKey(k.PK)); out != "50\n" {
+			t.Fatalf("%s: count --store: %q", mode, out)
+		}
+	}
+	check("store opened by the command")
+	c.fails("no petrel store there", "", "req", "--store", filepath.Join(dir, "none"))
+
+	url := startServe(t, c, data).URL
+	check("through the running serve")
+	// What serve stores is seen at once.
+	late := k.Event(2, "late", nil, fixtureBase+100)
+	c.must(string(late.Raw)+"\n", "event", url)
+	if got := lines(c.must("", "req", "--store", data, "-l", "1")); len(got) != 1 || got[0] != string(late.Raw) {
+		t.Fatalf("req --store after a publish: %q", got)
+	}
+	// A bad filter is refused by the relay's parser with a clear line.
+	c.fails("--limit -1", "", "req", "--store", data, "-l", "-1")
+}

@@ -1,0 +1,321 @@
+package main
+
+// This file holds what the client commands (req, count, event, key,
+// encode, decode, encrypt, decrypt, gift, verify, fetch, relay, admin)
+// share: the secret key flag, the filter flags, times, relay URLs, input
+// read from arguments or stdin, and errors that name what failed.
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/petrel-relay/petrel/internal/nip19"
+	"github.com/petrel-relay/petrel/internal/nostr"
+)
+
+// secretEnv is the environment variable a secret key is read from when
+// --sec is not given.
+const secretEnv = "NOSTR_SECRET_KEY"
+
+// errNoSecret is returned when a command needs a secret key and has none.
+var errNoSecret = errors.New("no secret key: pass --sec (hex or nsec) or set " + secretEnv)
+
+// errPartial is returned when some relays (or inputs) failed after each
+// was reported on its own line.
+var errPartial = errors.New("not every relay succeeded (see above)")
+
+// secretFlag is --sec.
+type secretFlag struct{ sec string }
+
+func (s *secretFlag) register(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&s.sec, "sec", "", "secret key, hex or nsec (default $"+secretEnv+")")
+}
+
+// given reports whether a key was given by flag or environment.
+func (s *secretFlag) given() bool { return s.sec != "" || os.Getenv(secretEnv) != "" }
+
+// key returns the secret key of --sec or $NOSTR_SECRET_KEY.
+func (s *secretFlag) key() (nostr.SecretKey, error) {
+	v := s.sec
+	if v == "" {
+		v = os.Getenv(secretEnv)
+	}
+	if v == "" {
+		return nostr.SecretKey{}, errNoSecret
+	}
+	return nip19.ParseSecretKey(v)
+}
+
+// filterFlagSet are the filter flags of req, count and fetch.
+type filterFlagSet struct {
+	kinds   []int
+	authors []string
+	ids     []string
+	tags    []string
+	es, ps  []string
+	ds      []string
+	limit   int
+	since   string
+	until   string
+	search  string
+}
+
+func (f *filterFlagSet) register(cmd *cobra.Command) {
+	fs := cmd.Flags()
+	fs.IntSliceVarP(&f.kinds, "kind", "k", nil, "kind (repeat or comma-separate for several)")
+	fs.StringSliceVarP(&f.authors, "author", "a", nil, "author pubkey: hex, npub or nprofile (repeatable)")
+	fs.StringSliceVarP(&f.ids, "id", "i", nil, "event id: hex, note or nevent (repeatable)")
+	fs.StringArrayVarP(&f.tags, "tag", "t", nil, "tag condition name=value, name one letter (repeatable; one name's values are OR'ed)")
+	fs.StringSliceVarP(&f.es, "e", "e", nil, "shortcut for -t e=<id> (hex, note or nevent)")
+	fs.StringSliceVarP(&f.ps, "p", "p", nil, "shortcut for -t p=<pubkey> (hex, npub or nprofile)")
+	fs.StringArrayVarP(&f.ds, "d", "d", nil, "shortcut for -t d=<identifier>")
+	fs.IntVarP(&f.limit, "limit", "l", 0, "at most this many events (per relay; the total with --paginate)")
+	fs.StringVarP(&f.since, "since", "s", "", "only events created at or after: unix time, now, RFC 3339, or an age like 30m, 1h, 2d, 1w")
+	fs.StringVarP(&f.until, "until", "u", "", "only events created at or before (same forms as --since)")
+	fs.StringVar(&f.search, "search", "", "NIP-50 full-text search")
+}
+
+// filter builds the filter the flags describe; cmd tells which flags were
+// given (a given --limit 0 is a limit).
+func (f *filterFlagSet) filter(cmd *cobra.Command, now time.Time) (nostr.Filter, error) {
+	var out nostr.Filter
+	if len(f.kinds) > 0 {
+		for _, k := range f.kinds {
+			if k < 0 || k > nostr.MaxKind {
+				return out, fmt.Errorf("--kind %d: outside 0-%d", k, nostr.MaxKind)
+			}
+		}
+		out.Kinds = f.kinds
+	}
+	for _, a := range f.authors {
+		pk, err := nip19.ParsePubKey(a)
+		if err != nil {
+			return out, fmt.Errorf("--author: %w", err)
+		}
+		out.Authors = append(out.Authors, pk)
+	}
+	for _, s := range f.ids {
+		id, err := nip19.ParseID(s)
+		if err != nil {
+			return out, fmt.Errorf("--id: %w", err)
+		}
+		out.IDs = append(out.IDs, id)
+	}
+	tagValues := map[byte][]string{}
+	var order []byte
+	add := func(name byte, v string) {
+		if _, ok := tagValues[name]; !ok {
+			order = append(order, name)
+		}
+		tagValues[name] = append(tagValues[name], v)
+	}
+	for _, t := range f.tags {
+		name, v, ok := strings.Cut(t, "=")
+		if !ok || len(name) != 1 {
+			return out, fmt.Errorf("--tag %q: want name=value with a one-letter name", t)
+		}
+		v, err := tagValue(name[0], v)
+		if err != nil {
+			return out, fmt.Errorf("--tag %q: %w", t, err)
+		}
+		add(name[0], v)
+	}
+	for _, e := range f.es {
+		id, err := nip19.ParseID(e)
+		if err != nil {
+			return out, fmt.Errorf("-e: %w", err)
+		}
+		add('e', id.Hex())
+	}
+	for _, p := range f.ps {
+		pk, err := nip19.ParsePubKey(p)
+		if err != nil {
+			return out, fmt.Errorf("-p: %w", err)
+		}
+		add('p', pk.Hex())
+	}
+	for _, d := range f.ds {
+		add('d', d)
+	}
+	for _, name := range order {
+		out.Tags = append(out.Tags, nostr.TagFilter{Name: name, Values: tagValues[name]})
+	}
+	if cmd.Flags().Changed("limit") {
+		if f.limit < 0 {
+			return out, fmt.Errorf("--limit %d: must not be negative", f.limit)
+		}
+		out.Limit, out.HasLimit = f.limit, true
+	}
+	if f.since != "" {
+		t, err := parseWhen(f.since, now)
+		if err != nil {
+			return out, fmt.Errorf("--since: %w", err)
+		}
+		out.Since, out.HasSince = t, true
+	}
+	if f.until != "" {
+		t, err := parseWhen(f.until, now)
+		if err != nil {
+			return out, fmt.Errorf("--until: %w", err)
+		}
+		out.Until, out.HasUntil = t, true
+	}
+	out.Search = f.search
+	return out, nil
+}
+
+// tagValue converts the bech32 forms people paste into what an e, p or a
+// tag holds.
+func tagValue(name byte, v string) (string, error) {
+	switch name {
+	case 'e':
+		id, err := nip19.ParseID(v)
+		if err != nil {
+			return "", err
+		}
+		return id.Hex(), nil
+	case 'p':
+		pk, err := nip19.ParsePubKey(v)
+		if err != nil {
+			return "", err
+		}
+		return pk.Hex(), nil
+	case 'a':
+		if strings.HasPrefix(strings.ToLower(v), nip19.PrefixAddress+"1") {
+			e, err := nip19.Decode(v)
+			if err != nil {
+				return "", err
+			}
+			return e.Address.Coordinate(), nil
+		}
+	}
+	return v, nil
+}
+
+// parseWhen reads a time: "now", unix seconds, RFC 3339, or an age
+// (30s, 15m, 1h, 2d, 1w, 1y) counted back from now.
+func parseWhen(s string, now time.Time) (int64, error) {
+	s = strings.TrimSpace(s)
+	if s == "now" {
+		return now.Unix(), nil
+	}
+	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+		if n < 0 || n > nostr.MaxTimestamp {
+			return 0, fmt.Errorf("%q: outside 0-%d", s, int64(nostr.MaxTimestamp))
+		}
+		return n, nil
+	}
+	if t, err := time.Parse(time.RFC3339, s); err == nil {
+		if t.Unix() < 0 || t.Unix() > nostr.MaxTimestamp {
+			return 0, fmt.Errorf("%q: before 1970 or past %d", s, int64(nostr.MaxTimestamp))
+		}
+		return t.Unix(), nil
+	}
+	if len(s) >= 2 {
+		n, err := strconv.ParseInt(s[:len(s)-1], 10, 64)
+		unit := map[byte]int64{'s': 1, 'm': 60, 'h': 3600, 'd': 86400, 'w': 7 * 86400, 'y': 365 * 86400}[s[len(s)-1]]
+		if err == nil && unit > 0 && n >= 0 && n <= nostr.MaxTimestamp/unit {
+			return max(now.Unix()-n*unit, 0), nil
+		}
+	}
+	return 0, fmt.Errorf("%q: want now, unix seconds, RFC 3339 or an age like 2h", s)
+}
+
+// relayURL completes what a person types for a relay: "relay.example"
+// becomes wss://relay.example, a loopback host:port ws://.
+func relayURL(s string) string {
+	if strings.Contains(s, "://") {
+		return s
+	}
+	host := s
+	if i := strings.IndexAny(host, "/"); i >= 0 {
+		host = host[:i]
+	}
+	h := host
+	if i := strings.LastIndexByte(h, ':'); i >= 0 && !strings.HasSuffix(h, "]") {
+		h = h[:i]
+	}
+	if nostr.IsLoopbackHost(strings.Trim(h, "[]")) || h == "localhost" {
+		return "ws://" + s
+	}
+	return "wss://" + s
+}
+
+// Input bounds of the client commands.
+const (
+	// maxInputLine is the longest stdin line (an event, a wrap, a code).
+	maxInputLine = 16 << 20
+	// maxTextInput is the most a text read whole from stdin may hold
+	// (encrypt's plaintext, decrypt's payload, a rumor).
+	maxTextInput = 1 << 20
+)
+
+// errInputTooLong is wrapped when stdin passes maxInputLine or
+// maxTextInput.
+var errInputTooLong = errors.New("stdin input too long")
+
+// inputs returns args, or when there are none the non-empty lines of
+// stdin (what encode, decode and key public read).
+func inputs(args []string, stdin io.Reader) ([]string, error) {
+	if len(args) > 0 {
+		return args, nil
+	}
+	var out []string
+	err := eachLine(stdin, func(line []byte) error {
+		out = append(out, strings.TrimSpace(string(line)))
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(out) == 0 {
+		return nil, errors.New("nothing to read: give arguments or lines on stdin")
+	}
+	return out, nil
+}
+
+// stdinPiped reports whether stdin is a pipe or a file (not a terminal
+// or /dev/null), so a command may read an event from it.
+func stdinPiped(stdin io.Reader) bool {
+	f, ok := stdin.(*os.File)
+	if !ok {
+		return stdin != nil
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice == 0
+}
+
+// eachLine calls fn for every non-blank line of r (lines up to
+// maxInputLine bytes, without the newline).
+func eachLine(r io.Reader, fn func(line []byte) error) error {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), maxInputLine+1) // +1: the scanner's limit counts the newline
+	for sc.Scan() {
+		l := sc.Bytes()
+		if len(l) > maxInputLine {
+			return fmt.Errorf("%w: a line of more than %d bytes", errInputTooLong, maxInputLine)
+		}
+		if len(bytes.TrimSpace(l)) == 0 {
+			continue
+		}
+		if err := fn(l); err != nil {
+			return err
+		}
+	}
+	if errors.Is(sc.Err(), bufio.ErrTooLong) {
+		return fmt.Errorf("%w: a line of more than %d bytes", errInputTooLong, maxInputLine)
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("read stdin: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,113 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/petrel-relay/petrel/internal/nip19"
+	"github.com/petrel-relay/petrel/internal/nostr"
+)
+
+func init() { namedCommands["fetch"] = fetchCmd }
+
+func fetchCmd() *cobra.Command {
+	var f reqFlags
+	var extra []string
+	cmd := &cobra.Command{
+		Use:   "fetch CODE... [--relay URL...]",
+		Short: "Fetch what NIP-19 codes point to (nevent, naddr, nprofile; note, npub) from their relay hints",
+		Long: `Fetch resolves each code with the relays inside it plus any --relay:
+an nevent or note to its event, an naddr to the newest version of its
+addressable event, an nprofile or npub to the author's profile (kind 0).
+Events are printed one JSON per line, once each; a code no relay
+answers is reported on stderr and makes the exit status 1.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			sk, err := f.conn.authKey()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := interruptible(cmd.Context())
+			defer cancel()
+			stderr := cmd.ErrOrStderr()
+			sink := newEventSink(cmd.OutOrStdout(), stderr, false, f.verify)
+			defer sink.close()
+			missing := 0
+			for _, code := range args {
+				filter, hints, err := pointerFilter(strings.TrimPrefix(code, "nostr:"))
+				if err != nil {
+					return err
+				}
+				relays, err := relayURLs(append(hints, extra...))
+				if err != nil {
+					return fmt.Errorf("%s: %w", code, err)
+				}
+				if len(relays) == 0 {
+					return fmt.Errorf("%s: no relay to ask: the code has no hints; add --relay", code)
+				}
+				before := len(sink.seen)
+				err = eachRelay(relays, stderr, func(url string) error {
+					return reqRelay(ctx, url, filter, &f, sk, sink)
+				})
+				if len(sink.seen) == before {
+					missing++
+					if err == nil || errors.Is(err, errPartial) {
+						fmt.Fprintf(stderr, "%s: not found on %s\n", code, strings.Join(relays, ", "))
+					} else {
+						fmt.Fprintf(stderr, "%s: %v\n", code, err)
+					}
+				}
+			}
+			if missing > 0 {
+				return fmt.Errorf("%d of %d codes not found", missing, len(args))
+			}
+			return nil
+		},
+	}
+	f.conn.register(cmd)
+	cmd.Flags().StringArrayVarP(&extra, "relay", "r", nil, "another relay to ask (repeatable)")
+	cmd.Flags().BoolVar(&f.verify, "verify", false, "check every event's id and signature, dropping bad ones")
+	return cmd
+}
+
+// pointerFilter returns the filter that finds what code points to, and
+// its relay hints.
+func pointerFilter(code string) (nostr.Filter, []string, error) {
+	e, err := nip19.Decode(code)
+	if err != nil {
+		return nostr.Filter{}, nil, err
+	}
+	var f nostr.Filter
+	switch e.Prefix {
+	case nip19.PrefixNote:
+		f.IDs = []nostr.ID{e.ID}
+		return f, nil, nil
+	case nip19.PrefixEvent:
+		f.IDs = []nostr.ID{e.Event.ID}
+		if e.Event.HasAuthor {
+			f.Authors = []nostr.PubKey{e.Event.Author}
+		}
+		return f, e.Event.Relays, nil
+	case nip19.PrefixPubKey:
+		f.Authors, f.Kinds = []nostr.PubKey{e.PubKey}, []int{nostr.KindProfile}
+		f.Limit, f.HasLimit = 1, true
+		return f, nil, nil
+	case nip19.PrefixProfile:
+		f.Authors, f.Kinds = []nostr.PubKey{e.Profile.PubKey}, []int{nostr.KindProfile}
+		f.Limit, f.HasLimit = 1, true
+		return f, e.Profile.Relays, nil
+	case nip19.PrefixAddress:
+		a := e.Address
+		if a.Kind > nostr.MaxKind {
+			return f, nil, fmt.Errorf("%s: kind %d is not an event kind", code, a.Kind)
+		}
+		f.Authors, f.Kinds = []nostr.PubKey{a.PubKey}, []int{int(a.Kind)}
+		f.Tags = []nostr.TagFilter{{Name: 'd', Values: []string{a.Identifier}}}
+		f.Limit, f.HasLimit = 1, true
+		return f, a.Relays, nil
+	}
+	return f, nil, fmt.Errorf("%s: an %s points to nothing to fetch", code, e.Prefix)
+}

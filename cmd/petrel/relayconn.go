@@ -1,0 +1,185 @@
+package main
+
+// What req, count, event and fetch share to talk to relays: dialling,
+// answering NIP-42 AUTH, printing events once across relays, and running
+// one job per relay with each relay's failure reported on its own line.
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/petrel-relay/petrel/internal/client"
+	"github.com/petrel-relay/petrel/internal/nostr"
+)
+
+// subID is the subscription id the client commands use.
+const subID = "petrel"
+
+// connFlags are the flags of the commands that talk to relays.
+type connFlags struct {
+	sec     secretFlag
+	auth    bool
+	timeout time.Duration
+}
+
+func (f *connFlags) register(cmd *cobra.Command) {
+	f.sec.register(cmd)
+	cmd.Flags().BoolVar(&f.auth, "auth", false, "answer the relay's NIP-42 AUTH challenge with the --sec key when it asks")
+	cmd.Flags().DurationVar(&f.timeout, "timeout", 10*time.Second, "how long to wait for a relay to connect, and for each answer")
+}
+
+// authKey returns the key to authenticate with, or nil without --auth.
+func (f *connFlags) authKey() (*nostr.SecretKey, error) {
+	if !f.auth {
+		return nil, nil
+	}
+	sk, err := f.sec.key()
+	if err != nil {
+		return nil, fmt.Errorf("--auth: %w", err)
+	}
+	return &sk, nil
+}
+
+// dial connects to url within the timeout.
+func (f *connFlags) dial(ctx context.Context, url string) (*client.Conn, error) {
+	dctx, cancel := context.WithTimeout(ctx, f.timeout)
+	defer cancel()
+	return client.Dial(dctx, url, client.Options{HandshakeTimeout: f.timeout})
+}
+
+// errAuthRefused is wrapped when the relay answers our AUTH with OK false.
+var errAuthRefused = errors.New("the relay refused our AUTH")
+
+// authenticate answers the relay's last NIP-42 challenge with sk.
+func authenticate(ctx context.Context, c *client.Conn, sk *nostr.SecretKey, timeout time.Duration) error {
+	ev, err := c.AuthEvent()
+	if err != nil {
+		return err
+	}
+	nostr.SignEvent(ev, *sk)
+	actx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	ok, err := c.Auth(actx, ev)
+	if err != nil {
+		return fmt.Errorf("AUTH: %w", err)
+	}
+	if !ok.OK {
+		return fmt.Errorf("%w: %s", errAuthRefused, ok.Message)
+	}
+	return nil
+}
+
+// authRequired reports whether err is a CLOSED "auth-required:".
+func authRequired(err error) bool {
+	var ce *client.ClosedError
+	return errors.As(err, &ce) && ce.Prefix() == "auth-required"
+}
+
+// eventSink writes events to the output once each, whatever relay (or
+// page) they come from. It is safe for concurrent use.
+type eventSink struct {
+	mu     sync.Mutex
+	w      *bufio.Writer
+	seen   map[nostr.ID]struct{}
+	flush  bool // flush after every event (--stream)
+	verify nostr.Verifier
+	bad    int
+	stderr io.Writer
+}
+
+func newEventSink(w io.Writer, stderr io.Writer, flush bool, verify bool) *eventSink {
+	s := &eventSink{w: bufio.NewWriterSize(w, 64<<10), seen: make(map[nostr.ID]struct{}), flush: flush, stderr: stderr}
+	if verify {
+		s.verify = nostr.DefaultVerifier()
+	}
+	return s
+}
+
+// put writes ev's raw JSON unless it was written already; it reports
+// whether ev was new.
+func (s *eventSink) put(ev *nostr.Event, raw []byte, from string) (bool, error) {
+	if s.verify != nil && (!nostr.CheckID(ev) || !nostr.VerifyEvent(s.verify, ev)) {
+		s.mu.Lock()
+		s.bad++
+		fmt.Fprintf(s.stderr, "%s: dropped %s: bad id or signature\n", from, ev.ID.Hex())
+		s.mu.Unlock()
+		return false, nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, dup := s.seen[ev.ID]; dup {
+		return false, nil
+	}
+	s.seen[ev.ID] = struct{}{}
+	s.w.Write(raw)
+	if err := s.w.WriteByte('\n'); err != nil {
+		return true, err
+	}
+	if s.flush {
+		return true, s.w.Flush()
+	}
+	return true, nil
+}
+
+func (s *eventSink) close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Flush()
+}
+
+// eachRelay runs job for every relay at once and reports each failure on
+// stderr as "<relay>: <error>". It returns errPartial if any failed
+// (the only relay's own error when there is one).
+func eachRelay(relays []string, stderr io.Writer, job func(url string) error) error {
+	errs := make([]error, len(relays))
+	var wg sync.WaitGroup
+	for i, r := range relays {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = job(r)
+		}()
+	}
+	wg.Wait()
+	if len(relays) == 1 {
+		if errs[0] != nil {
+			return fmt.Errorf("%s: %w", relays[0], errs[0])
+		}
+		return nil
+	}
+	failed := false
+	for i, err := range errs {
+		if err != nil {
+			failed = true
+			fmt.Fprintf(stderr, "%s: %v\n", relays[i], err)
+		}
+	}
+	if failed {
+		return errPartial
+	}
+	return nil
+}
+
+// relayURLs completes every argument with relayURL and checks it.
+func relayURLs(args []string) ([]string, error) {
+	out := make([]string, 0, len(args))
+	seen := map[string]bool{}
+	for _, a := range args {
+		u := relayURL(a)
+		if err := client.CheckURL(u); err != nil {
+			return nil, err
+		}
+		if !seen[u] {
+			seen[u] = true
+			out = append(out, u)
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,48 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/petrel-relay/petrel/internal/client"
+)
+
+func init() { namedCommands["relay"] = relayInfoCmd }
+
+func relayInfoCmd() *cobra.Command {
+	var conn connFlags
+	cmd := &cobra.Command{
+		Use:   "relay URL",
+		Short: "Print a relay's NIP-11 information document",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			u := wsURL(args[0])
+			ctx, cancel := context.WithTimeout(cmd.Context(), conn.timeout)
+			defer cancel()
+			inf, err := client.FetchInfo(ctx, nil, u)
+			if err != nil {
+				return err
+			}
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s\n", strings.TrimSpace(string(inf.Raw)))
+			return err
+		},
+	}
+	cmd.Flags().DurationVar(&conn.timeout, "timeout", 10*time.Second, "how long to wait for the relay")
+	return cmd
+}
+
+// wsURL turns what a person gives for a relay (with or without scheme,
+// http or ws) into its ws:// or wss:// URL.
+func wsURL(s string) string {
+	switch {
+	case strings.HasPrefix(s, "http://"):
+		return "ws://" + s[len("http://"):]
+	case strings.HasPrefix(s, "https://"):
+		return "wss://" + s[len("https://"):]
+	}
+	return relayURL(s)
+}

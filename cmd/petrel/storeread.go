@@ -1,0 +1,228 @@
+package main
+
+// req and count with --store: read a local petrel store. While petrel
+// serve holds the store, the query goes through its control socket
+// (POST /query, served here too); otherwise the store is opened as the
+// maintenance commands open it.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/petrel-relay/petrel/internal/config"
+	"github.com/petrel-relay/petrel/internal/nostr"
+	"github.com/petrel-relay/petrel/internal/store"
+)
+
+// storeFlags are --store and --config of req and count.
+type storeFlags struct {
+	dir    string
+	config string
+}
+
+func (s *storeFlags) register(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&s.dir, "store", "", "read the petrel store in this data directory instead of relays")
+	cmd.Flags().StringVar(&s.config, "config", os.Getenv("PETREL_CONFIG"), "with --store: the config file petrel serve uses (env PETREL_CONFIG)")
+}
+
+// queryRequest is the body of POST /query on the control socket.
+type queryRequest struct {
+	Filters []json.RawMessage `json:"filters"`
+	Count   bool              `json:"count"`
+}
+
+// countAnswer is the answer to a counting query.
+type countAnswer struct {
+	Count int64 `json:"count"`
+}
+
+// maxQueryBody caps the body of POST /query.
+const maxQueryBody = 1 << 20
+
+// serveQuery answers POST /query on the control socket: the raw events
+// matching the filters, one per line, newest first (or {"count": N}).
+// An error after the first event aborts the response, so the client sees
+// a broken stream, never a short one that looks complete.
+func serveQuery(w http.ResponseWriter, r *http.Request, st store.Store) {
+	reply := func(code int, v any) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(code)
+		_ = json.NewEncoder(w).Encode(v)
+	}
+	var req queryRequest
+	if err := json.NewDecoder(io.LimitReader(r.Body, maxQueryBody)).Decode(&req); err != nil || len(req.Filters) == 0 {
+		reply(http.StatusBadRequest, controlError{`want {"filters": [filter, ...], "count": bool}`})
+		return
+	}
+	filters := make([]nostr.Filter, len(req.Filters))
+	for i, raw := range req.Filters {
+		f, err := nostr.ParseFilter(raw, nil)
+		if err != nil {
+			reply(http.StatusBadRequest, controlError{fmt.Sprintf("filter %d: %v", i, err)})
+			return
+		}
+		filters[i] = f
+	}
+	if req.Count {
+		n, err := st.Count(r.Context(), filters)
+		if err != nil {
+			reply(http.StatusInternalServerError, controlError{err.Error()})
+			return
+		}
+		reply(http.StatusOK, countAnswer{n})
+		return
+	}
+	it, err := st.Query(r.Context(), filters)
+	if err != nil {
+		reply(http.StatusInternalServerError, controlError{err.Error()})
+		return
+	}
+	defer it.Close()
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	bw := bufio.NewWriterSize(w, 64<<10)
+	for it.Next() {
+		bw.Write(it.Record().Raw)
+		if err := bw.WriteByte('\n'); err != nil {
+			panic(http.ErrAbortHandler) // the client went away
+		}
+	}
+	if it.Err() != nil {
+		panic(http.ErrAbortHandler)
+	}
+	if bw.Flush() != nil {
+		panic(http.ErrAbortHandler)
+	}
+}
+
+// askQuery runs a query through the control socket of the petrel serve
+// holding dir. served is false when no relay answers there: the caller
+// then opens the store itself. each gets every line (count: the one
+// JSON answer).
+func askQuery(ctx context.Context, dir string, filters []nostr.Filter, count bool, each func([]byte) error) (served bool, err error) {
+	path := controlSocketPath(dir)
+	if fi, err := os.Lstat(path); err != nil || fi.Mode()&fs.ModeSocket == 0 {
+		return false, nil
+	}
+	hc := &http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", path)
+		},
+		DisableCompression: true,
+	}}
+	req := queryRequest{Count: count}
+	for i := range filters {
+		req.Filters = append(req.Filters, nostr.AppendFilter(nil, &filters[i]))
+	}
+	body, _ := json.Marshal(req)
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://petrel/query", bytes.NewReader(body))
+	if err != nil {
+		return true, err
+	}
+	hr.Header.Set("Content-Type", "application/json")
+	resp, err := hc.Do(hr)
+	if err != nil {
+		if errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, fs.ErrNotExist) {
+			return false, nil
+		}
+		return true, fmt.Errorf("ask the running relay (%s): %w", path, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusNotFound {
+		return true, errors.New("the running petrel serve is older and cannot answer queries: stop it, or query it over WebSocket")
+	}
+	if resp.StatusCode != http.StatusOK {
+		var ce controlError
+		if json.NewDecoder(resp.Body).Decode(&ce) != nil || ce.Error == "" {
+			ce.Error = resp.Status
+		}
+		return true, fmt.Errorf("the running relay: %s", ce.Error)
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 256<<10), 64<<20)
+	for sc.Scan() {
+		if err := each(sc.Bytes()); err != nil {
+			return true, err
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return true, fmt.Errorf("the running relay's answer: %w", err)
+	}
+	return true, nil
+}
+
+// open opens the store of s.dir for this process's exclusive use.
+func (s *storeFlags) open() (store.Store, error) {
+	cfg, err := config.Load(s.config, os.Environ())
+	if err != nil {
+		return nil, err
+	}
+	cfg.Store.Path = s.dir
+	cfg = cfg.Normalize()
+	// A reader needs no large cache; pebble's own messages below
+	// warnings are noise here.
+	cfg.Store.CacheBytes = 8 << 20
+	cfg.Store.IDFilterBytes = -1
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	st, err := openToolStore(cfg, log, toolStoreOptions{})
+	if errors.Is(err, errNoStore) {
+		return nil, fmt.Errorf("--store %s: no petrel store there", s.dir)
+	}
+	return st, err
+}
+
+// query writes the events of filters in the store to sink.
+func (s *storeFlags) query(ctx context.Context, filters []nostr.Filter, sink *eventSink) error {
+	putRaw := func(raw []byte) error {
+		ev, err := nostr.ParseEvent(raw, nil)
+		if err != nil {
+			return fmt.Errorf("the store returned an event that does not parse: %w", err)
+		}
+		_, err = sink.put(ev, raw, s.dir)
+		return err
+	}
+	if served, err := askQuery(ctx, s.dir, filters, false, putRaw); served {
+		return err
+	}
+	st, err := s.open()
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	return queryEach(ctx, st, filters, func(r *store.Record) error { return putRaw(r.Raw) })
+}
+
+// count counts the events of filters in the store.
+func (s *storeFlags) count(ctx context.Context, filters []nostr.Filter) (int64, error) {
+	var n int64
+	served, err := askQuery(ctx, s.dir, filters, true, func(line []byte) error {
+		var a countAnswer
+		if err := json.Unmarshal(line, &a); err != nil {
+			return fmt.Errorf("the running relay's answer: %w", err)
+		}
+		n = a.Count
+		return nil
+	})
+	if served {
+		return n, err
+	}
+	st, err := s.open()
+	if err != nil {
+		return 0, err
+	}
+	defer st.Close()
+	return st.Count(ctx, filters)
+}

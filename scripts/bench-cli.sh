@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# bench-cli.sh: whole-process timings of petrel's client commands (issue
+# 15), each beside `petrel version`, with hyperfine: minimum and median
+# of many runs, start-up included. The relay (petrel serve) runs pinned to
+# CPU 0, the measured commands to CPU 1. Results go to $OUT (default
+# ./bench-results/cli-<date>): hyperfine's JSON per case and table.md.
+#
+# Usage: scripts/bench-cli.sh          Environment: RUNS (default 300).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export GOTOOLCHAIN=local
+PETREL_SETUP_SERVICES=0 scripts/setup.sh >/dev/null
+command -v hyperfine >/dev/null || apt-get install -y hyperfine >/dev/null
+RUNS=${RUNS:-300}
+OUT=${OUT:-bench-results/cli-$(date -u +%Y%m%dT%H%M%SZ)}
+mkdir -p "$OUT"
+WORK=$(mktemp -d)
+PIDS=()
+cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done; rm -rf "$WORK"; }
+trap cleanup EXIT
+P=$WORK/petrel
+go build -o "$P" ./cmd/petrel
+go build -o "$WORK/startupfloor" ./scripts/startupfloor
+export PETREL_CONFIG=
+
+echo "fixtures: 100,000 events by 1,000 authors" >&2
+go run ./scripts/genevents -n 100000 -authors 1000 >"$WORK/100k.jsonl"
+"$P" import -q --data "$WORK/store100k" "$WORK/100k.jsonl" >/dev/null
+tail -n 10000 "$WORK/100k.jsonl" >"$WORK/10k.jsonl"
+"$P" import -q --data "$WORK/relay" "$WORK/10k.jsonl" >/dev/null
+
+serve() { # serve DATA PORT: petrel serve on CPU 0, waits until it answers
+	PETREL_RELAY_MAX_LIMIT=10000 taskset -c 0 "$P" serve --data "$1" --listen "127.0.0.1:$2" >>"$OUT/serve.log" 2>&1 &
+	PIDS+=($!)
+	for _ in $(seq 300); do
+		curl -s -o /dev/null "http://127.0.0.1:$2/" && [ -S "$1/petrel.sock" ] && return
+		sleep 0.02
+	done
+	echo "serve $1 did not start" >&2
+	exit 1
+}
+serve "$WORK/relay" 17801
+RELAY=ws://127.0.0.1:17801
+
+S=$("$P" key generate)
+PK=$("$P" key public "$S")
+S2=$("$P" key generate)
+PK2=$("$P" key public "$S2")
+NPUB=$("$P" encode npub "$PK")
+ID=$(sed -n 50000p "$WORK/100k.jsonl" | sed 's/^{"id":"\([0-9a-f]*\)".*/\1/')
+NEVENT=$("$P" encode nevent "$ID" --relay "$RELAY" --author "$PK" --kind 1)
+PAYLOAD=$("$P" encrypt --sec "$S" -p "$PK2" "a message of typical length for a direct message")
+RUMOR='{"kind":14,"content":"a message of typical length for a direct message","tags":[["p","'$PK2'"]]}'
+WRAP=$("$P" gift wrap --sec "$S" -p "$PK2" "$RUMOR")
+EVENT=$(head -1 "$WORK/100k.jsonl")
+FEED=()
+for i in $(seq 0 49); do FEED+=(-a "$(sed -n "$((i + 1))p" "$WORK/100k.jsonl" | sed 's/.*"pubkey":"\([0-9a-f]*\)".*/\1/')"); done
+
+# case NAME RUNS ARGS...: hyperfine (on CPU 1) of "petrel ARGS".
+case_() {
+	local name=$1 runs=$2
+	shift 2
+	local cmd=$P
+	for a in "$@"; do cmd+=" $(printf '%q' "$a")"; done
+	taskset -c 1 hyperfine -N --warmup 10 --runs "$runs" --export-json "$OUT/$name.json" --command-name "$name" "$cmd" >"$OUT/$name.txt" 2>&1 ||
+		{ cat "$OUT/$name.txt" >&2; exit 1; }
+}
+case_ version "$RUNS" version
+P=$WORK/startupfloor case_ startup-floor "$RUNS" version
+case_ key-generate "$RUNS" key generate
+case_ encode-npub "$RUNS" encode npub "$PK"
+case_ decode-npub "$RUNS" decode "$NPUB"
+case_ decode-nevent "$RUNS" decode "$NEVENT"
+case_ sign-event "$RUNS" event --sec "$S" -c "hello from the benchmark"
+case_ nip44-encrypt "$RUNS" encrypt --sec "$S" -p "$PK2" "a message of typical length for a direct message"
+case_ nip44-decrypt "$RUNS" decrypt --sec "$S2" -p "$PK" "$PAYLOAD"
+case_ gift-wrap "$RUNS" gift wrap --sec "$S" -p "$PK2" "$RUMOR"
+case_ gift-unwrap "$RUNS" gift unwrap --sec "$S2" "$WRAP"
+case_ verify "$RUNS" verify "$EVENT"
+case_ publish "$RUNS" event --sec "$S" -c "published by the benchmark" "$RELAY"
+case_ req-500-relay 100 req -l 500 "$RELAY"
+case_ req-10000-relay 30 req -l 10000 "$RELAY"
+case_ store-id-100k "$RUNS" req --store "$WORK/store100k" -i "$ID"
+case_ store-feed-500-100k 100 req --store "$WORK/store100k" "${FEED[@]}" -l 500
+serve "$WORK/store100k" 17802
+case_ served-store-id-100k "$RUNS" req --store "$WORK/store100k" -i "$ID"
+case_ served-store-feed-500-100k 100 req --store "$WORK/store100k" "${FEED[@]}" -l 500
+
+python3 - "$OUT" <<'PY' | tee "$OUT/table.md"
+import json, os, sys
+out = sys.argv[1]
+rows = []
+for name in ["version", "startup-floor", "key-generate", "encode-npub", "decode-npub", "decode-nevent", "sign-event",
+             "nip44-encrypt", "nip44-decrypt", "gift-wrap", "gift-unwrap", "verify", "publish",
+             "req-500-relay", "req-10000-relay", "store-id-100k", "store-feed-500-100k",
+             "served-store-id-100k", "served-store-feed-500-100k"]:
+    r = json.load(open(os.path.join(out, name + ".json")))["results"][0]
+    rows.append((name, r["min"] * 1e3, r["median"] * 1e3, len(r["times"])))
+base = rows[0][1]
+print("| case | min ms | median ms | min − version ms | runs |")
+print("|---|---|---|---|---|")
+for name, mn, med, n in rows:
+    print(f"| {name} | {mn:.2f} | {med:.2f} | {mn - base:+.2f} | {n} |")
+PY

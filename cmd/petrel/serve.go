@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/petrel-relay/petrel/internal/cluster"
 	"github.com/petrel-relay/petrel/internal/config"
 	"github.com/petrel-relay/petrel/internal/nostr"
 	"github.com/petrel-relay/petrel/internal/policy"
@@ -105,13 +106,30 @@ func serve(cfg config.Config) error {
 		_, why := nostr.LibsecpVerifier()
 		log.Warn("signature verification on the pure-Go fallback (3-4x slower); install libsecp256k1-1 for the fast path", "reason", why)
 	}
+	bridge, err := newBridge(cfg, st, log)
+	if err != nil {
+		st.Close()
+		return err
+	}
+	var bus relay.Bus
+	if bridge != nil {
+		bus = bridge
+	}
 	rl, err := relay.New(cfg.Relay, relay.Options{
 		Store: st, Verifier: verifier, Logger: log, Info: cfg.Info,
-		Policy: cfg.Policy, Persister: policyPersister(cfg, st),
+		Policy: cfg.Policy, Persister: policyPersister(cfg, st), Bus: bus,
 	})
 	if err != nil {
 		st.Close()
 		return err
+	}
+	if bridge != nil {
+		// Not reachable yet is fine: the bridge reconnects forever and
+		// catches up from the store once it is.
+		if err := bridge.Start(rl.Publish); err != nil {
+			st.Close()
+			return fmt.Errorf("cluster: %w", err)
+		}
 	}
 	srv, err := server.New(cfg.Server, server.Options{Relay: rl, Logger: log, Version: buildVersion()})
 	if err != nil {
@@ -126,9 +144,16 @@ func serve(cfg config.Config) error {
 	if ps, ok := st.(*pebble.Store); ok {
 		ctl = startControl(cfg, log, ps)
 	}
-	log.Info("petrel listening",
-		"url", srv.URL(), "version", buildVersion(), "store", cfg.Store.Backend,
-		"path", cfg.Store.Path, "verifier", verifier.Name(), "startup", time.Since(start).Round(time.Millisecond))
+	where := []any{"url", srv.URL(), "version", buildVersion(), "store", cfg.Store.Backend}
+	if cfg.Store.Backend == "pebble" {
+		where = append(where, "path", cfg.Store.Path)
+	} else {
+		where = append(where, "schema", cfg.Store.PostgresSchema)
+	}
+	if bridge != nil {
+		where = append(where, "node", cfg.Cluster.Node, "bus", cfg.Cluster.Subject)
+	}
+	log.Info("petrel listening", append(where, "verifier", verifier.Name(), "startup", time.Since(start).Round(time.Millisecond))...)
 
 	sig := make(chan os.Signal, 2)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
@@ -144,8 +169,16 @@ func serve(cfg config.Config) error {
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.Server.ShutdownTimeout+10*time.Second)
 	defer cancel()
+	if bridge != nil {
+		bridge.StopDelivery() // nothing more from the bus into a closing relay
+	}
 	if err := srv.Shutdown(ctx); err != nil {
 		log.Warn("shutdown", "err", err)
+	}
+	if bridge != nil {
+		if err := bridge.Close(ctx); err != nil {
+			log.Warn("cluster close", "err", err)
+		}
 	}
 	ctl.close()
 	if err := st.Close(); err != nil {
@@ -182,4 +215,34 @@ func (p storePersister) Load(ctx context.Context, key string) ([]byte, error) {
 
 func (p storePersister) Save(ctx context.Context, key string, value []byte) error {
 	return p.SaveMeta(ctx, key, value)
+}
+
+// newBridge returns the cluster's live bus when cluster.nats_url is set,
+// or nil for a single node. A cluster needs a store the nodes share.
+func newBridge(cfg config.Config, st store.Store, log *slog.Logger) (*cluster.Bridge, error) {
+	c := cfg.Cluster
+	if c.NATSURL == "" {
+		if cfg.Store.Backend == "postgres" {
+			log.Warn("store.backend is postgres but cluster.nats_url is not set: events accepted by other nodes are not delivered live here")
+		}
+		return nil, nil
+	}
+	feed, ok := st.(store.Feed)
+	if !ok {
+		return nil, fmt.Errorf("cluster.nats_url is set but store backend %q is not shared: a cluster needs store.backend = \"postgres\"", cfg.Store.Backend)
+	}
+	node := c.Node
+	if node == "" {
+		node, _ = os.Hostname()
+	}
+	b, err := cluster.New(cluster.Options{
+		URL: c.NATSURL, Node: node, Subject: c.Subject, Feed: feed, Logger: log,
+		CatchUpMargin: c.CatchUpMargin, HeartbeatInterval: c.HeartbeatInterval,
+		SilenceTimeout: c.SilenceTimeout, DedupWindow: c.DedupWindow, DedupMax: c.DedupMax,
+		PublishQueue: c.PublishQueue, ReconnectBuffer: c.ReconnectBuffer,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cluster: %w", err)
+	}
+	return b, nil
 }

@@ -1,13 +1,16 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/petrel-relay/petrel/internal/config"
 	"github.com/petrel-relay/petrel/internal/store"
 	"github.com/petrel-relay/petrel/internal/store/pebble"
+	"github.com/petrel-relay/petrel/internal/store/postgres"
 )
 
 // openStore opens the configured store.
@@ -19,8 +22,30 @@ func openStore(cfg config.Config, log *slog.Logger) (store.Store, error) {
 			return nil, openError(cfg.Store.Path, err)
 		}
 		return st, nil
+	case "postgres":
+		if cfg.Store.PostgresURL == "" {
+			return nil, errors.New("store backend postgres: store.postgres_url (PETREL_STORE_POSTGRES_URL) is required")
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		st, err := postgres.Open(ctx, postgresOptions(cfg, log))
+		if err != nil {
+			return nil, fmt.Errorf("open postgres store: %w", err)
+		}
+		return st, nil
 	}
-	return nil, fmt.Errorf("store backend %q: want pebble", cfg.Store.Backend)
+	return nil, fmt.Errorf("store backend %q: want pebble or postgres", cfg.Store.Backend)
+}
+
+// postgresOptions are the postgres store options every command uses.
+func postgresOptions(cfg config.Config, log *slog.Logger) postgres.Options {
+	return postgres.Options{
+		URL:           cfg.Store.PostgresURL,
+		Schema:        cfg.Store.PostgresSchema,
+		MaxConns:      int32(cfg.Store.PostgresMaxConns),
+		DisableSearch: cfg.Store.DisableSearch,
+		Logger:        log,
+	}
 }
 
 // errStoreLocked is what every command (petrel serve and the maintenance

@@ -22,17 +22,31 @@ type Config struct {
 	Info    relay.Info    `toml:"info"`
 	Policy  policy.Config `toml:"policy"`
 	Store   Store         `toml:"store"`
+	Cluster Cluster       `toml:"cluster"`
 	Log     Log           `toml:"log"`
 	Runtime Runtime       `toml:"runtime"`
 }
 
 // Store configures the event store.
 type Store struct {
-	// Backend is "pebble", the embedded store (the only backend so far:
-	// a shared backend for several relay nodes is not built yet).
+	// Backend is "pebble", the embedded store of a single node, or
+	// "postgres", the shared store of record of several nodes (see
+	// [cluster] and docs/operations.md). Default "pebble".
 	Backend string `toml:"backend"`
 	// Path is the pebble data directory. Default "./petrel-data".
 	Path string `toml:"path"`
+	// PostgresURL is the PostgreSQL connection string of the postgres
+	// backend (postgres://user@host:5432/db?sslmode=..., or a key=value
+	// DSN). Required with backend "postgres".
+	PostgresURL string `toml:"postgres_url"`
+	// PostgresSchema is the PostgreSQL schema holding petrel's tables
+	// (created if missing; migrations run at start under an advisory
+	// lock). Every node of a cluster must use the same. Default "petrel".
+	PostgresSchema string `toml:"postgres_schema"`
+	// PostgresMaxConns caps this node's connections to PostgreSQL (the
+	// writer uses one, each running stored query one while it reads).
+	// Default 8.
+	PostgresMaxConns int `toml:"postgres_max_conns"`
 	// NoSync commits without fsync: faster, but a power loss can lose
 	// events that were acknowledged. Default false.
 	NoSync bool `toml:"no_sync"`
@@ -58,6 +72,51 @@ type Store struct {
 	// Turning it off drops an existing index; turning it on again rebuilds
 	// it at the next start. Default false (search on).
 	DisableSearch bool `toml:"disable_search"`
+}
+
+// Cluster configures the live bus between the nodes of a cluster (NATS
+// core): every node publishes the events it accepts and fans out what the
+// others publish; a node that may have missed some catches up from the
+// shared store (internal/cluster). Needs store.backend = "postgres".
+type Cluster struct {
+	// NATSURL is the NATS server (or comma-separated servers), e.g.
+	// "nats://127.0.0.1:4222". Default "": a single node, no bus.
+	NATSURL string `toml:"nats_url"`
+	// Node names this node in logs and on the bus (1 to 64 bytes).
+	// Default "": the host name.
+	Node string `toml:"node"`
+	// Subject is the NATS subject of the bus; every node of one cluster
+	// must use the same, and only the cluster may publish on it. Default
+	// "petrel.events".
+	Subject string `toml:"subject"`
+	// CatchUpMargin is how far before a detected loss a catch-up from the
+	// store starts: it must cover a commit's way to the bus, a store
+	// transaction's length and the clock skew between nodes and the
+	// database. Default 5s.
+	CatchUpMargin time.Duration `toml:"catchup_margin"`
+	// HeartbeatInterval is how often a node tells the others its bus
+	// sequence, so a loss of its last messages is seen even when it goes
+	// quiet. Default 1s.
+	HeartbeatInterval time.Duration `toml:"heartbeat_interval"`
+	// SilenceTimeout: a node not heard for this long is taken as lost
+	// and the store is polled for what it committed until it is heard
+	// again. Default 3s.
+	SilenceTimeout time.Duration `toml:"silence_timeout"`
+	// DedupWindow is how long a node remembers the ids it fanned out, so
+	// that a catch-up does not deliver them again. Default 30s.
+	DedupWindow time.Duration `toml:"dedup_window"`
+	// DedupMax caps the ids remembered (about 100 bytes each); past it a
+	// catch-up may deliver an event twice, never lose one. Default
+	// 262144.
+	DedupMax int `toml:"dedup_max"`
+	// PublishQueue caps the accepted events waiting for the bus; past it
+	// they are dropped from the bus (the other nodes see the gap and
+	// catch up from the store). Default 8192.
+	PublishQueue int `toml:"publish_queue"`
+	// ReconnectBuffer caps the bytes buffered while the bus is
+	// unreachable (past it, as a full PublishQueue). Default 8388608;
+	// negative: none.
+	ReconnectBuffer int `toml:"reconnect_buffer"`
 }
 
 // Log configures logging.
@@ -115,6 +174,33 @@ func (c Config) Normalize() Config {
 	}
 	if c.Store.BodyCacheBytes == 0 {
 		c.Store.BodyCacheBytes = 32 << 20
+	}
+	if c.Store.PostgresSchema == "" {
+		c.Store.PostgresSchema = "petrel"
+	}
+	if c.Store.PostgresMaxConns == 0 {
+		c.Store.PostgresMaxConns = 8
+	}
+	if c.Cluster.Subject == "" {
+		c.Cluster.Subject = "petrel.events"
+	}
+	cl := &c.Cluster
+	for _, d := range []struct {
+		v   *time.Duration
+		def time.Duration
+	}{{&cl.CatchUpMargin, 5 * time.Second}, {&cl.HeartbeatInterval, time.Second}, {&cl.SilenceTimeout, 3 * time.Second}, {&cl.DedupWindow, 30 * time.Second}} {
+		if *d.v == 0 {
+			*d.v = d.def
+		}
+	}
+	if cl.DedupMax == 0 {
+		cl.DedupMax = 262144
+	}
+	if cl.PublishQueue == 0 {
+		cl.PublishQueue = 8192
+	}
+	if cl.ReconnectBuffer == 0 {
+		cl.ReconnectBuffer = 8 << 20
 	}
 	if c.Log.Level == "" {
 		c.Log.Level = "info"

@@ -111,6 +111,7 @@ func sections(t *testing.T) []section {
 		{name: "relay", doc: "The protocol engine: message and filter limits, queues, timeouts, AUTH, read protection, NIP-77.", file: "internal/relay/config.go", typ: "Config", value: reflect.ValueOf(c.Relay)},
 		{name: "info", doc: "The NIP-11 relay information document (name and description may also be changed at run time through NIP-86).", file: "internal/relay/info.go", typ: "Info", value: reflect.ValueOf(c.Info)},
 		{name: "store", doc: "The event store.", file: "internal/config/config.go", typ: "Store", value: reflect.ValueOf(c.Store)},
+		{name: "cluster", doc: "The live bus between the nodes of a cluster (NATS); needs the postgres store backend.", file: "internal/config/config.go", typ: "Cluster", value: reflect.ValueOf(c.Cluster)},
 		{name: "policy", doc: "Write policy: rate limits, write lists, the write-policy plugin, proof of work.", file: "internal/policy/config.go", typ: "Config", value: reflect.ValueOf(c.Policy)},
 		{name: "log", doc: "Logging.", file: "internal/config/config.go", typ: "Log", value: reflect.ValueOf(c.Log)},
 		{name: "runtime", doc: "The Go runtime of petrel serve: garbage collector target and returning freed memory to the OS.", file: "internal/config/config.go", typ: "Runtime", value: reflect.ValueOf(c.Runtime)},

@@ -457,15 +457,16 @@ func (s *Session) handleEvent(ev *nostr.Event) {
 		return
 	}
 	job := verifyJob{s: s, ev: ev, t0: t0}
-	if ev.Class() != nostr.Ephemeral {
+	// The duplicate check before verification, with a store that can
+	// answer it locally (store.Prechecker: the embedded store, from memory
+	// for most new ids). A shared store would need a database round trip
+	// on this handler goroutine for every EVENT; its writer finds
+	// duplicates itself, at the cost of verifying them.
+	if r.pre != nil && ev.Class() != nostr.Ephemeral {
 		var has bool
 		var err error
-		if r.pre != nil {
-			has, job.token, err = r.pre.HasAt(r.ctx, ev.ID)
-			job.checked = err == nil
-		} else {
-			has, err = r.store.Has(r.ctx, ev.ID)
-		}
+		has, job.token, err = r.pre.HasAt(r.ctx, ev.ID)
+		job.checked = err == nil
 		if err != nil {
 			s.eventDone()
 			r.stats.DBErrors.Add(1)

@@ -55,6 +55,24 @@ type Bus interface {
 	Publish(ev *nostr.Event, seq uint64)
 }
 
+// BusReporter is implemented by a Bus with figures of its own: /stats
+// shows Report under "cluster", /metrics each of Gauges.
+type BusReporter interface {
+	// Report returns a JSON-encodable snapshot of the bus's figures.
+	Report() any
+	// Gauges returns the numeric figures, each named in snake_case
+	// (exported as petrel_cluster_<name>) with a one-line help.
+	Gauges() []BusGauge
+}
+
+// BusGauge is one numeric figure of a BusReporter. Counter marks a value
+// that only grows (exported as a Prometheus counter).
+type BusGauge struct {
+	Name, Help string
+	Value      float64
+	Counter    bool
+}
+
 // FanoutGate is implemented by a Bus that de-duplicates what a node fans
 // out across the paths an event can reach it by (accepted here, heard on
 // the bus, replayed from the store by a catch-up). The dispatcher asks it
@@ -197,11 +215,24 @@ func (r *Relay) Stats() Snapshot {
 	s.SearchDeadPostings = st.SearchDeadPostings
 	s.IDFilterBytes = st.IDFilterBytes
 	s.StoreBackend = st.Backend
+	s.StoreUnavailable, s.StoreErrors = st.Unavailable, st.Errors
+	if br, ok := r.bus.(BusReporter); ok {
+		s.Cluster = br.Report()
+	}
 	s.SubscriptionsActive = int64(r.idx.count())
 	s.NegStats = r.NegStats()
 	s.EventsInflight = r.inflight.Load()
 	s.Policy = r.PolicyStats()
 	return s
+}
+
+// BusGauges returns the live bus's numeric figures, or nil for a single
+// node (or a bus without figures).
+func (r *Relay) BusGauges() []BusGauge {
+	if br, ok := r.bus.(BusReporter); ok {
+		return br.Gauges()
+	}
+	return nil
 }
 
 // InflightEvents returns the number of EVENTs admitted and not yet

@@ -112,6 +112,14 @@ type Snapshot struct {
 	Verifier      string  `json:"verifier"`
 	StoreBackend  string  `json:"store_backend"`
 	DBSizeBytes   int64   `json:"db_size_bytes"`
+	// StoreUnavailable: the store's last operation failed to reach it (a
+	// shared store's database is down); StoreErrors: operations the
+	// store failed on such errors since start.
+	StoreUnavailable bool  `json:"store_unavailable"`
+	StoreErrors      int64 `json:"store_errors"`
+	// Cluster is the live bus's own report (Bus that implements
+	// BusReporter), or nil for a single node.
+	Cluster any `json:"cluster,omitempty"`
 	// SearchDeadPostings: search postings of removed events still in the
 	// index (petrel compact --rebuild-search clears them).
 	SearchDeadPostings int64 `json:"search_dead_postings"`

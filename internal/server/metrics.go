@@ -1,6 +1,7 @@
 package server
 
 import (
+	"github.com/petrel-relay/petrel/internal/relay"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -13,7 +14,7 @@ func (s *Server) initMetrics() {
 		s.registry = prometheus.NewRegistry()
 		s.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
-	s.registry.MustRegister(&statsCollector{s: s}, s.relay.OKLatency, s.relay.QueryLatency)
+	s.registry.MustRegister(&statsCollector{s: s}, busCollector{s.relay}, s.relay.OKLatency, s.relay.QueryLatency)
 	s.metrics = promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{})
 }
 
@@ -58,6 +59,8 @@ var (
 	dDeadPost     = desc("search_dead_postings", "Search postings of removed events still in the index (petrel compact --rebuild-search clears them).")
 	dIDFilter     = desc("id_filter_bytes", "Memory of the store's filter of stored event ids (store.id_filter_bytes caps it).")
 	dUptime       = desc("uptime_seconds", "Seconds since the relay started.")
+	dStoreDown    = desc("store_unavailable", "1 while the store's database cannot be reached (its last operation failed to reach it).")
+	dStoreErrs    = desc("store_errors_total", "Store operations that failed on a database error.")
 	dVerifier     = desc("verifier_info", "The signature verifier in use.", "verifier")
 	dNegOpened    = desc("neg_sessions_opened_total", "NIP-77 sessions opened.")
 	dNegActive    = desc("neg_sessions_active", "NIP-77 sessions open now.")
@@ -120,6 +123,12 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 	g(dDeadPost, float64(st.SearchDeadPostings))
 	g(dIDFilter, float64(st.IDFilterBytes))
 	g(dUptime, st.UptimeSeconds)
+	down := 0.0
+	if st.StoreUnavailable {
+		down = 1
+	}
+	g(dStoreDown, down)
+	k(dStoreErrs, st.StoreErrors)
 	g(dVerifier, 1, st.Verifier)
 	k(dNegOpened, st.NegStats.Opened)
 	g(dNegActive, float64(st.NegStats.Active))
@@ -142,5 +151,25 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 		k(dPlugin, p.Timeouts, "timeout")
 		k(dPlugin, p.Failed, "failed")
 		k(dPlugin, p.Refused, "refused")
+	}
+}
+
+// busCollector exports the cluster bus's figures as petrel_cluster_<name>.
+// Their set depends on the bus, so it is an unchecked collector (it
+// describes nothing).
+type busCollector struct {
+	r interface{ BusGauges() []relay.BusGauge }
+}
+
+func (busCollector) Describe(chan<- *prometheus.Desc) {}
+
+func (c busCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, g := range c.r.BusGauges() {
+		typ := prometheus.GaugeValue
+		if g.Counter {
+			typ = prometheus.CounterValue
+		}
+		d := prometheus.NewDesc("petrel_cluster_"+g.Name, g.Help, nil, nil)
+		ch <- prometheus.MustNewConstMetric(d, typ, g.Value)
 	}
 }

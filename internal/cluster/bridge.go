@@ -325,8 +325,11 @@ func (b *Bridge) onMsg(m *nats.Msg) {
 // admit decides whether a stored event from the bus or a catch-up is
 // handed to the relay: not if a deletion seen first removed it, nor if it
 // expired (a catch-up may replay it late), nor if this node fanned it out
-// already. It only looks: FirstFanout, on the relay's dispatcher, makes
-// the decision that counts, where every path an event takes meets.
+// already. For the window it only looks: FirstFanout, on the relay's
+// dispatcher, makes the decision that counts, where every path an event
+// takes meets. What a deletion removes is noted here, in the order the
+// bus delivers (a deleted event right behind its deletion must find it
+// noted, before the dispatcher has reached the deletion).
 func (b *Bridge) admit(ev *nostr.Event) bool {
 	now := time.Now().UnixNano()
 	if b.rm.covers(ev) {
@@ -341,6 +344,7 @@ func (b *Bridge) admit(ev *nostr.Event) bool {
 		b.st.duplicates.Add(1)
 		return false
 	}
+	b.rm.note(ev, now)
 	return true
 }
 
@@ -363,7 +367,9 @@ func (b *Bridge) FirstFanout(ev *nostr.Event, local bool) bool {
 		b.st.duplicates.Add(1)
 		return false
 	}
-	b.rm.note(ev, now)
+	if local {
+		b.rm.note(ev, now) // (remote ones were noted by admit)
+	}
 	return true
 }
 

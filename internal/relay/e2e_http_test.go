@@ -212,7 +212,9 @@ func TestHTTPStatsAndMetrics(t *testing.T) {
 func TestGracefulShutdown(t *testing.T) {
 	t.Parallel()
 	for round := 0; round < 5; round++ {
-		r := relaytest.Start(t, relaytest.Options{})
+		// 300 events in flight at once: above the default per-connection
+		// share, which this test is not about.
+		r := relaytest.Start(t, relaytest.Options{Relay: relay.Config{MaxPendingEvents: 1024}})
 		alice := relaytest.NewKey("shutdown")
 		idle := relaytest.Dial(t, r.URL)
 		sub := relaytest.Dial(t, r.URL)

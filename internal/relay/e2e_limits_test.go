@@ -671,7 +671,10 @@ func badSig(k relaytest.Key, content string) *nostr.Event {
 func TestLimitBadSignatures(t *testing.T) {
 	t.Parallel()
 	const limit = 20 // slowed from 2 on
-	r := relaytest.Start(t, relaytest.Options{Relay: relay.Config{MaxBadSignatures: limit}})
+	// One verifier, kept busy by another connection while the slowed pair
+	// is sent, so that the first of the pair is surely still waiting when
+	// the second arrives.
+	r := relaytest.Start(t, relaytest.Options{Relay: relay.Config{MaxBadSignatures: limit, VerifyWorkers: 1}})
 	alice := relaytest.NewKey("bad-sigs")
 	c := relaytest.Dial(t, r.URL)
 	expectBad := func(ev *nostr.Event) {
@@ -701,7 +704,17 @@ func TestLimitBadSignatures(t *testing.T) {
 	expectBad(badSig(alice, "bad 1"))
 	expectBad(badSig(alice, "bad 2"))
 	first, second := badSig(alice, "bad 3"), alice.Note("refused while slowed")
+	other := relaytest.Dial(t, r.URL)
+	busy := notes(relaytest.NewKey("bad-sigs-other"), 200, "keeping the verifier busy")
+	for _, ev := range busy {
+		other.SendRaw(`["EVENT",` + string(ev.Raw) + `]`)
+	}
 	ms := pipelined(first, second)
+	for range busy {
+		if m := other.ExpectType("OK"); !m.OK {
+			t.Fatalf("the other connection: %s", describe(m))
+		}
+	}
 	var refused *nostr.RelayMessage
 	for _, m := range ms {
 		if m.EventID == second.ID {

@@ -179,8 +179,8 @@ func (in *ingest) endTurn() {
 func (in *ingest) verified(j verifyJob, valid bool) {
 	r := in.r
 	if !valid {
+		j.s.badSignature() // counted before the answer: the client may send more on it
 		j.s.finishEvent(j, nostr.Reject(nostr.PrefixInvalid, "bad signature"), "")
-		j.s.badSignature()
 		return
 	}
 	if j.s.badSigs.Load() != 0 {

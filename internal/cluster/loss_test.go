@@ -225,9 +225,11 @@ func TestGapCaughtUp(t *testing.T) {
 	sub.exactlyOnce(evs...)
 	s := b.b.Stats()
 	// At least the 3 lost; a catch-up may also hand on an event whose
-	// bus copy had not arrived yet (the copy is then skipped).
-	if s.GapsDetected != 1 || s.MessagesLost != 3 || s.CaughtUp < 3 {
-		t.Errorf("b: %d gaps, %d lost, %d caught up; want 1, 3, at least 3", s.GapsDetected, s.MessagesLost, s.CaughtUp)
+	// bus copy had not arrived yet (the copy is then skipped). One gap,
+	// or up to three when a's heartbeats (carrying its sequence) arrive
+	// between the lost events and reveal them one at a time.
+	if s.GapsDetected < 1 || s.GapsDetected > 3 || s.MessagesLost != 3 || s.CaughtUp < 3 {
+		t.Errorf("b: %d gaps, %d lost, %d caught up; want 1 to 3, 3, at least 3", s.GapsDetected, s.MessagesLost, s.CaughtUp)
 	}
 }
 

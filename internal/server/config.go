@@ -14,7 +14,9 @@ type Config struct {
 	// address, or IPv6 /64). Default 128; negative: no cap.
 	MaxConnectionsPerIP int `toml:"max_connections_per_ip"`
 	// HeaderTimeout is how long a client has to send a complete HTTP
-	// request head (and, for keep-alive, the next one). Default 10s.
+	// request head (and, for keep-alive, the next one); with
+	// ProxyProtocol, the PROXY header and the first request head
+	// together. Default 10s.
 	HeaderTimeout time.Duration `toml:"header_timeout"`
 	// ShutdownTimeout bounds the final flush of out-queues on shutdown
 	// before sockets are closed with 1001. Default 5s.
@@ -24,11 +26,12 @@ type Config struct {
 	Pollers int `toml:"pollers"`
 	// TrustedProxies lists the reverse proxies (addresses or CIDR
 	// prefixes, e.g. "127.0.0.1" or "10.0.0.0/8") whose RealIPHeader is
-	// believed. A WebSocket from one of them is counted, limited and
-	// policed (max_connections_per_ip, blocked IPs, per-address rate
-	// limits) under the client address the proxy forwarded; connections
-	// from any other address use their TCP peer address, whatever headers
-	// they send. Default empty: every peer is a client.
+	// believed, and, with ProxyProtocol, whose PROXY header. A WebSocket
+	// from one of them is counted, limited and policed
+	// (max_connections_per_ip, blocked IPs, per-address rate limits)
+	// under the client address the proxy forwarded; connections from any
+	// other address use their TCP peer address, whatever headers they
+	// send. Default empty: every peer is a client.
 	TrustedProxies []string `toml:"trusted_proxies"`
 	// RealIPHeader is the request header a trusted proxy puts the client
 	// address in: a comma-separated list, each proxy appending the address
@@ -38,6 +41,22 @@ type Config struct {
 	// under the proxy's own address (and in /stats proxy_header_missing).
 	// Default "X-Forwarded-For".
 	RealIPHeader string `toml:"real_ip_header"`
+	// ProxyProtocol makes every connection from one of TrustedProxies
+	// start with a PROXY protocol header (HAProxy's send-proxy-v2 or
+	// send-proxy: versions 2 and 1 are read), which names the client the
+	// proxy forwards. That address is then the connection's: counted,
+	// limited and policed (max_connections_per_ip, blocked IPs,
+	// per-address rate limits) as a direct client's would be, from the
+	// header on. A LOCAL header (the proxy's health checks) leaves the
+	// connection the proxy's, and so does a header naming a trusted
+	// proxy (one in front of the balancer): their WebSockets take their
+	// client from RealIPHeader. A trusted proxy's connection without a
+	// valid header is closed, and so is any other peer's connection that
+	// starts with one (only a trusted proxy may name the client); both
+	// are counted in /stats proxy_protocol. The header and the HTTP
+	// request head after it must arrive within HeaderTimeout. Requires
+	// TrustedProxies. Default false.
+	ProxyProtocol bool `toml:"proxy_protocol"`
 	// Admins lists the hex pubkeys allowed to call the NIP-86 management
 	// API (a POST of type application/nostr+json+rpc to "/", authorized
 	// with NIP-98). Default empty: every call is answered 401, and NIP-11

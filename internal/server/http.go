@@ -102,12 +102,21 @@ type Stats struct {
 	// ProxyHeaderMissing counts WebSocket upgrades from a trusted proxy
 	// without a usable client address (server.real_ip_header): counted
 	// under the proxy's own address.
-	ProxyHeaderMissing int64  `json:"proxy_header_missing"`
-	Version            string `json:"version"`
+	ProxyHeaderMissing int64 `json:"proxy_header_missing"`
+	// ProxyProtocol counts the PROXY headers read and the connections
+	// refused for theirs (server.proxy_protocol).
+	ProxyProtocol ProxyProtocolStats `json:"proxy_protocol"`
+	Version       string             `json:"version"`
 }
 
 func (s *Server) statsDoc() Stats {
-	return Stats{Snapshot: s.relay.Stats(), SlotsActive: s.slots.active(), ProxyHeaderMissing: s.proxyNoClient.Load(), Version: s.version}
+	return Stats{
+		Snapshot:           s.relay.Stats(),
+		SlotsActive:        s.slots.active(),
+		ProxyHeaderMissing: s.proxyNoClient.Load(),
+		ProxyProtocol:      s.proxyStats.snapshot(),
+		Version:            s.version,
+	}
 }
 
 func (s *Server) handleStats(w http.ResponseWriter, r *http.Request) {

@@ -91,6 +91,60 @@ func TestSlotsAttach(t *testing.T) {
 	}
 }
 
+// TestSlotsHeaderRead: a trusted proxy's connection awaiting its PROXY
+// header takes the per-address slot of the client the header names, at
+// and past the cap; or none, for a trusted client or no client; and the
+// release reports a header still awaited.
+func TestSlotsHeaderRead(t *testing.T) {
+	sl := newSlots(0, 2)
+	a := netip.MustParseAddr("2001:db8::1")
+	var conns [6]fakeConn
+	for i := range conns {
+		if ok, _ := sl.acquire(&conns[i], netip.Addr{}); !ok {
+			t.Fatalf("global slot %d refused", i)
+		}
+		sl.expectHeader(&conns[i])
+	}
+	f := func(c *fakeConn, src netip.Addr, perAddr, wantOK, wantAtCap bool) {
+		t.Helper()
+		ok, atCap := sl.headerRead(c, src, perAddr)
+		if ok != wantOK || atCap != wantAtCap {
+			t.Fatalf("headerRead(conn %d, %v, %v) = %v, %v; want %v, %v", c.id, src, perAddr, ok, atCap, wantOK, wantAtCap)
+		}
+		got, named := sl.source(c)
+		if want := ok && src.IsValid(); named != want || (want && got != src) {
+			t.Fatalf("conn %d: source %v, %v after headerRead(%v)", c.id, got, named, src)
+		}
+	}
+	for i := range conns {
+		conns[i].id = i
+	}
+	f(&conns[0], a, true, true, false)
+	f(&conns[1], netip.MustParseAddr("2001:db8::2"), true, true, false) // the same /64: at the cap
+	f(&conns[2], netip.MustParseAddr("2001:db8::3"), true, false, true) // past it
+	f(&conns[3], netip.MustParseAddr("10.1.2.3"), false, true, false)   // a trusted client: no per-address part
+	f(&conns[4], netip.Addr{}, false, true, false)                      // LOCAL
+	if len(sl.perIP) != 1 || sl.perIP[ipKey(a)].n != 2 {
+		t.Fatalf("per-address counts %v", sl.perIP)
+	}
+	// conns[5] still awaits its header; the others do not.
+	for i := range conns {
+		src, awaiting := sl.release(&conns[i])
+		if awaiting != (i == 5) || src.IsValid() != (i <= 1 || i == 3) {
+			t.Fatalf("release(conn %d) = %v, %v", i, src, awaiting)
+		}
+	}
+	if _, awaiting := sl.release(&conns[5]); awaiting {
+		t.Fatal("a second release reported the header awaited")
+	}
+	if ok, _ := sl.headerRead(&conns[0], a, true); ok {
+		t.Fatal("headerRead accepted a released connection")
+	}
+	if sl.active() != 0 || len(sl.perIP) != 0 || len(sl.owners) != 0 || len(sl.proxied) != 0 {
+		t.Fatalf("after release: %d active, %d addresses, %d owners, %d proxied", sl.active(), len(sl.perIP), len(sl.owners), len(sl.proxied))
+	}
+}
+
 // fakeConn is a distinct net.Conn for the slot table (never used for I/O).
 type fakeConn struct {
 	net.Conn

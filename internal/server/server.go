@@ -56,6 +56,7 @@ type Server struct {
 
 	proxies       []netip.Prefix // Config.TrustedProxies
 	proxyNoClient atomic.Int64   // upgrades from a trusted proxy without a usable client address
+	proxyStats    proxyStats     // Config.ProxyProtocol
 }
 
 // New builds a server; Start begins listening.
@@ -85,6 +86,9 @@ func New(cfg Config, opts Options) (*Server, error) {
 		return nil, err
 	}
 	s.proxies = proxies
+	if cfg.ProxyProtocol && len(proxies) == 0 {
+		return nil, errors.New("server: proxy_protocol needs trusted_proxies: only a trusted proxy may send a PROXY header")
+	}
 	s.slots = newSlots(cfg.MaxConnections, cfg.MaxConnectionsPerIP)
 	s.initMetrics()
 	logging.SetLogger(nbioLogger{s.log})

@@ -10,8 +10,9 @@ import (
 // address. A slot is taken at accept (before any byte is read) and released
 // once when the connection closes, whatever the path. A connection from a
 // trusted proxy takes only the global part at accept; its per-address part
-// is attached at the WebSocket upgrade, for the client address the proxy
-// forwarded (attach).
+// is attached for the client the proxy forwards: when its PROXY header is
+// read (headerRead), or at the WebSocket upgrade, for the address in
+// real_ip_header (attach).
 type slots struct {
 	mu     sync.Mutex
 	max    int // <= 0: unlimited
@@ -19,6 +20,11 @@ type slots struct {
 	total  int
 	perIP  map[netip.Prefix]*ipSlots
 	owners map[net.Conn]*ipSlots // one entry per connection; nil: no per-address part (yet)
+	// proxied has an entry for each connection from a trusted proxy
+	// whose PROXY header is awaited (an invalid address) or named a
+	// client (its address); none for the others, so that a connection's
+	// entry costs nothing without the PROXY protocol.
+	proxied map[net.Conn]netip.Addr
 }
 
 // ipSlots counts the connections of one client address.
@@ -29,10 +35,11 @@ type ipSlots struct {
 
 func newSlots(maxTotal, maxIP int) *slots {
 	return &slots{
-		max:    maxTotal,
-		maxIP:  maxIP,
-		perIP:  make(map[netip.Prefix]*ipSlots),
-		owners: make(map[net.Conn]*ipSlots),
+		max:     maxTotal,
+		maxIP:   maxIP,
+		perIP:   make(map[netip.Prefix]*ipSlots),
+		owners:  make(map[net.Conn]*ipSlots),
+		proxied: make(map[net.Conn]netip.Addr),
 	}
 }
 
@@ -119,6 +126,51 @@ func (sl *slots) detach(c net.Conn) {
 	}
 }
 
+// expectHeader marks c, which holds a slot, as awaiting its PROXY header.
+func (sl *slots) expectHeader(c net.Conn) {
+	sl.mu.Lock()
+	defer sl.mu.Unlock()
+	if _, held := sl.owners[c]; held {
+		sl.proxied[c] = netip.Addr{}
+	}
+}
+
+// headerRead ends c's wait for its PROXY header. A valid src is the
+// client the header named: it becomes c's source, and if perAddr is set c
+// takes its per-address slot for src. It reports false when c holds no
+// slot (it was closed meanwhile) or, with atCap, when src is at the
+// per-IP cap (c keeps its global slot until it is closed).
+func (sl *slots) headerRead(c net.Conn, src netip.Addr, perAddr bool) (ok, atCap bool) {
+	sl.mu.Lock()
+	defer sl.mu.Unlock()
+	old, held := sl.owners[c]
+	if !held {
+		return false, false
+	}
+	delete(sl.proxied, c)
+	if !src.IsValid() {
+		return true, false
+	}
+	if perAddr {
+		ip, ok := sl.takeIP(ipKey(src))
+		if !ok {
+			return false, true
+		}
+		sl.dropIP(old)
+		sl.owners[c] = ip
+	}
+	sl.proxied[c] = src
+	return true, false
+}
+
+// source returns the client c's PROXY header named, if it named one.
+func (sl *slots) source(c net.Conn) (netip.Addr, bool) {
+	sl.mu.Lock()
+	defer sl.mu.Unlock()
+	a := sl.proxied[c]
+	return a, a.IsValid()
+}
+
 // takeIP counts one more connection for k. sl.mu must be held.
 func (sl *slots) takeIP(k netip.Prefix) (*ipSlots, bool) {
 	ip := sl.perIP[k]
@@ -144,17 +196,26 @@ func (sl *slots) dropIP(ip *ipSlots) {
 	}
 }
 
-// release frees c's slot if it holds one.
-func (sl *slots) release(c net.Conn) {
+// release frees c's slot if it holds one. It returns the client c's
+// PROXY header named (if any), and whether c was still awaiting its
+// header.
+func (sl *slots) release(c net.Conn) (src netip.Addr, awaiting bool) {
 	sl.mu.Lock()
 	defer sl.mu.Unlock()
 	ip, ok := sl.owners[c]
 	if !ok {
-		return
+		return netip.Addr{}, false
 	}
 	delete(sl.owners, c)
 	sl.total--
 	sl.dropIP(ip)
+	if len(sl.proxied) > 0 {
+		if src, ok = sl.proxied[c]; ok {
+			delete(sl.proxied, c)
+			awaiting = !src.IsValid()
+		}
+	}
+	return src, awaiting
 }
 
 func (sl *slots) active() int {

@@ -48,28 +48,54 @@ func (t *transport) Close(code int, reason string) {
 
 // onOpen runs on the accept goroutine for each new TCP connection, before
 // nbio registers it with a poller: it takes a connection slot or refuses
-// the connection by closing it (nbio then never reads it).
+// the connection by closing it (nbio then never reads it). With the PROXY
+// protocol it puts the header's reader in front of the HTTP parser
+// (proxyconn.go).
 func (s *Server) onOpen(c net.Conn) {
-	// A trusted proxy's connection carries many clients: its per-address
-	// slot is taken at the upgrade, for the client it forwards.
+	// A trusted proxy's connection takes only the global slot here: it
+	// is counted for the client it forwards once its PROXY header, or
+	// its upgrade request, names the client.
 	peer := connAddr(c)
-	if s.trusted(peer) {
+	proxy := s.trusted(peer)
+	if proxy {
 		peer = netip.Addr{}
 	}
 	if ok, perIP := s.slots.acquire(c, peer); !ok {
 		s.relay.CountRejectedConnection(perIP)
 		_ = c.Close()
+		return
+	}
+	if s.cfg.ProxyProtocol {
+		s.readProxyHeader(c, proxy)
 	}
 }
 
 // onClose releases the connection's slot; slots.release is idempotent per
-// connection, so every path (failed upgrade, panic, timeout, close)
-// releases exactly once.
+// connection, so every path (failed upgrade, refused PROXY header, panic,
+// timeout, close) releases exactly once.
 func (s *Server) onClose(c net.Conn, err error) {
-	s.slots.release(c)
+	src, awaiting := s.slots.release(c)
+	if awaiting {
+		s.proxyStats.incomplete.Add(1) // header_timeout passed, or the proxy closed, mid-header
+	}
 	if err != nil && s.log.Enabled(context.Background(), slog.LevelDebug) {
+		if src.IsValid() {
+			s.log.Debug("connection closed", "remote", c.RemoteAddr().String(), "client", src.String(), "err", err)
+			return
+		}
 		s.log.Debug("connection closed", "remote", c.RemoteAddr().String(), "err", err)
 	}
+}
+
+// peer returns the address c speaks for: the client its PROXY header
+// named, or its TCP peer.
+func (s *Server) peer(c net.Conn) netip.Addr {
+	if s.cfg.ProxyProtocol {
+		if a, ok := s.slots.source(c); ok {
+			return a
+		}
+	}
+	return connAddr(c)
 }
 
 // onWritten reports socket progress to the session that owns the bytes.
@@ -129,9 +155,11 @@ func isUpgrade(r *http.Request) bool {
 }
 
 func (s *Server) upgrade(w http.ResponseWriter, r *http.Request) {
-	// The client's address, for the write policy: the TCP peer, or, behind
-	// a trusted proxy, the client it forwards, whose per-address slot the
-	// proxy's connection takes here, before upgrading.
+	// The client's address, for the write policy: the TCP peer or the
+	// client its PROXY header named (whose per-address slot it took when
+	// the header was read), or, from a trusted proxy, the client it
+	// forwards in real_ip_header, whose per-address slot the proxy's
+	// connection takes here, before upgrading.
 	var client netip.Addr
 	var proxied net.Conn
 	if len(s.proxies) > 0 {
@@ -140,7 +168,10 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, "internal error", http.StatusInternalServerError)
 			return
 		}
-		if peer := connAddr(c); s.trusted(peer) {
+		peer := s.peer(c)
+		if !s.trusted(peer) {
+			client = peer
+		} else {
 			client = s.proxiedClient(peer, r)
 			if !s.slots.attach(c, client) {
 				s.relay.CountRejectedConnection(true)
@@ -163,7 +194,7 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	nbc := wsc.UnderlayerConn()
-	if proxied == nil {
+	if !client.IsValid() {
 		client = connAddr(nbc)
 	}
 	ip := ""

@@ -271,6 +271,12 @@ func (e *Engine) OnAcceptError(h func(err error)) {
 
 // OnOpen registers callback for new connection.
 //
+// In the non-blocking mode h gets the *nbio.Conn before its poller can
+// read it, with its data handler already set (petrel patch): h may wrap
+// that handler (Conn.DataHandler, Conn.OnData) to take the connection's
+// first bytes before the HTTP parser (or the TLS handshake) sees them,
+// for example a PROXY protocol header, and put it back when done.
+//
 //go:norace
 func (e *Engine) OnOpen(h func(c net.Conn)) {
 	e._onOpen = h
@@ -716,6 +722,9 @@ func (engine *Engine) AddConnNonTLSNonBlocking(conn *Conn, tlsConfig *tls.Config
 	}
 	engine.conns[key] = struct{}{}
 	engine.mux.Unlock()
+	// petrel patch: the data handler is set before OnOpen, so that an
+	// OnOpen handler can wrap it (it was set after, replacing any wrapper).
+	nbc.OnData(engine.DataHandler)
 	engine._onOpen(conn.Conn)
 	processor := NewServerProcessor()
 	parser := NewParser(conn, engine, processor, false, nbc.Execute)
@@ -724,7 +733,6 @@ func (engine *Engine) AddConnNonTLSNonBlocking(conn *Conn, tlsConfig *tls.Config
 	// }
 	conn.Parser = parser
 	nbc.SetSession(parser)
-	nbc.OnData(engine.DataHandler)
 	// petrel patch: the deadline for the request head is armed before the
 	// poller can read the connection. Armed after, it could override the
 	// one the handler of its first request set (an upgrade clears it).
@@ -814,6 +822,9 @@ func (engine *Engine) AddConnTLSNonBlocking(conn *Conn, tlsConfig *tls.Config, d
 
 	engine.conns[key] = struct{}{}
 	engine.mux.Unlock()
+	// petrel patch: the data handler is set before OnOpen (see
+	// AddConnNonTLSNonBlocking).
+	nbc.OnData(engine.TLSDataHandler)
 	engine._onOpen(conn.Conn)
 
 	isClient := false
@@ -830,7 +841,6 @@ func (engine *Engine) AddConnTLSNonBlocking(conn *Conn, tlsConfig *tls.Config, d
 	conn.Parser = parser
 	nbc.SetSession(parser)
 
-	nbc.OnData(engine.TLSDataHandler)
 	// petrel patch: the deadline is armed before the poller can read the
 	// connection (see AddConnNonTLSNonBlocking).
 	_, err = engine.AddConnWithReadDeadline(nbc, time.Now().Add(engine.KeepaliveTime))

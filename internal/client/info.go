@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+
+	"github.com/petrel-relay/petrel/internal/nostr"
 )
 
 // MaxInfoBytes is the largest NIP-11 document FetchInfo reads.
@@ -21,39 +23,20 @@ var ErrInfo = errors.New("client: no usable NIP-11 document")
 // Info is a relay's NIP-11 document: the fields a client acts on, and the
 // whole document in Raw.
 type Info struct {
-	Name          string     `json:"name"`
-	Description   string     `json:"description"`
-	PubKey        string     `json:"pubkey"`
-	Contact       string     `json:"contact"`
-	Software      string     `json:"software"`
-	Version       string     `json:"version"`
-	SupportedNIPs []int      `json:"supported_nips"`
-	Limitation    Limitation `json:"limitation"`
+	Name          string           `json:"name"`
+	Description   string           `json:"description"`
+	PubKey        string           `json:"pubkey"`
+	Contact       string           `json:"contact"`
+	Software      string           `json:"software"`
+	Version       string           `json:"version"`
+	SupportedNIPs []int            `json:"supported_nips"`
+	Limitation    nostr.Limitation `json:"limitation"`
 	// Raw is the document as received.
 	Raw json.RawMessage `json:"-"`
 }
 
 // Supports reports whether the document lists nip in supported_nips.
 func (inf *Info) Supports(nip int) bool { return slices.Contains(inf.SupportedNIPs, nip) }
-
-// Limitation is the NIP-11 "limitation" object. A zero field means the
-// relay states no such limit.
-type Limitation struct {
-	MaxMessageLength    int   `json:"max_message_length"`
-	MaxSubscriptions    int   `json:"max_subscriptions"`
-	MaxFilters          int   `json:"max_filters"`
-	MaxLimit            int   `json:"max_limit"`
-	DefaultLimit        int   `json:"default_limit"`
-	MaxSubIDLength      int   `json:"max_subid_length"`
-	MaxEventTags        int   `json:"max_event_tags"`
-	MaxContentLength    int   `json:"max_content_length"`
-	MinPowDifficulty    int   `json:"min_pow_difficulty"`
-	AuthRequired        bool  `json:"auth_required"`
-	PaymentRequired     bool  `json:"payment_required"`
-	RestrictedWrites    bool  `json:"restricted_writes"`
-	CreatedAtLowerLimit int64 `json:"created_at_lower_limit"`
-	CreatedAtUpperLimit int64 `json:"created_at_upper_limit"`
-}
 
 // HTTPURL returns the http:// (or https://) URL of the relay at the ws://
 // (or wss://) URL wsURL.

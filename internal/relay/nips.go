@@ -1,6 +1,10 @@
 package relay
 
-import "slices"
+import (
+	"slices"
+
+	"github.com/petrel-relay/petrel/internal/nostr"
+)
 
 // SupportedNIPs lists the NIPs this relay implements, for NIP-11. A NIP is
 // listed only when it works end to end.
@@ -16,28 +20,10 @@ func (r *Relay) SupportedNIPs() []int {
 	return nips
 }
 
-// Limitation is the NIP-11 "limitation" object.
-type Limitation struct {
-	MaxMessageLength    int   `json:"max_message_length"`
-	MaxSubscriptions    int   `json:"max_subscriptions"`
-	MaxFilters          int   `json:"max_filters"`
-	MaxLimit            int   `json:"max_limit"`
-	DefaultLimit        int   `json:"default_limit"`
-	MaxSubIDLength      int   `json:"max_subid_length"`
-	MaxEventTags        int   `json:"max_event_tags"`
-	MaxContentLength    int   `json:"max_content_length"`
-	MinPowDifficulty    int   `json:"min_pow_difficulty"`
-	AuthRequired        bool  `json:"auth_required"`
-	PaymentRequired     bool  `json:"payment_required"`
-	RestrictedWrites    bool  `json:"restricted_writes"`
-	CreatedAtLowerLimit int64 `json:"created_at_lower_limit,omitempty"`
-	CreatedAtUpperLimit int64 `json:"created_at_upper_limit,omitempty"`
-}
-
 // Limitation returns the NIP-11 limitation object for the configuration.
-func (r *Relay) Limitation() Limitation {
+func (r *Relay) Limitation() nostr.Limitation {
 	c := r.cfg
-	l := Limitation{
+	l := nostr.Limitation{
 		MaxMessageLength: c.MaxMessageBytes,
 		MaxSubscriptions: c.MaxSubscriptions,
 		MaxFilters:       c.MaxFilters,

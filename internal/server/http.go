@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"slices"
 
+	"github.com/petrel-relay/petrel/internal/nostr"
 	"github.com/petrel-relay/petrel/internal/relay"
 )
 
@@ -22,7 +23,7 @@ type nip11 struct {
 	Version        string           `json:"version"`
 	Icon           string           `json:"icon,omitempty"`
 	Banner         string           `json:"banner,omitempty"`
-	Limitation     relay.Limitation `json:"limitation"`
+	Limitation     nostr.Limitation `json:"limitation"`
 	RelayCountries []string         `json:"relay_countries,omitempty"`
 	LanguageTags   []string         `json:"language_tags,omitempty"`
 	Tags           []string         `json:"tags,omitempty"`

@@ -111,6 +111,16 @@ func expectExactlyOnce(t *testing.T, subs []*subscriber, want map[nostr.ID]bool)
 	return waited
 }
 
+// statusOf returns the state (up, down) cluster.sh status gives name.
+func statusOf(out, name string) string {
+	for _, line := range strings.Split(out, "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == name {
+			return f[1]
+		}
+	}
+	return ""
+}
+
 // TestKillNode: kill -9 of one node of three while two publishers per node
 // write. The publishers of the killed node reconnect through HAProxy; no
 // event answered OK true is lost; the other nodes keep accepting, and
@@ -149,8 +159,14 @@ func TestKillNode(t *testing.T) {
 	if msg, ended := subs[1].closedMessage(); !ended {
 		t.Errorf("the killed node's subscriber: connection still open (CLOSED %q)", msg)
 	}
+	if out, err := c.run(nil, "status", "--state", c.state); err == nil || statusOf(out, victim) != "down" {
+		t.Errorf("cluster.sh status with %s killed: %v, want exit status 1 and %s down:\n%s", victim, err, victim, out)
+	}
 
 	c.restart(victim)
+	if out, err := c.run(nil, "status", "--state", c.state); err != nil {
+		t.Errorf("cluster.sh status after the restart: %v\n%s", err, out)
+	}
 	up := waitFor(t, "HAProxy to put "+victim+" back", 60*time.Second, func() bool {
 		st, err := c.proxyServers()
 		return err == nil && st[victim] == "UP"

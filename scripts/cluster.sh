@@ -159,7 +159,7 @@ new_port() {
 	for _ in $(seq 200); do
 		p=$((20000 + RANDOM % 12000))
 		grep -q "_port=$p\$" "$env_file" 2>/dev/null && continue
-		if ! port_open "$p" && [ -z "$(ss -Hltn "sport = :$p" 2>/dev/null)" ]; then
+		if ! port_open "$p" && { ! command -v ss >/dev/null || [ -z "$(ss -Hltn "sport = :$p")" ]; }; then
 			put "$1" "$p"
 			return
 		fi
@@ -184,7 +184,21 @@ wait_up() {
 	done
 }
 
-http_ok() { curl -fsS -o /dev/null --max-time 2 "http://127.0.0.1:$1$2"; }
+# http_get PORT PATH: print the body of GET http://127.0.0.1:PORT/PATH;
+# fail unless it answers 200 within 3 seconds. (HTTP/1.0: no chunks; bash
+# alone, so that no HTTP client need be installed.)
+http_get() {
+	timeout 3 bash -c '
+		exec 3<>"/dev/tcp/127.0.0.1/$1" || exit 1
+		printf "GET %s HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n" "$2" >&3
+		IFS= read -r status <&3 || exit 1
+		case "$status" in "HTTP/1."?" 200"*) ;; *) exit 1 ;; esac
+		while IFS= read -r line <&3 && [ -n "${line%$'"'"'\r'"'"'}" ]; do :; done
+		cat <&3
+	' http_get "$1" "$2" 2>/dev/null
+}
+
+http_ok() { http_get "$1" "$2" >/dev/null; }
 
 # stop_pid NAME EXE SIGNAL WAIT: signal the recorded process (its whole
 # process group: each was started in a session of its own), wait up to
@@ -306,7 +320,7 @@ node_start() {
 # node_meshed PORT K: the node's bus is up and it hears the K-1 others.
 node_meshed() {
 	local doc
-	doc=$(curl -fsS --max-time 2 "http://127.0.0.1:$1/stats") || return 1
+	doc=$(http_get "$1" /stats) || return 1
 	[ "$2" = 1 ] && return 0
 	grep -q '"connected": true' <<<"$doc" && grep -q "\"origins\": $(($2 - 1))," <<<"$doc"
 }
@@ -383,6 +397,8 @@ cmd_stop() {
 	pgurl=$(get postgres_url)
 	if [ -n "$(get pg_dir)" ]; then
 		pg_stop fast
+		# Keep the server's log beside the others.
+		cp --remove-destination "$(get pg_dir)/server.log" "$state/pg.log" 2>/dev/null || true
 		rm -rf "$(get pg_dir)"
 	elif [ -n "$sch" ]; then
 		psql "$pgurl" -qc "DROP SCHEMA IF EXISTS $sch CASCADE" >/dev/null 2>&1 ||
@@ -479,7 +495,7 @@ cmd_status() {
 	for i in $(seq "$(node_count)"); do
 		local port doc extra=""
 		port=$(get "n${i}_port")
-		if doc=$(curl -fsS --max-time 2 "http://127.0.0.1:$port/stats" 2>/dev/null); then
+		if doc=$(http_get "$port" /stats); then
 			extra=$(grep -oE '"(connections_active|store_unavailable|connected|origins)": [a-z0-9]+' <<<"$doc" | tr -d '"' | tr '\n' ' ')
 		fi
 		row "n$i" "$(get "n${i}_pid")" "$(get bin)" "$port" "$extra"

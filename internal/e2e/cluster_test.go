@@ -117,7 +117,6 @@ func needServices(t *testing.T, o clusterOptions) {
 	}{
 		{o.haproxy, "haproxy", "haproxy (Debian package haproxy)"},
 		{o.privateNATS, "nats-server", "nats-server (Debian package nats-server)"},
-		{true, "curl", "curl"},
 		{true, "flock", "flock (util-linux)"},
 	} {
 		if !need.on {

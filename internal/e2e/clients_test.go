@@ -251,9 +251,9 @@ func (l *ledger) refusals() map[string]int {
 	return out
 }
 
-// publisher publishes events one at a time (each waits for its OK) on one
-// connection, reconnecting when the connection ends, until it has sent
-// count events or stop is closed.
+// publisher publishes events on one connection, keeping up to window of
+// them waiting for their OK (1: one at a time), reconnecting when the
+// connection ends, until it has sent count events or stop is closed.
 type publisher struct {
 	name   string
 	url    string // where it connects first
@@ -261,6 +261,7 @@ type publisher struct {
 	key    relaytest.Key
 	run    string
 	kind   int
+	window int           // events in flight; 0: 1
 	count  int           // events to send; 0: until stop
 	stop   chan struct{} // closed to stop a publisher without count
 	pause  time.Duration // wait after an OK false or a lost connection
@@ -273,6 +274,10 @@ type publisher struct {
 	err                                    error // why it gave up, if it did
 	done                                   chan struct{}
 }
+
+// okWait bounds the wait for an OK: past it the event counts as
+// unanswered and the connection is dropped.
+const okWait = 30 * time.Second
 
 func (p *publisher) start() *publisher {
 	p.done = make(chan struct{})
@@ -294,64 +299,99 @@ func (p *publisher) stopped() bool {
 
 func (p *publisher) loop() {
 	defer close(p.done)
+	window := max(p.window, 1)
 	url := p.url
 	var conn *client.Conn
+	var oks chan *nostr.RelayMessage
+	inflight := map[nostr.ID]*sentEvent{}
 	defer func() {
 		if conn != nil {
 			conn.Close()
 		}
 	}()
-	for i := 0; (p.count == 0 || i < p.count) && !p.stopped(); {
+	// settle records the outcome of an event in flight.
+	settle := func(e *sentEvent, out outcome, msg string) {
+		delete(inflight, e.ev.ID)
+		e.at, e.out, e.msg = time.Now(), out, msg
+		p.l.record(e)
+		switch out {
+		case okTrue:
+			p.acked.Add(1)
+			if p.afterOK != nil {
+				p.afterOK(e.ev, e.via)
+			}
+		case okFalse:
+			p.refused.Add(1)
+			time.Sleep(p.pause)
+		case noAnswer:
+			p.lost.Add(1)
+		}
+	}
+	// drop ends the connection: what it answered before it ended counts,
+	// the rest of what is in flight is unanswered.
+	drop := func(why string) {
+		conn.Close()
+		<-conn.Done()
+		for {
+			select {
+			case m := <-oks:
+				if e := inflight[m.EventID]; e != nil {
+					settle(e, map[bool]outcome{true: okTrue, false: okFalse}[m.OK], m.Message)
+				}
+				continue
+			default:
+			}
+			break
+		}
+		for _, e := range inflight {
+			settle(e, noAnswer, why)
+		}
+		conn = nil
+		if p.redial != "" {
+			url = p.redial
+		}
+		time.Sleep(p.pause)
+	}
+	for i := 0; ; {
+		more := (p.count == 0 || i < p.count) && !p.stopped()
+		if !more && len(inflight) == 0 {
+			return
+		}
 		if conn == nil {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			c, err := dialFrom(ctx, url, "")
 			cancel()
 			if err != nil {
 				// A dead node or a proxy with no node yet: retry for a while.
-				if p.reconnects.Load() > 200 {
+				if p.reconnects.Add(1) > 300 {
 					p.err = fmt.Errorf("%s: cannot reconnect to %s: %w", p.name, url, err)
 					return
 				}
-				p.reconnects.Add(1)
 				time.Sleep(100 * time.Millisecond)
 				continue
 			}
-			conn = c
+			conn, oks = c, make(chan *nostr.RelayMessage, window)
 		}
-		ev := p.key.Event(p.kind, fmt.Sprintf("%s #%d", p.name, i), nostr.Tags{{"t", p.run}, {"p-name", p.name}}, 0)
-		i++
-		e := &sentEvent{ev: ev, pub: p.name, via: url}
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		m, err := conn.Publish(ctx, ev)
-		cancel()
-		e.at = time.Now()
-		p.sent.Add(1)
-		switch {
-		case err != nil:
-			e.out, e.msg = noAnswer, err.Error()
-			p.lost.Add(1)
-		case m.OK:
-			e.out, e.msg = okTrue, m.Message
-			p.acked.Add(1)
-		default:
-			e.out, e.msg = okFalse, m.Message
-			p.refused.Add(1)
+		if more && len(inflight) < window {
+			ev := p.key.Event(p.kind, fmt.Sprintf("%s #%d", p.name, i), nostr.Tags{{"t", p.run}, {"p-name", p.name}}, 0)
+			i++
+			e := &sentEvent{ev: ev, pub: p.name, via: url}
+			inflight[ev.ID] = e
+			p.sent.Add(1)
+			if err := conn.SendEvent(ev, oks); err != nil {
+				drop(err.Error())
+			}
+			continue
 		}
-		p.l.record(e)
-		switch e.out {
-		case okTrue:
-			if p.afterOK != nil {
-				p.afterOK(ev, url)
+		select {
+		case m := <-oks:
+			if e := inflight[m.EventID]; e != nil {
+				settle(e, map[bool]outcome{true: okTrue, false: okFalse}[m.OK], m.Message)
 			}
-		case okFalse:
-			time.Sleep(p.pause)
-		case noAnswer:
-			conn.Close()
-			conn = nil
-			if p.redial != "" {
-				url = p.redial
-			}
-			time.Sleep(p.pause)
+		case <-conn.Done():
+			drop(fmt.Sprintf("connection ended: %v", conn.Err()))
+		case <-time.After(okWait):
+			drop("no OK within " + okWait.String())
 		}
 	}
 }

@@ -243,11 +243,56 @@ func (c *testCluster) readEnv() {
 }
 
 func (c *testCluster) stop() {
+	c.logWarnings()
 	if c.t.Failed() || os.Getenv("PETREL_TEST_LOG") != "" {
 		c.dumpLogs()
 	}
 	if out, err := c.run(nil, "stop", "--state", c.state); err != nil {
 		c.t.Errorf("cluster.sh stop: %v\n%s", err, out)
+	}
+}
+
+// logWarnings logs, per node, how often each warning or error message
+// appeared in its log: what a fault made the nodes say, and what a
+// healthy test should not make them say.
+func (c *testCluster) logWarnings() {
+	logs, _ := filepath.Glob(filepath.Join(c.state, "n*.log"))
+	for _, p := range logs {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		counts := map[string]int{}
+		var order []string
+		for _, line := range strings.Split(string(b), "\n") {
+			lvl := ""
+			switch {
+			case strings.Contains(line, "level=WARN"):
+				lvl = "WARN"
+			case strings.Contains(line, "level=ERROR"):
+				lvl = "ERROR"
+			default:
+				continue
+			}
+			msg := lvl
+			if _, rest, ok := strings.Cut(line, "msg="); ok {
+				if strings.HasPrefix(rest, `"`) {
+					if end := strings.Index(rest[1:], `"`); end >= 0 {
+						rest = rest[1 : end+1]
+					}
+				} else if sp := strings.IndexByte(rest, ' '); sp >= 0 {
+					rest = rest[:sp]
+				}
+				msg = lvl + " " + rest
+			}
+			if counts[msg] == 0 {
+				order = append(order, msg)
+			}
+			counts[msg]++
+		}
+		for _, m := range order {
+			c.t.Logf("%s: %d× %s", strings.TrimSuffix(filepath.Base(p), ".log"), counts[m], m)
+		}
 	}
 }
 

@@ -79,7 +79,7 @@ func exactlyOnce(t *testing.T, c *testCluster, viaProxy bool) {
 			ks = append(ks, &checker{node: nodeOrProxy(c, i+j, viaProxy), conn: mustDial(t, url(i+j))})
 		}
 		p := &publisher{name: fmt.Sprintf("pub%d@%s", i, nodeOrProxy(c, i, viaProxy)), url: url(i),
-			key: relaytest.NewKey(fmt.Sprintf("e2e-pub-%d", i)), run: run, kind: kindRegular, count: perPub, l: l}
+			key: relaytest.NewKey(fmt.Sprintf("e2e-pub-%d", i)), run: run, kind: kindRegular, window: 4, count: perPub, l: l}
 		p.afterOK = func(ev *nostr.Event, _ string) {
 			for _, k := range ks {
 				err := k.has(ev.ID)

@@ -450,31 +450,44 @@ func (k *checker) has(id nostr.ID) error {
 	return nil
 }
 
-// stored returns the ids of the run's events that a REQ on url finds.
+// stored returns the ids of the run's events that REQs on url find,
+// paging back in time (until = the oldest created_at seen) so that any
+// number of events is listed.
 func stored(t *testing.T, url, run string, kinds ...int) map[nostr.ID]bool {
 	t.Helper()
 	conn := mustDial(t, url)
 	defer conn.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
+	out := map[nostr.ID]bool{}
 	f := runFilter(run, kinds...)
-	f.Limit = 50000 // relay.max_limit of the test nodes
-	evs, err := reqCheck(ctx, conn, "stored", f)
-	if err != nil {
-		t.Fatalf("stored events at %s: %v", url, err)
-	}
-	if len(evs) >= f.Limit {
-		t.Fatalf("stored events at %s: %d, the limit: the test publishes too many", url, len(evs))
-	}
-	out := make(map[nostr.ID]bool, len(evs))
-	for _, ev := range evs {
-		if out[ev.ID] {
-			t.Errorf("stored events at %s: %s listed twice", url, ev.ID)
+	f.Limit = storedPage
+	for page := 0; ; page++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		evs, err := reqCheck(ctx, conn, fmt.Sprintf("stored%d", page), f)
+		cancel()
+		if err != nil {
+			t.Fatalf("stored events at %s: %v", url, err)
 		}
-		out[ev.ID] = true
+		fresh := 0
+		for _, ev := range evs {
+			if !out[ev.ID] {
+				out[ev.ID] = true
+				fresh++
+			}
+			if !f.HasUntil || ev.CreatedAt < f.Until {
+				f.Until, f.HasUntil = ev.CreatedAt, true
+			}
+		}
+		if len(evs) < f.Limit {
+			return out
+		}
+		if fresh == 0 {
+			t.Fatalf("stored events at %s: more than %d in the second %d, cannot page past it", url, f.Limit, f.Until)
+		}
 	}
-	return out
 }
+
+// storedPage is the page size of stored: the test nodes' relay.max_limit.
+const storedPage = 10000
 
 // difference returns the ids of a that are not in b, sorted, for messages.
 func difference(a, b map[nostr.ID]bool) []string {

@@ -158,11 +158,11 @@ type testNode struct {
 	http string // http://127.0.0.1:port
 }
 
-// nodeEnv are the settings every test cluster's nodes get: queries large
-// enough to list a whole test run, and 127.0.0.3 blocked (the proxy
+// nodeEnv are the settings every test cluster's nodes get: pages of
+// 10000 events (storedPage), and 127.0.0.3 blocked (the proxy
 // test's forwarded-address check).
 var nodeEnv = []string{
-	"PETREL_RELAY_MAX_LIMIT=50000",
+	"PETREL_RELAY_MAX_LIMIT=10000",
 	"PETREL_POLICY_BLOCKED_IPS=127.0.0.3",
 	"PETREL_LOG_LEVEL=info",
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -97,7 +98,14 @@ func serve(cfg config.Config) error {
 	slog.SetDefault(log)
 	stopRuntime := applyRuntime(cfg.Runtime, log)
 	defer stopRuntime()
-	st, err := openStore(cfg, log)
+	// The relay is made after the store; a late commit (postgres) that
+	// comes before it is only logged by the store.
+	var announce atomic.Pointer[relay.Relay]
+	st, err := openStoreWith(cfg, log, func(ev *nostr.Event, seq uint64) {
+		if rl := announce.Load(); rl != nil {
+			rl.Announce(ev, seq)
+		}
+	})
 	if err != nil {
 		return err
 	}
@@ -123,6 +131,7 @@ func serve(cfg config.Config) error {
 		st.Close()
 		return err
 	}
+	announce.Store(rl)
 	if bridge != nil {
 		// Not reachable yet is fine: the bridge reconnects forever and
 		// catches up from the store once it is.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/petrel-relay/petrel/internal/config"
+	"github.com/petrel-relay/petrel/internal/nostr"
 	"github.com/petrel-relay/petrel/internal/store"
 	"github.com/petrel-relay/petrel/internal/store/pebble"
 	"github.com/petrel-relay/petrel/internal/store/postgres"
@@ -15,6 +16,14 @@ import (
 
 // openStore opens the configured store.
 func openStore(cfg config.Config, log *slog.Logger) (store.Store, error) {
+	return openStoreWith(cfg, log, nil)
+}
+
+// openStoreWith is openStore for petrel serve: lateCommit receives the
+// events of a postgres commit that was in doubt when their OK was due and
+// turned out to have taken effect (postgres.Options.OnLateCommit), so the
+// relay still fans them out.
+func openStoreWith(cfg config.Config, log *slog.Logger, lateCommit func(*nostr.Event, uint64)) (store.Store, error) {
 	switch cfg.Store.Backend {
 	case "pebble":
 		st, err := pebble.Open(pebbleOptions(cfg, log))
@@ -28,7 +37,9 @@ func openStore(cfg config.Config, log *slog.Logger) (store.Store, error) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		st, err := postgres.Open(ctx, postgresOptions(cfg, log))
+		opts := postgresOptions(cfg, log)
+		opts.OnLateCommit = lateCommit
+		st, err := postgres.Open(ctx, opts)
 		if err != nil {
 			return nil, fmt.Errorf("open postgres store: %w", err)
 		}

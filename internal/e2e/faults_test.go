@@ -411,6 +411,17 @@ func TestPostgresRestart(t *testing.T) {
 	if len(lostAcked) != 0 {
 		t.Errorf("%d events answered OK true are not stored: %v", len(lostAcked), firstFew(lostAcked))
 	}
+	// An event answered OK false may still be stored only when its
+	// COMMIT went out and the crash took the reply: the postgres writer
+	// asks the database what became of it (up to resolve_timeout, 5 s),
+	// and past that answers "error: ... may be stored: send it again",
+	// then keeps asking and fans the events out once it learns they were
+	// stored (checked below: subscribers miss nothing stored).
+	for msg, n := range refusals {
+		if refusedStored > 0 && strings.Contains(msg, "may be stored") {
+			t.Logf("%d refusals said the event may be stored: %q", n, msg)
+		}
+	}
 	for msg := range refusals {
 		if client.Prefix(msg) != "error" {
 			t.Errorf("a write refused with %q, want the prefix error:", msg)
@@ -454,12 +465,8 @@ func TestPostgresRestart(t *testing.T) {
 		t.Errorf("%d re-sent events answered duplicate:, %d refused events found stored", resentDuplicate, refusedStored)
 	}
 
-	// Subscribers got nothing that is not stored, every event answered
-	// OK true, and nothing twice. The events whose commit went through
-	// while their answer said OK false were never fanned out, and their
-	// re-sending is answered duplicate: without a fan-out either, so
-	// subscribers miss exactly those (REQ finds them): counted, not a
-	// failure, since their publisher was told they were not stored.
+	// Subscribers got nothing that is not stored, every stored event, and
+	// nothing twice.
 	waitFor(t, "every subscriber to receive every acknowledged event", 60*time.Second, func() bool {
 		for _, s := range subs {
 			if !s.hasAll(acked) {
@@ -472,7 +479,7 @@ func TestPostgresRestart(t *testing.T) {
 	for _, s := range subs {
 		d := s.compare(want)
 		t.Logf("%s: %s (of the %d stored events; %d stored while answered OK false)", s.name, d, len(want), resentDuplicate)
-		if d.extra != 0 || d.repeats != 0 || d.missing > resentDuplicate {
+		if d.extra != 0 || d.repeats != 0 || d.missing != 0 {
 			t.Errorf("%s: %s: received events that are not stored, or twice, or missed acknowledged ones", s.name, d)
 		}
 	}

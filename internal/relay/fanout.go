@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"errors"
 	"sync"
 	"time"
 
@@ -18,16 +19,22 @@ type dispatchItem struct {
 	res      store.SaveResult
 	stored   bool // res is meaningful
 	accepted bool // ephemeral: accepted without the store
+	announce bool // accepted here without an OK (Announce): tell the bus
 }
 
 // dispatcher is the single goroutine that writes OKs and fans committed
 // events out. It drains its queue in batches and schedules each touched
 // session for flushing once per batch, so frames coalesce into one write.
 type dispatcher struct {
-	r       *Relay
-	queue   chan dispatchItem
-	done    chan struct{}
-	once    sync.Once
+	r     *Relay
+	queue chan dispatchItem
+	done  chan struct{}
+	once  sync.Once
+	// mu: read by every push, written once by close, so that an event
+	// pushed after the relay shut down (Publish from the bus, Announce
+	// from the store) is dropped, not a send on a closed channel.
+	mu      sync.RWMutex
+	closed  bool
 	visits  uint64 // fan-outs so far: sub.stamp marks a sub visited by one
 	touched []*Session
 	mark    map[*Session]struct{}
@@ -47,7 +54,22 @@ func newDispatcher(r *Relay) *dispatcher {
 
 // push hands an item to the dispatcher. It blocks while the queue is full:
 // that is backpressure on the store's writer, never a silent drop.
-func (d *dispatcher) push(it dispatchItem) { d.queue <- it }
+func (d *dispatcher) push(it dispatchItem) {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	if d.closed {
+		return // the relay is shut down: nobody is left to tell
+	}
+	d.queue <- it
+}
+
+// Announce fans out an event this node's store committed without an OK
+// to send (its writer learnt only later that a commit it could not
+// confirm had taken effect: store.ErrInDoubt), and hands it to the bus
+// like any event accepted here. seq is its commit position.
+func (r *Relay) Announce(ev *nostr.Event, seq uint64) {
+	r.dispatch.push(dispatchItem{ev: ev, accepted: true, announce: true, res: store.SaveResult{Seq: seq}})
+}
 
 // Publish fans out an event that was committed elsewhere (another node
 // of a shared store, an import), without an OK. seq is the commit
@@ -60,7 +82,12 @@ func (r *Relay) Publish(ev *nostr.Event, seq uint64) {
 }
 
 func (d *dispatcher) close() {
-	d.once.Do(func() { close(d.queue) })
+	d.once.Do(func() {
+		d.mu.Lock()
+		d.closed = true
+		close(d.queue)
+		d.mu.Unlock()
+	})
 	<-d.done
 }
 
@@ -135,6 +162,9 @@ func (d *dispatcher) handle(it dispatchItem) {
 				r.stats.DBErrors.Add(1)
 				r.countReject(nostr.PrefixError)
 				msg = "error: could not store event"
+				if errors.Is(it.res.Err, store.ErrInDoubt) {
+					msg = "error: the database did not confirm the commit; the event may be stored: send it again"
+				}
 				if it.res.Err != nil {
 					r.log.Warn("store failed", "id", it.ev.ID.Hex(), "err", it.res.Err)
 				}
@@ -158,11 +188,15 @@ func (d *dispatcher) handle(it dispatchItem) {
 		fanout = true
 		r.stats.EventsAccepted.Add(1)
 	}
+	if it.announce {
+		r.stats.EventsAccepted.Add(1) // its OK was lost with the commit's reply
+	}
 	if fanout {
-		if r.gate == nil || r.gate.FirstFanout(it.ev, it.okTo != nil) {
+		local := it.okTo != nil || it.announce
+		if r.gate == nil || r.gate.FirstFanout(it.ev, local) {
 			d.fanout(it.ev, it.res.Seq)
 		}
-		if it.okTo != nil && r.bus != nil {
+		if local && r.bus != nil {
 			r.bus.Publish(it.ev, it.res.Seq) // accepted here: tell the other nodes
 		}
 	}

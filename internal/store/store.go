@@ -26,6 +26,13 @@ var (
 	// cannot hold: nil, kind outside 0-65535, or created_at outside
 	// 0-nostr.MaxTimestamp.
 	ErrInvalid = errors.New("store: invalid event")
+	// ErrInDoubt is (wrapped in) the Err of a Failed SaveResult whose
+	// commit may have taken effect: the connection to a database server
+	// was lost with the COMMIT sent, and the server could not be asked in
+	// time. A backend that reports it finds out later and tells its
+	// owner which events were stored after all (see the backend's
+	// options), so they can still be fanned out.
+	ErrInDoubt = errors.New("store: commit outcome unknown")
 )
 
 // Outcome is what saving one event did.

@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"regexp"
 	"time"
+
+	"github.com/petrel-relay/petrel/internal/nostr"
 )
 
 // Options configures Open. The zero value of every field but URL means
@@ -77,6 +79,23 @@ type Options struct {
 	// Default 10 seconds.
 	WriteTimeout time.Duration
 
+	// ResolveTimeout bounds how long the writer waits, after a COMMIT
+	// that failed on a lost connection, for the database to say whether
+	// the transaction committed (pg_xact_status): a database that comes
+	// back within it gets the batch answered exactly (Stored, with the
+	// transaction's position). Past it the batch is answered Failed with
+	// store.ErrInDoubt, so that the writer (and every write after it) is
+	// not held up, and the store keeps asking in the background; events
+	// it then finds stored are passed to OnLateCommit. Default 5 seconds.
+	ResolveTimeout time.Duration
+
+	// OnLateCommit receives the events of an in-doubt batch (see
+	// ResolveTimeout) that the database reports committed after all,
+	// with their commit position, so the relay can still fan them out
+	// (relay.Relay.Announce). Called from a background goroutine of the
+	// store, one event at a time, in batch order. Nil: they are logged.
+	OnLateCommit func(ev *nostr.Event, seq uint64)
+
 	// WriteRetries is how many times the writer retries a batch whose
 	// transaction failed for a reason that may pass (a deadlock or
 	// serialization failure, a lost connection, a unique violation
@@ -145,6 +164,9 @@ func (o *Options) withDefaults() (Options, error) {
 	}
 	if r.QueryTimeout <= 0 {
 		r.QueryTimeout = DefaultQueryTimeout
+	}
+	if r.ResolveTimeout <= 0 {
+		r.ResolveTimeout = 5 * time.Second
 	}
 	if r.WriteTimeout <= 0 {
 		r.WriteTimeout = DefaultWriteTimeout

@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"math/rand/v2"
@@ -26,6 +27,14 @@ type proxy struct {
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}
 	wg     sync.WaitGroup
+	// cutAtCommit: the next COMMIT a client sends is forwarded, but its
+	// reply is not: the server's answers are dropped from then on and,
+	// once the server has had time to commit, every connection is cut.
+	cutAtCommit atomic.Bool
+	muted       atomic.Bool
+	// downAfterCut, if set, keeps the database unreachable for that long
+	// after a cut at a COMMIT.
+	downAfterCut time.Duration
 }
 
 const (
@@ -93,12 +102,25 @@ func (p *proxy) accept() {
 		p.track(c)
 		p.track(up)
 		p.wg.Add(2)
-		pipe := func(dst, src net.Conn) {
+		pipe := func(dst, src net.Conn, fromClient bool) {
 			defer p.wg.Done()
 			buf := make([]byte, 32<<10)
 			for {
 				n, err := src.Read(buf)
-				if n > 0 && p.mode.Load() == proxyUp {
+				if n > 0 && p.mode.Load() == proxyUp && !(p.muted.Load() && !fromClient) {
+					if fromClient && p.cutAtCommit.Load() && bytes.Contains(bytes.ToLower(buf[:n]), []byte("commit")) {
+						p.cutAtCommit.Store(false)
+						p.muted.Store(true)
+						time.AfterFunc(500*time.Millisecond, func() {
+							if d := p.downAfterCut; d > 0 {
+								p.set(proxyDown)
+								time.AfterFunc(d, func() { p.set(proxyUp) })
+							} else {
+								p.closeAll()
+							}
+							p.muted.Store(false)
+						})
+					}
 					if _, werr := dst.Write(buf[:n]); werr != nil {
 						break
 					}
@@ -110,8 +132,8 @@ func (p *proxy) accept() {
 			dst.Close()
 			src.Close()
 		}
-		go pipe(up, c)
-		go pipe(c, up)
+		go pipe(up, c, true)
+		go pipe(c, up, false)
 	}
 }
 
@@ -153,7 +175,7 @@ func TestOutage(t *testing.T) {
 	needDB(t)
 	p := newProxy(t, proxyTarget(t))
 	s := openTest(t, Options{URL: viaProxy(t, p), ConnectTimeout: time.Second, QueryTimeout: 2 * time.Second,
-		WriteTimeout: 2 * time.Second, WriteRetries: 1, MaxConns: 4})
+		WriteTimeout: 2 * time.Second, WriteRetries: 1, MaxConns: 4, ResolveTimeout: 3 * time.Second})
 	defer s.Close()
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(3, 3))
@@ -270,5 +292,123 @@ func TestTerminatedBackends(t *testing.T) {
 	}
 	if n, err := s.Count(ctx, []nostr.Filter{{}}); err != nil || n != 3 {
 		t.Fatalf("Count = %d, %v", n, err)
+	}
+}
+
+// TestCommitInDoubt: the COMMIT reaches the database but its reply is lost
+// with the connection. The writer must not answer Failed for events the
+// database stored (a client would be told its event was refused, and it
+// would never be fanned out): it asks the database what became of the
+// transaction and reports the events Stored, with that transaction's
+// position.
+func TestCommitInDoubt(t *testing.T) {
+	needDB(t)
+	p := newProxy(t, proxyTarget(t))
+	s := openTest(t, Options{URL: viaProxy(t, p), ConnectTimeout: time.Second, QueryTimeout: 2 * time.Second,
+		WriteTimeout: 5 * time.Second, MaxConns: 4})
+	defer s.Close()
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(5, 5))
+	// Warm the pool, so the batch's COMMIT is the next one sent.
+	if _, err := s.Save(ctx, []*nostr.Event{storetest.NewEvent(rng, storetest.Key(1), 1, storetest.BaseTime, nil, "warm")}); err != nil {
+		t.Fatal(err)
+	}
+	var evs []*nostr.Event
+	for i := 0; i < 5; i++ {
+		evs = append(evs, storetest.NewEvent(rng, storetest.Key(2), 1, storetest.BaseTime+int64(i), nil, "in doubt"))
+	}
+	p.cutAtCommit.Store(true)
+	res, err := s.Save(ctx, evs)
+	if err != nil {
+		t.Fatalf("Save: %v", err)
+	}
+	if p.cutAtCommit.Load() {
+		t.Fatal("no COMMIT went through the proxy")
+	}
+	for i, r := range res {
+		if r.Outcome != store.Stored || r.Seq == 0 {
+			t.Fatalf("event %d: %+v, want Stored with a position", i, r)
+		}
+		if ok, err := s.Has(ctx, evs[i].ID); err != nil || !ok {
+			t.Fatalf("event %d reported Stored but not in the database: %v %v", i, ok, err)
+		}
+	}
+	if n := s.inDoubtCommitted.Load(); n != 1 {
+		t.Fatalf("%d in-doubt commits resolved as committed, want 1", n)
+	}
+	// The position is the committed transaction's: a query's snapshot
+	// taken now includes it.
+	it, err := s.Query(ctx, []nostr.Filter{{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap := it.Snapshot()
+	it.Close()
+	if !snap.Includes(res[0].Seq) {
+		t.Fatalf("snapshot %+v does not include the in-doubt commit %d", snap, res[0].Seq)
+	}
+}
+
+// TestCommitInDoubtLate: the same, with the database unreachable for
+// longer than the writer waits: the batch is answered Failed with
+// store.ErrInDoubt (the writer, and every write after it, is not held
+// up), and once the database answers again the store finds the
+// transaction committed and hands its events to OnLateCommit, with the
+// transaction's position.
+func TestCommitInDoubtLate(t *testing.T) {
+	needDB(t)
+	p := newProxy(t, proxyTarget(t))
+	p.downAfterCut = 3 * time.Second
+	type late struct {
+		id  nostr.ID
+		seq uint64
+	}
+	lateCh := make(chan late, 16)
+	s := openTest(t, Options{URL: viaProxy(t, p), ConnectTimeout: time.Second, QueryTimeout: 2 * time.Second,
+		WriteTimeout: 2 * time.Second, MaxConns: 4, ResolveTimeout: time.Second,
+		OnLateCommit: func(ev *nostr.Event, seq uint64) { lateCh <- late{ev.ID, seq} }})
+	defer s.Close()
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(6, 6))
+	if _, err := s.Save(ctx, []*nostr.Event{storetest.NewEvent(rng, storetest.Key(1), 1, storetest.BaseTime, nil, "warm")}); err != nil {
+		t.Fatal(err)
+	}
+	var evs []*nostr.Event
+	for i := 0; i < 3; i++ {
+		evs = append(evs, storetest.NewEvent(rng, storetest.Key(3), 1, storetest.BaseTime+int64(i), nil, "late"))
+	}
+	p.cutAtCommit.Store(true)
+	res, err := s.Save(ctx, evs)
+	if !errors.Is(err, store.ErrInDoubt) {
+		t.Fatalf("Save: %v, want store.ErrInDoubt", err)
+	}
+	for i, r := range res {
+		if r.Outcome != store.Failed || !errors.Is(r.Err, store.ErrInDoubt) {
+			t.Fatalf("event %d: %+v, want Failed in doubt", i, r)
+		}
+	}
+	got := map[nostr.ID]uint64{}
+	deadline := time.After(30 * time.Second)
+	for len(got) < len(evs) {
+		select {
+		case l := <-lateCh:
+			got[l.id] = l.seq
+		case <-deadline:
+			t.Fatalf("%d of %d events reported late-committed", len(got), len(evs))
+		}
+	}
+	var seq uint64
+	for i, ev := range evs {
+		sq, ok := got[ev.ID]
+		if !ok || sq == 0 || (seq != 0 && sq != seq) {
+			t.Fatalf("event %d: late commit %v at %d, want all at one position", i, ok, sq)
+		}
+		seq = sq
+		if has, err := s.Has(ctx, ev.ID); err != nil || !has {
+			t.Fatalf("event %d reported late-committed but not stored: %v %v", i, has, err)
+		}
+	}
+	if n := s.lateCommitted.Load(); n != int64(len(evs)) {
+		t.Fatalf("lateCommitted = %d, want %d", n, len(evs))
 	}
 }

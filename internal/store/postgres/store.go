@@ -55,6 +55,13 @@ type Store struct {
 	sizeBytes   atomic.Int64
 	errs        atomic.Int64
 	unavailable atomic.Bool
+	// inDoubtCommitted counts batches whose COMMIT failed on a lost
+	// connection but which the database reported committed in time (for
+	// tests); lateCommitted the events of those it reported committed
+	// only after they were answered Failed (indoubt.go).
+	inDoubtCommitted atomic.Int64
+	lateCommitted    atomic.Int64
+	late             inDoubtList
 }
 
 var (
@@ -120,6 +127,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		queue:      make(chan *request, o.QueueLen),
 		writerDone: make(chan struct{}),
 	}
+	s.late.wake = make(chan struct{}, 1)
 	if err := s.foldSearchStats(ctx); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("store/postgres: open: %w", err)
@@ -127,8 +135,9 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	s.refreshSize(ctx)
 	w := newWriter(s)
 	go w.run()
-	s.bg.Add(1)
+	s.bg.Add(2)
 	go s.maintain()
+	go s.resolveLoop()
 	return s, nil
 }
 

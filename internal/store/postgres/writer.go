@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -100,7 +101,24 @@ func (w *writer) commit(reqs []*request) {
 	if len(b.items) > 0 {
 		for attempt := 0; ; attempt++ {
 			err = w.s.note(w.attempt(b))
-			if err == nil || attempt >= w.s.opts.WriteRetries || !retryable(err) ||
+			var d *inDoubt
+			if errors.As(err, &d) {
+				// Answering now could refuse events the database stored
+				// (and that would then never be fanned out): find out.
+				w.s.log.Warn("store: commit in doubt, asking the database", "events", len(b.items), "xid", d.xid, "err", d.err)
+				ok, rerr := w.resolve(d)
+				switch {
+				case rerr != nil:
+					// Answered Failed (in doubt); asked again later.
+					w.s.deferResolve(d, b)
+					err = fmt.Errorf("%w: %w", store.ErrInDoubt, rerr)
+				case ok:
+					committed(b, d.xid, d.removed)
+					w.s.inDoubtCommitted.Add(1)
+					err = nil
+				}
+			}
+			if err == nil || errors.Is(err, store.ErrInDoubt) || attempt >= w.s.opts.WriteRetries || !retryable(err) ||
 				(w.s.closed.Load() && w.s.unavailable.Load()) {
 				break
 			}
@@ -430,9 +448,20 @@ func (w *writer) write(ctx context.Context, tx pgx.Tx, b *batch, st *state) erro
 		}
 	}
 	if err := tx.Commit(ctx); err != nil {
+		if stored && connectivity(err) {
+			// The COMMIT was sent, or may have been: whether it took
+			// effect is known only to the database (commit resolves it).
+			return &inDoubt{xid: seq, removed: removed, err: err}
+		}
 		return err
 	}
-	// Committed: fill in the results.
+	committed(b, seq, removed)
+	return nil
+}
+
+// committed fills in the results of a batch whose transaction committed
+// as transaction seq, which removed the ids in removed.
+func committed(b *batch, seq uint64, removed map[nostr.ID]bool) {
 	for _, it := range b.items {
 		if it.res.Outcome != store.Stored {
 			continue
@@ -444,7 +473,50 @@ func (w *writer) write(ctx context.Context, tx pgx.Tx, b *batch, st *state) erro
 			}
 		}
 	}
-	return nil
+}
+
+// inDoubt is the error of an attempt whose COMMIT failed on a lost
+// connection: the transaction (xid) may have committed all the same. Its
+// results are those of the attempt if it did.
+type inDoubt struct {
+	xid     uint64
+	removed map[nostr.ID]bool
+	err     error
+}
+
+func (e *inDoubt) Error() string {
+	return fmt.Sprintf("commit of transaction %d in doubt: %v", e.xid, e.err)
+}
+
+func (e *inDoubt) Unwrap() error { return e.err }
+
+// resolve asks the database, once it answers again, what became of an
+// in-doubt transaction: pg_xact_status reports "committed", "aborted" or
+// "in progress" (the server has not finished with it yet). It returns
+// whether the transaction committed, or an error if the database did not
+// answer within the store's resolve time.
+func (w *writer) resolve(d *inDoubt) (bool, error) {
+	deadline := time.Now().Add(w.s.opts.ResolveTimeout)
+	for attempt := 0; ; attempt++ {
+		ctx, cancel := context.WithTimeout(context.Background(), w.s.opts.QueryTimeout)
+		var status *string
+		err := w.s.pool.QueryRow(ctx, "SELECT pg_xact_status($1::text::xid8)", strconv.FormatUint(d.xid, 10)).Scan(&status)
+		cancel()
+		err = w.s.note(err)
+		switch {
+		case err == nil && status != nil && *status == "committed":
+			return true, nil
+		case err == nil && (status == nil || *status == "aborted"):
+			return false, nil
+		}
+		if time.Now().After(deadline) || (w.s.closed.Load() && w.s.unavailable.Load()) {
+			if err == nil {
+				err = fmt.Errorf("transaction %d still in progress", d.xid)
+			}
+			return false, fmt.Errorf("%w (outcome unknown)", err)
+		}
+		time.Sleep(backoff(attempt))
+	}
 }
 
 var (

@@ -206,7 +206,9 @@ func (p *poller) acceptorLoop() {
 		defer runtime.UnlockOSThread()
 	}
 
-	p.shutdown = false
+	// petrel patch: shutdown is not reset here. stop may have set it
+	// before this goroutine ran (nbhttp stops the engine as soon as it
+	// cannot listen), and the loop would then never end.
 	for !p.shutdown {
 		conn, err := p.listener.Accept()
 		if err == nil {
@@ -267,7 +269,9 @@ func (p *poller) readWriteLoop() {
 	}
 
 	g := p.g
-	p.shutdown = false
+	// petrel patch: shutdown is not reset here. stop may have set it
+	// before this goroutine ran (nbhttp stops the engine as soon as it
+	// cannot listen), and the loop would then never end.
 	isOneshot := g.isOneshot
 	asyncReadEnabled := g.AsyncReadInPoller && (g.EpollMod == EPOLLET)
 	w := newEpollWaiter(p.epfd)

@@ -401,6 +401,9 @@ func newPoller(g *Engine, isListener bool, index int) (*poller, error) {
 	if err != nil {
 		return nil, err
 	}
+	// petrel patch: close-on-exec, as the runtime's own kqueue is (a
+	// kqueue is not inherited by fork; this covers an exec without one).
+	syscall.CloseOnExec(fd)
 
 	_, err = syscall.Kevent(fd, []syscall.Kevent_t{{
 		Ident:  0,

@@ -45,6 +45,6 @@ func TestChildHoldsNoConnection(t *testing.T) {
 
 	// The client closes; the relay answers and closes the connection,
 	// which must reach the client while the child runs.
-	ws.send(rawFrame(0x88, true, []byte{0x03, 0xe8}, -1))
+	ws.send(rawFrame(0x88, true, []byte{0x03, 0xe8}))
 	ws.expectClose(1000)
 }

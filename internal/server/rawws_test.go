@@ -49,14 +49,22 @@ func dialRaw(t testing.TB, addr string) *rawWS {
 // maskKey is the key rawFrame masks with.
 var maskKey = [4]byte{0x37, 0xfa, 0x21, 0x3d}
 
-// rawFrame builds a frame: first byte b0 (FIN, RSV bits, opcode), the
-// payload, masked (as a client must) when mask is set. A length >= 0
-// replaces the payload's own in the header (the payload bytes sent are
-// still payload's).
-func rawFrame(b0 byte, mask bool, payload []byte, length int64) []byte {
-	if length < 0 {
-		length = int64(len(payload))
+// rawFrame builds a frame: first byte b0 (FIN, RSV bits, opcode) and
+// the payload, masked (as a client must) when mask is set.
+func rawFrame(b0 byte, mask bool, payload []byte) []byte {
+	f := rawHeader(b0, mask, uint64(len(payload)))
+	if !mask {
+		return append(f, payload...)
 	}
+	for i, b := range payload {
+		f = append(f, b^maskKey[i%4])
+	}
+	return f
+}
+
+// rawHeader builds a frame's header alone, announcing length bytes (in
+// the shortest form), with the mask key when mask is set.
+func rawHeader(b0 byte, mask bool, length uint64) []byte {
 	f := []byte{b0, 0}
 	switch {
 	case length <= 125:
@@ -66,15 +74,11 @@ func rawFrame(b0 byte, mask bool, payload []byte, length int64) []byte {
 		f = binary.BigEndian.AppendUint16(f, uint16(length))
 	default:
 		f[1] = 127
-		f = binary.BigEndian.AppendUint64(f, uint64(length))
+		f = binary.BigEndian.AppendUint64(f, length)
 	}
-	if !mask {
-		return append(f, payload...)
-	}
-	f[1] |= 0x80
-	f = append(f, maskKey[:]...)
-	for i, b := range payload {
-		f = append(f, b^maskKey[i%4])
+	if mask {
+		f[1] |= 0x80
+		f = append(f, maskKey[:]...)
 	}
 	return f
 }

@@ -50,6 +50,12 @@ func TestProtocolErrorsClose(t *testing.T) {
 	f("length with the top bit set", 1002, rawHeader(0x82, true, 1<<63))
 	f("length of 2^40", 1009, rawHeader(0x82, true, 1<<40))
 	f("length of 2^40, no mask", 1002, rawHeader(0x82, false, 1<<40))
+	// With bytes behind the header, unread when the relay closes (the
+	// kernel then resets the connection): the Close frame still comes
+	// first.
+	body := make([]byte, 32<<10)
+	f("length of 2^40, a body following", 1009, append(rawHeader(0x82, true, 1<<40), body...))
+	f("opcode 0x3, a body following", 1002, append(rawHeader(0x83, true, 1<<20), body...))
 	f("message one byte over the limit", 1009, rawFrame(0x81, true, bytes.Repeat([]byte(" "), limit+1)))
 	f("fragments one byte over the limit", 1009,
 		rawFrame(0x01, true, bytes.Repeat([]byte(" "), limit/2)),

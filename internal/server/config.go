@@ -8,8 +8,18 @@ type Config struct {
 	// Listen is the TCP address to listen on. Default "127.0.0.1:7447".
 	Listen string `toml:"listen"`
 	// MaxConnections caps open connections relay-wide. Default 0: no cap
-	// (the process's open-file limit is the cap).
+	// (the process's open-file limit is the cap). Past it, HTTPReserve
+	// more connections are admitted for plain HTTP.
 	MaxConnections int `toml:"max_connections"`
+	// HTTPReserve is how many connections are admitted past
+	// MaxConnections for plain HTTP requests (NIP-11, /stats, /metrics,
+	// NIP-86), so that scrapes and health checks are answered exactly
+	// when the relay is full. Such a connection may not become a
+	// WebSocket unless a slot under MaxConnections has freed meanwhile
+	// (otherwise its upgrade is answered 503 and counted as a refused
+	// connection); past the reserve, connections are closed at accept.
+	// Ignored without MaxConnections. Default 16; negative: no reserve.
+	HTTPReserve int `toml:"http_reserve"`
 	// MaxConnectionsPerIP caps open connections per client address (IPv4
 	// address, or IPv6 /64). Default 128; negative: no cap.
 	MaxConnectionsPerIP int `toml:"max_connections_per_ip"`
@@ -75,6 +85,9 @@ func (c Config) Normalize() Config {
 	}
 	if c.MaxConnectionsPerIP == 0 {
 		c.MaxConnectionsPerIP = 128
+	}
+	if c.HTTPReserve == 0 {
+		c.HTTPReserve = 16
 	}
 	if c.RealIPHeader == "" {
 		c.RealIPHeader = "X-Forwarded-For"

@@ -100,6 +100,9 @@ func (s *Server) serveLanding(w http.ResponseWriter, r *http.Request) {
 type Stats struct {
 	relay.Snapshot
 	SlotsActive int `json:"connection_slots_active"`
+	// SlotsReserve counts the connections of SlotsActive admitted past
+	// server.max_connections, in the HTTP reserve (server.http_reserve).
+	SlotsReserve int `json:"connection_slots_http_reserve"`
 	// ProxyHeaderMissing counts WebSocket upgrades from a trusted proxy
 	// without a usable client address (server.real_ip_header): counted
 	// under the proxy's own address.
@@ -114,6 +117,7 @@ func (s *Server) statsDoc() Stats {
 	return Stats{
 		Snapshot:           s.relay.Stats(),
 		SlotsActive:        s.slots.active(),
+		SlotsReserve:       s.slots.inReserve(),
 		ProxyHeaderMissing: s.proxyNoClient.Load(),
 		ProxyProtocol:      s.proxyStats.snapshot(),
 		Version:            s.version,

@@ -34,6 +34,7 @@ var (
 	dConnTotal    = desc("connections_total", "WebSocket sessions opened since start.")
 	dConnRejected = desc("connections_rejected_total", "Connections refused by connection limits.")
 	dSlots        = desc("connection_slots_active", "TCP connections holding a slot (incl. not yet upgraded).")
+	dSlotsReserve = desc("connection_slots_http_reserve", "Connections admitted past max_connections for plain HTTP (server.http_reserve).")
 	dProxyNoAddr  = desc("proxy_header_missing_total", "WebSocket upgrades from a trusted proxy without a usable client address header.")
 	dProxyHeaders = desc("proxy_protocol_headers_total", "PROXY protocol headers read from trusted proxies, by command: forwarded (names the client), local, unspec (no usable client address).", "command")
 	dProxyRefused = desc("proxy_protocol_refused_total", "Connections closed for their PROXY protocol header, by reason: untrusted (a header from a peer not in trusted_proxies), missing, invalid, incomplete (closed before the header was complete).", "reason")
@@ -96,6 +97,7 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 	k(dConnTotal, st.ConnectionsTotal)
 	k(dConnRejected, st.ConnectionsRejected)
 	g(dSlots, float64(st.SlotsActive))
+	g(dSlotsReserve, float64(st.SlotsReserve))
 	k(dProxyNoAddr, st.ProxyHeaderMissing)
 	pp := st.ProxyProtocol
 	k(dProxyHeaders, pp.Forwarded, "forwarded")

@@ -58,7 +58,7 @@ func TestForwardedClient(t *testing.T) {
 // TestSlotsAttach: a proxy's connection takes only a global slot at
 // accept, and its per-address part at attach, at and past the cap.
 func TestSlotsAttach(t *testing.T) {
-	sl := newSlots(0, 2)
+	sl := newSlots(0, 2, 0)
 	a := netip.MustParseAddr("203.0.113.5")
 	var conns [4]fakeConn
 	for i := range conns {
@@ -96,7 +96,7 @@ func TestSlotsAttach(t *testing.T) {
 // and past the cap; or none, for a trusted client or no client; and the
 // release reports a header still awaited.
 func TestSlotsHeaderRead(t *testing.T) {
-	sl := newSlots(0, 2)
+	sl := newSlots(0, 2, 0)
 	a := netip.MustParseAddr("2001:db8::1")
 	var conns [6]fakeConn
 	for i := range conns {

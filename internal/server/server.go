@@ -89,7 +89,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 	if cfg.ProxyProtocol && len(proxies) == 0 {
 		return nil, errors.New("server: proxy_protocol needs trusted_proxies: only a trusted proxy may send a PROXY header")
 	}
-	s.slots = newSlots(cfg.MaxConnections, cfg.MaxConnectionsPerIP)
+	s.slots = newSlots(cfg.MaxConnections, cfg.MaxConnectionsPerIP, cfg.HTTPReserve)
 	s.initMetrics()
 	logging.SetLogger(nbioLogger{s.log})
 

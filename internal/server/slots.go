@@ -13,13 +13,22 @@ import (
 // is attached for the client the proxy forwards: when its PROXY header is
 // read (headerRead), or at the WebSocket upgrade, for the address in
 // real_ip_header (attach).
+//
+// Past max, up to reserve more connections are admitted in the HTTP
+// reserve: they may make plain HTTP requests (monitoring, NIP-11) but
+// become WebSockets only if a slot under max has freed by their upgrade
+// (upgrade), so WebSockets never exceed max, nor connections max+reserve.
 type slots struct {
-	mu     sync.Mutex
-	max    int // <= 0: unlimited
-	maxIP  int // <= 0: unlimited
-	total  int
-	perIP  map[netip.Prefix]*ipSlots
-	owners map[net.Conn]*ipSlots // one entry per connection; nil: no per-address part (yet)
+	mu      sync.Mutex
+	max     int // <= 0: unlimited
+	maxIP   int // <= 0: unlimited
+	reserve int // >= 0; connections admitted past max for plain HTTP
+	total   int // every connection holding a slot, reserved ones included
+	// reserved has an entry for each connection holding a slot of the
+	// HTTP reserve (none while the relay is under max).
+	reserved map[net.Conn]struct{}
+	perIP    map[netip.Prefix]*ipSlots
+	owners   map[net.Conn]*ipSlots // one entry per connection; nil: no per-address part (yet)
 	// proxied has an entry for each connection from a trusted proxy
 	// whose PROXY header is awaited (an invalid address) or named a
 	// client (its address); none for the others, so that a connection's
@@ -33,13 +42,15 @@ type ipSlots struct {
 	n   int32
 }
 
-func newSlots(maxTotal, maxIP int) *slots {
+func newSlots(maxTotal, maxIP, reserve int) *slots {
 	return &slots{
-		max:     maxTotal,
-		maxIP:   maxIP,
-		perIP:   make(map[netip.Prefix]*ipSlots),
-		owners:  make(map[net.Conn]*ipSlots),
-		proxied: make(map[net.Conn]netip.Addr),
+		max:      maxTotal,
+		maxIP:    maxIP,
+		reserve:  max(reserve, 0),
+		reserved: make(map[net.Conn]struct{}),
+		perIP:    make(map[netip.Prefix]*ipSlots),
+		owners:   make(map[net.Conn]*ipSlots),
+		proxied:  make(map[net.Conn]netip.Addr),
 	}
 }
 
@@ -70,17 +81,18 @@ func ipKey(a netip.Addr) netip.Prefix {
 }
 
 // acquire takes a slot for c, counted for client address a, or without a
-// per-address part when a is invalid (a trusted proxy's connection). It
-// reports false (and whether the per-IP cap was the reason) when c must
-// be refused.
+// per-address part when a is invalid (a trusted proxy's connection); at
+// max, a slot of the HTTP reserve. It reports false (and whether the
+// per-IP cap was the reason) when c must be refused.
 func (sl *slots) acquire(c net.Conn, a netip.Addr) (ok, perIP bool) {
 	sl.mu.Lock()
 	defer sl.mu.Unlock()
-	if sl.max > 0 && sl.total >= sl.max {
-		return false, false
-	}
 	if _, dup := sl.owners[c]; dup {
 		return true, false
+	}
+	full := sl.max > 0 && sl.total-len(sl.reserved) >= sl.max
+	if full && len(sl.reserved) >= sl.reserve {
+		return false, false
 	}
 	var ip *ipSlots
 	if a.IsValid() {
@@ -90,7 +102,26 @@ func (sl *slots) acquire(c net.Conn, a netip.Addr) (ok, perIP bool) {
 	}
 	sl.total++
 	sl.owners[c] = ip
+	if full {
+		sl.reserved[c] = struct{}{}
+	}
 	return true, false
+}
+
+// upgrade reports whether c may become a WebSocket: true unless it holds
+// a slot of the HTTP reserve and none under max has freed (if one has, c
+// takes it and leaves the reserve).
+func (sl *slots) upgrade(c net.Conn) bool {
+	sl.mu.Lock()
+	defer sl.mu.Unlock()
+	if _, held := sl.reserved[c]; !held {
+		return true
+	}
+	if sl.total-len(sl.reserved) >= sl.max {
+		return false
+	}
+	delete(sl.reserved, c)
+	return true
 }
 
 // attach counts c, which holds a slot without a per-address part, for
@@ -209,6 +240,9 @@ func (sl *slots) release(c net.Conn) (src netip.Addr, awaiting bool) {
 	delete(sl.owners, c)
 	sl.total--
 	sl.dropIP(ip)
+	if len(sl.reserved) > 0 {
+		delete(sl.reserved, c)
+	}
 	if len(sl.proxied) > 0 {
 		if src, ok = sl.proxied[c]; ok {
 			delete(sl.proxied, c)
@@ -218,8 +252,17 @@ func (sl *slots) release(c net.Conn) (src netip.Addr, awaiting bool) {
 	return src, awaiting
 }
 
+// active returns the number of connections holding a slot.
 func (sl *slots) active() int {
 	sl.mu.Lock()
 	defer sl.mu.Unlock()
 	return sl.total
+}
+
+// inReserve returns the number of connections holding a slot of the HTTP
+// reserve.
+func (sl *slots) inReserve() int {
+	sl.mu.Lock()
+	defer sl.mu.Unlock()
+	return len(sl.reserved)
 }

@@ -155,6 +155,19 @@ func isUpgrade(r *http.Request) bool {
 }
 
 func (s *Server) upgrade(w http.ResponseWriter, r *http.Request) {
+	c, ok := responseConn(w)
+	if !ok {
+		http.Error(w, "internal error", http.StatusInternalServerError)
+		return
+	}
+	// A connection admitted past max_connections, in the HTTP reserve,
+	// becomes a WebSocket only if a slot has freed since.
+	if !s.slots.upgrade(c) {
+		s.relay.CountRejectedConnection(false)
+		w.Header().Set("Connection", "close")
+		http.Error(w, "relay is full", http.StatusServiceUnavailable)
+		return
+	}
 	// The client's address, for the write policy: the TCP peer or the
 	// client its PROXY header named (whose per-address slot it took when
 	// the header was read), or, from a trusted proxy, the client it
@@ -163,11 +176,6 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request) {
 	var client netip.Addr
 	var proxied net.Conn
 	if len(s.proxies) > 0 {
-		c, ok := responseConn(w)
-		if !ok {
-			http.Error(w, "internal error", http.StatusInternalServerError)
-			return
-		}
 		peer := s.peer(c)
 		if !s.trusted(peer) {
 			client = peer

@@ -165,7 +165,15 @@ func (engine *Engine) DialAsyncTimeout(network, addr string, timeout time.Durati
 	if err != nil {
 		return err
 	}
+	// petrel patch: the socket is close-on-exec, flagged under ForkLock
+	// so that no process started meanwhile inherits it (the way the net
+	// package does where SOCK_CLOEXEC is missing).
+	syscall.ForkLock.RLock()
 	fd, err := syscall.Socket(domain, typ, 0)
+	if err == nil {
+		syscall.CloseOnExec(fd)
+	}
+	syscall.ForkLock.RUnlock()
 	if err != nil {
 		return err
 	}

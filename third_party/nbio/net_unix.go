@@ -49,6 +49,22 @@ func compactTCPAddr(a net.Addr) net.Addr {
 	return &net.TCPAddr{IP: append(net.IP(nil), ip...), Port: t.Port, Zone: t.Zone}
 }
 
+// dupCloseOnExec duplicates fd with FD_CLOEXEC set on the copy, in one
+// step (petrel patch). dup(2) does not keep the flag: a descriptor dup'd
+// with it is inherited by every process the program starts from then on
+// (os/exec), whose copy keeps the connection open after the program
+// closes its own, and keeps the open file description in the program's
+// epoll set, whose events then arrive for a descriptor number that may
+// already be another connection's. Setting the flag after the dup would
+// leave a window for a fork on another goroutine.
+func dupCloseOnExec(fd int) (int, error) {
+	r, _, e := syscall.Syscall(syscall.SYS_FCNTL, uintptr(fd), syscall.F_DUPFD_CLOEXEC, 0)
+	if e != 0 {
+		return -1, e
+	}
+	return int(r), nil
+}
+
 //go:norace
 func init() {
 	var limit syscall.Rlimit
@@ -74,7 +90,8 @@ func dupStdConn(conn net.Conn) (*Conn, error) {
 
 	var newFd int
 	errCtrl := rc.Control(func(fd uintptr) {
-		newFd, err = syscall.Dup(int(fd))
+		// petrel patch: the copy is close-on-exec, as the original is.
+		newFd, err = dupCloseOnExec(int(fd))
 	})
 
 	if errCtrl != nil {

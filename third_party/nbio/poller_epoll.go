@@ -206,7 +206,9 @@ func (p *poller) acceptorLoop() {
 		defer runtime.UnlockOSThread()
 	}
 
-	p.shutdown = false
+	// petrel patch: shutdown is not reset here. stop may have set it
+	// before this goroutine ran (nbhttp stops the engine as soon as it
+	// cannot listen), and the loop would then never end.
 	for !p.shutdown {
 		conn, err := p.listener.Accept()
 		if err == nil {
@@ -267,7 +269,9 @@ func (p *poller) readWriteLoop() {
 	}
 
 	g := p.g
-	p.shutdown = false
+	// petrel patch: shutdown is not reset here. stop may have set it
+	// before this goroutine ran (nbhttp stops the engine as soon as it
+	// cannot listen), and the loop would then never end.
 	isOneshot := g.isOneshot
 	asyncReadEnabled := g.AsyncReadInPoller && (g.EpollMod == EPOLLET)
 	w := newEpollWaiter(p.epfd)
@@ -583,12 +587,14 @@ func newPoller(g *Engine, isListener bool, index int) (*poller, error) {
 		return p, nil
 	}
 
-	fd, err := syscall.EpollCreate1(0)
+	// petrel patch: the epoll and event descriptors are close-on-exec (a
+	// process the program starts must not hold them; see dupCloseOnExec).
+	fd, err := syscall.EpollCreate1(syscall.EPOLL_CLOEXEC)
 	if err != nil {
 		return nil, err
 	}
 
-	r0, _, e0 := syscall.Syscall(syscall.SYS_EVENTFD2, 0, syscall.O_NONBLOCK, 0)
+	r0, _, e0 := syscall.Syscall(syscall.SYS_EVENTFD2, 0, syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
 	if e0 != 0 {
 		_ = syscall.Close(fd)
 		return nil, e0
@@ -647,7 +653,7 @@ type epollWaiter struct {
 
 func newEpollWaiter(epfd int) *epollWaiter {
 	w := &epollWaiter{epfd: epfd}
-	fd, err := syscall.Dup(epfd)
+	fd, err := dupCloseOnExec(epfd) // petrel patch: close-on-exec
 	if err != nil {
 		return w
 	}

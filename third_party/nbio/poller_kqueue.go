@@ -286,7 +286,9 @@ func (p *poller) acceptorLoop() {
 		defer runtime.UnlockOSThread()
 	}
 
-	p.shutdown = false
+	// petrel patch: shutdown is not reset here. stop may have set it
+	// before this goroutine ran (nbhttp stops the engine as soon as it
+	// cannot listen), and the loop would then never end.
 	for !p.shutdown {
 		conn, err := p.listener.Accept()
 		if err == nil {
@@ -324,7 +326,9 @@ func (p *poller) readWriteLoop() {
 	events := make([]syscall.Kevent_t, 1024)
 	var changes []syscall.Kevent_t
 
-	p.shutdown = false
+	// petrel patch: shutdown is not reset here. stop may have set it
+	// before this goroutine ran (nbhttp stops the engine as soon as it
+	// cannot listen), and the loop would then never end.
 	for !p.shutdown {
 		p.mux.Lock()
 		changes = p.eventList
@@ -397,6 +401,9 @@ func newPoller(g *Engine, isListener bool, index int) (*poller, error) {
 	if err != nil {
 		return nil, err
 	}
+	// petrel patch: close-on-exec, as the runtime's own kqueue is (a
+	// kqueue is not inherited by fork; this covers an exec without one).
+	syscall.CloseOnExec(fd)
 
 	_, err = syscall.Kevent(fd, []syscall.Kevent_t{{
 		Ident:  0,

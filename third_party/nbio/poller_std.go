@@ -129,7 +129,7 @@ func (p *poller) start() {
 
 	if p.isListener {
 		var err error
-		p.shutdown = false
+		// petrel patch: shutdown is not reset here (see poller_epoll.go).
 		for !p.shutdown {
 			err = p.accept()
 			if err != nil {

@@ -57,7 +57,7 @@ func (c *Conn) Sendfile(f *os.File, remain int64) (int64, error) {
 	if len(c.writeList) > 0 {
 		// After this Sendfile func returns, fs will be closed by the caller.
 		// So we need to dup the fd and close it when we don't need it any more.
-		src, err = syscall.Dup(src)
+		src, err = dupCloseOnExec(src) // petrel patch: close-on-exec
 		if err != nil {
 			return 0, err
 		}
@@ -93,7 +93,7 @@ func (c *Conn) Sendfile(f *os.File, remain int64) (int64, error) {
 		if errors.Is(err, syscall.EAGAIN) {
 			// After this Sendfile func returns, fs will be closed by the caller.
 			// So we need to dup the fd and close it when we don't need it any more.
-			src, err = syscall.Dup(src)
+			src, err = dupCloseOnExec(src) // petrel patch: close-on-exec
 			if err == nil {
 				c.newToWriteFile(src, offset, remain)
 				// c.appendWrite(t)

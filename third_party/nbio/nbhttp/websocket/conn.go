@@ -330,8 +330,20 @@ func (c *Conn) nextFrame() (int, MessageType, []byte, bool, bool, bool, error) {
 		res2 = int8((*pdata)[0]&0x20) != 0
 		res3 = int8((*pdata)[0]&0x10) != 0
 		fin = (((*pdata)[0] & 0x80) != 0)
+		masked := ((*pdata)[1] & 0x80) != 0
 		payloadLen := (*pdata)[1] & 0x7F
 		bodyLen := int64(-1)
+
+		// petrel patch: the header is checked as soon as its first two
+		// bytes are in, before any length it announces is waited for
+		// (it was checked once the whole frame had arrived).
+		err = c.validFrame(opcode, fin, res1, res2, res3, c.expectingFragments)
+		if err == nil {
+			err = c.validFrameHeader(opcode, masked, payloadLen)
+		}
+		if err != nil {
+			return 0, 0, nil, false, false, false, err
+		}
 
 		switch payloadLen {
 		case 126:
@@ -341,28 +353,34 @@ func (c *Conn) nextFrame() (int, MessageType, []byte, bool, bool, bool, error) {
 			}
 		case 127:
 			if len(*pdata) >= 10 {
-				bodyLen = int64(binary.BigEndian.Uint64((*pdata)[2:10]))
+				n := binary.BigEndian.Uint64((*pdata)[2:10])
+				if n>>63 != 0 {
+					// petrel patch: RFC 6455 5.2: the most significant
+					// bit must be 0 (as an int64 the length was negative,
+					// and the parser waited for the rest of the frame).
+					return 0, 0, nil, false, false, false, ErrInvalidFrameLength
+				}
+				bodyLen = int64(n)
 				headLen = 10
 			}
 		default:
 			bodyLen = int64(payloadLen)
 		}
 
-		ml := 0
-		if c.message != nil {
-			ml = len(*c.message)
-		}
-		if c.isMessageTooLarge(ml + int(bodyLen)) {
-			return 0, 0, nil, false, false, false, ErrMessageTooLarge
-		}
-
-		if (bodyLen > maxControlFramePayloadSize) &&
-			((opcode == PingMessage) || (opcode == PongMessage) || (opcode == CloseMessage)) {
-			return 0, 0, nil, false, false, false, ErrControlMessageTooBig
+		// petrel patch: a data frame is measured with the message it
+		// continues, without overflow (bodyLen may be 2^63-1); a control
+		// frame (at most 125 bytes) on its own.
+		if bodyLen >= 0 && opcode < CloseMessage && c.MessageLengthLimit > 0 {
+			ml := int64(0)
+			if c.message != nil {
+				ml = int64(len(*c.message))
+			}
+			if bodyLen > int64(c.MessageLengthLimit)-ml {
+				return 0, 0, nil, false, false, false, ErrMessageTooLarge
+			}
 		}
 
 		if bodyLen >= 0 {
-			masked := ((*pdata)[1] & 0x80) != 0
 			if masked {
 				headLen += 4
 			}
@@ -374,7 +392,6 @@ func (c *Conn) nextFrame() (int, MessageType, []byte, bool, bool, bool, error) {
 				}
 
 				ok = true
-				err = c.validFrame(opcode, fin, res1, res2, res3, c.expectingFragments)
 			}
 		}
 	}
@@ -509,13 +526,16 @@ func (c *Conn) Parse(data []byte) error {
 								return
 							}
 						}
-						c.msgType = 0
-						c.compress = false
-						c.expectingFragments = false
-					} else {
-						c.expectingFragments = true
 					}
 				}
+				// petrel patch: whether a message is in progress is kept
+				// whatever handler is set (a continuation is valid only
+				// inside one, and only the message handler kept it).
+				if fin {
+					c.msgType = 0
+					c.compress = false
+				}
+				c.expectingFragments = !fin
 			case PingMessage, PongMessage, CloseMessage:
 				isProtocolMessage = true
 				if bl > 0 {
@@ -538,8 +558,16 @@ func (c *Conn) Parse(data []byte) error {
 		}()
 
 		if err != nil {
-			if errors.Is(err, ErrMessageTooLarge) || errors.Is(err, ErrControlMessageTooBig) {
-				_ = c.WriteClose(1009, err.Error())
+			// petrel patch: a frame the protocol forbids is answered with
+			// a Close frame 1002, a message over the limit with 1009,
+			// before the connection is closed (only the second had one,
+			// and so did a control frame over 125 bytes, with 1009).
+			if code := closeCode(err); code != 0 {
+				reason := err.Error()
+				if len(reason) > maxControlFramePayloadSize-2 {
+					reason = reason[:maxControlFramePayloadSize-2]
+				}
+				_ = c.WriteClose(code, reason)
 			}
 			return err
 		}
@@ -1099,13 +1127,17 @@ func (c *Conn) isMessageTooLarge(len int) bool {
 
 //go:norace
 func (c *Conn) validFrame(opcode MessageType, fin, res1, res2, res3, expectingFragments bool) error {
-	if res1 && !c.enableCompression {
+	// petrel patch: RSV1 only where permessage-deflate was negotiated
+	// (not merely enabled on this side), and only on a message's first
+	// frame (RFC 7692 6).
+	if res1 && (!c.enableCompression || !c.remoteCompressionEnabled || opcode == FragmentMessage || opcode >= CloseMessage) {
 		return ErrReserveBitSet
 	}
 	if res2 || res3 {
 		return ErrReserveBitSet
 	}
-	if opcode > BinaryMessage && opcode < CloseMessage {
+	// petrel patch: 0xB-0xF are reserved too.
+	if (opcode > BinaryMessage && opcode < CloseMessage) || opcode > PongMessage {
 		return fmt.Errorf("%w: opcode=%d", ErrReservedMessageType, opcode)
 	}
 	if !fin && (opcode != FragmentMessage && opcode != TextMessage && opcode != BinaryMessage) {
@@ -1114,7 +1146,53 @@ func (c *Conn) validFrame(opcode MessageType, fin, res1, res2, res3, expectingFr
 	if expectingFragments && (opcode == TextMessage || opcode == BinaryMessage) {
 		return ErrFragmentsShouldNotHaveBinaryOrTextMessage
 	}
+	// petrel patch: a continuation frame continues a message.
+	if !expectingFragments && opcode == FragmentMessage {
+		return ErrInvalidFragmentMessage
+	}
 	return nil
+}
+
+// validFrameHeader checks what validFrame does not (petrel patch): a
+// client's frames are masked and a server's are not (RFC 6455 5.1), and a
+// control frame announces at most 125 bytes (5.5), which its 7-bit length
+// tells before any extended length arrives.
+//
+//go:norace
+func (c *Conn) validFrameHeader(opcode MessageType, masked bool, payloadLen byte) error {
+	if masked == c.isClient {
+		if c.isClient {
+			return ErrMaskedFrame
+		}
+		return ErrUnmaskedFrame
+	}
+	if opcode >= CloseMessage && payloadLen > maxControlFramePayloadSize {
+		return ErrControlMessageTooBig
+	}
+	return nil
+}
+
+// closeCode returns the Close code that answers err from the frame
+// parser (petrel patch): 1009 for a message over the limit, 1002 for a
+// frame the protocol forbids, 0 for anything else.
+//
+//go:norace
+func closeCode(err error) int {
+	switch {
+	case errors.Is(err, ErrMessageTooLarge):
+		return 1009
+	case errors.Is(err, ErrReserveBitSet),
+		errors.Is(err, ErrReservedMessageType),
+		errors.Is(err, ErrControlMessageFragmented),
+		errors.Is(err, ErrControlMessageTooBig),
+		errors.Is(err, ErrFragmentsShouldNotHaveBinaryOrTextMessage),
+		errors.Is(err, ErrInvalidFragmentMessage),
+		errors.Is(err, ErrUnmaskedFrame),
+		errors.Is(err, ErrMaskedFrame),
+		errors.Is(err, ErrInvalidFrameLength):
+		return 1002
+	}
+	return 0
 }
 
 //go:norace

@@ -73,6 +73,16 @@ var (
 	// ErrMessageTooLarge.
 	ErrMessageTooLarge = errors.New("message exceeds the configured limit")
 
+	// ErrUnmaskedFrame is a client's frame without a mask (petrel patch).
+	ErrUnmaskedFrame = errors.New("websocket: a client's frame is not masked")
+
+	// ErrMaskedFrame is a server's frame with a mask (petrel patch).
+	ErrMaskedFrame = errors.New("websocket: a server's frame is masked")
+
+	// ErrInvalidFrameLength is a 64-bit frame length with its most
+	// significant bit set (petrel patch).
+	ErrInvalidFrameLength = errors.New("websocket: frame length has its most significant bit set")
+
 	// ErrMessageSendQuqueIsFull .
 	ErrMessageSendQuqueIsFull = errors.New("message send queue is full")
 )

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"net"
 	"net/url"
@@ -256,7 +257,17 @@ func TestOutage(t *testing.T) {
 // (pg_terminate_backend, as a restart or failover does) costs the writer
 // a retry, not a failure.
 func TestTerminatedBackends(t *testing.T) {
-	s := openTest(t, Options{WriteRetries: 3})
+	// Its own application_name, so that only this store's backends are
+	// ended, not those of the other tests and packages sharing the server.
+	app := fmt.Sprintf("petrel_terminated_%d", rand.Uint64())
+	u, err := url.Parse(testURL())
+	if err != nil || u.Host == "" {
+		t.Fatalf("PETREL_TEST_POSTGRES_URL must be a postgres:// URL for this test: %q", testURL())
+	}
+	q := u.Query()
+	q.Set("application_name", app)
+	u.RawQuery = q.Encode()
+	s := openTest(t, Options{URL: u.String(), WriteRetries: 3})
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(4, 4))
 	for round := 0; round < 3; round++ {
@@ -275,9 +286,9 @@ func TestTerminatedBackends(t *testing.T) {
 		admin := openTest(t, Options{})
 		var n int
 		err := admin.pool.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
-			WHERE application_name = 'petrel' AND pid <> pg_backend_pid() AND query NOT LIKE '%pg_terminate_backend%'
+			WHERE application_name = $1 AND pid <> pg_backend_pid() AND query NOT LIKE '%pg_terminate_backend%'
 			AND backend_type = 'client backend' AND datname = current_database()
-			AND pid IN (SELECT pid FROM pg_stat_activity WHERE state = 'idle')`).Scan(&n)
+			AND pid IN (SELECT pid FROM pg_stat_activity WHERE state = 'idle')`, app).Scan(&n)
 		admin.Close()
 		if err != nil {
 			t.Fatal(err)

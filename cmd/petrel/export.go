@@ -263,7 +263,7 @@ func exportOldestFirst(ctx context.Context, st store.Store, filters []nostr.Filt
 		for _, it := range items[:n] {
 			raw, ok := raws[it.ID]
 			if !ok {
-				continue // removed meanwhile (only possible for expired events)
+				continue // removed meanwhile (expired, or removed from a shared store by another process)
 			}
 			if err := write(raw); err != nil {
 				return err

@@ -115,7 +115,7 @@ func parseStoreSpec(s string, cfg config.Config) (storeSpec, error) {
 		url, schema := rest, ""
 		if i := strings.LastIndexByte(rest, '#'); i >= 0 {
 			url, schema = rest[:i], rest[i+1:]
-			if !schemaIdent.MatchString(schema) {
+			if schema != "" && !schemaIdent.MatchString(schema) {
 				return storeSpec{}, fmt.Errorf("%q: schema %q: letters, digits and underscores only, not starting with a digit", redactURL(url)+"#"+schema, schema)
 			}
 		}
@@ -130,7 +130,7 @@ func parseStoreSpec(s string, cfg config.Config) (storeSpec, error) {
 		}
 		return storeSpec{Backend: "postgres", URL: url, Schema: schema}, nil
 	}
-	return storeSpec{}, fmt.Errorf("store %q: want pebble:DIR or postgres:URL[#schema]", redactURL(s))
+	return storeSpec{}, fmt.Errorf("store kind %q: want pebble:DIR or postgres:URL[#schema]", kind)
 }
 
 // config returns cfg set to open the store sp names.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net/url"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -286,6 +287,7 @@ func TestParseStoreSpec(t *testing.T) {
 	f("postgresql://u@h/db", storeSpec{Backend: "postgres", URL: "postgresql://u@h/db", Schema: "cfgschema"}, "")
 	f("postgres:host=h dbname=d#s_2", storeSpec{Backend: "postgres", URL: "host=h dbname=d", Schema: "s_2"}, "")
 	f("postgres://u:secret@h/db#1x", storeSpec{}, "schema")
+	f("postgres://u@h/db#", storeSpec{Backend: "postgres", URL: "postgres://u@h/db", Schema: "cfgschema"}, "")
 	f("mysql://u:secret@h/db", storeSpec{}, "want pebble:DIR or postgres:URL")
 	cfg.Store.PostgresURL = ""
 	f("postgres", storeSpec{}, "store.postgres_url")
@@ -327,4 +329,39 @@ func configForSpecs() config.Config {
 	c.Store.PostgresURL = "postgres://cfg@db/relay"
 	c.Store.PostgresSchema = "cfgschema"
 	return c
+}
+
+// FuzzParseStoreSpec: any name either parses into a store petrel can
+// open (a known backend, an absolute path or a URL and a valid schema)
+// or is refused, and a refusal never shows a URL's password.
+func FuzzParseStoreSpec(f *testing.F) {
+	for _, s := range []string{"pebble:/x", "pebble", "postgres", "postgres:#s", "postgres://u:secret@h/db#s",
+		"postgresql://u:secret@h/db", "postgres:host=h password=secret#x", "postgres://u:secret@h/db#1bad", "x:y", ""} {
+		f.Add(s)
+	}
+	cfg := configForSpecs()
+	f.Fuzz(func(t *testing.T, s string) {
+		sp, err := parseStoreSpec(s, cfg)
+		if err != nil {
+			// The password of a URL, when it appears nowhere else.
+			if u, perr := url.Parse(strings.TrimPrefix(strings.TrimPrefix(s, "postgresql:"), "postgres:")); perr == nil && u.User != nil {
+				if pw, ok := u.User.Password(); ok && len(pw) >= 4 && strings.Count(s, pw) == 1 && strings.Contains(err.Error(), pw) {
+					t.Fatalf("%q: the error shows the password: %v", s, err)
+				}
+			}
+			return
+		}
+		switch sp.Backend {
+		case "pebble":
+			if !filepath.IsAbs(sp.Path) {
+				t.Fatalf("%q: relative path %q", s, sp.Path)
+			}
+		case "postgres":
+			if sp.URL == "" || !schemaIdent.MatchString(sp.Schema) {
+				t.Fatalf("%q: %+v", s, sp)
+			}
+		default:
+			t.Fatalf("%q: backend %q", s, sp.Backend)
+		}
+	})
 }

@@ -41,8 +41,8 @@ their ids.
 --explain prints to stderr how the store answers: with the pebble store,
 for each filter, the index the planner chose, how many streams it merges
 and which conditions it checks after the index; with the postgres store,
-the SQL statements scan runs and PostgreSQL's EXPLAIN of each (the plan
-the server picks, nothing run twice); then the time the query took.
+the SQL statements scan runs and PostgreSQL's plan for each (EXPLAIN,
+which does not run them); then the time the query took.
 
 Without --filter, scan prints every event: pass a limit, for example
 --filter '{"limit":10}'. Scan works on the configured store

@@ -47,7 +47,11 @@ checkpoint through its control socket (<data>/petrel.sock, which only the
 user serve runs as, and root, can use), so the relay need not stop; the
 copy then holds every event committed before the request, and --verify
 opens it and counts its events (the store itself keeps moving, so there is
-no fixed count to compare with). Otherwise backup opens the store itself.`,
+no fixed count to compare with). Otherwise backup opens the store itself.
+
+Backup copies the embedded pebble store only: with store.backend
+"postgres" it refuses at once; back the database up with PostgreSQL's
+own tools (pg_dump, pg_basebackup; docs/operations.md).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runBackupCmd(cmd.Context(), &f, args[0], cmd.OutOrStdout())
@@ -70,11 +74,14 @@ type backupResult struct {
 }
 
 func runBackupCmd(ctx context.Context, f *backupFlags, dest string, stdout io.Writer) error {
-	if err := checkNewDir(dest); err != nil {
-		return err
-	}
 	cfg, log, err := toolSetup(&f.common)
 	if err != nil {
+		return err
+	}
+	if err := backendRefusal(cfg, "backup", "back the database up with PostgreSQL's tools (pg_dump --schema "+cfg.Store.PostgresSchema+", or pg_basebackup)"); err != nil {
+		return err
+	}
+	if err := checkNewDir(dest); err != nil {
 		return err
 	}
 	if ctx == nil {
@@ -90,7 +97,7 @@ func runBackupCmd(ctx context.Context, f *backupFlags, dest string, stdout io.Wr
 		}
 		return printBackup(stdout, f, cfg.Store.Path, res)
 	}
-	st, err := openToolStore(cfg, log, toolStoreOptions{})
+	st, err := openPebbleTool(cfg, log, toolStoreOptions{})
 	if err != nil {
 		return err
 	}
@@ -156,7 +163,7 @@ func checkNewDir(dest string) error {
 func countCopy(ctx context.Context, cfg config.Config, log *slog.Logger, dest string) (int64, error) {
 	cfg.Store.Path = dest
 	cfg.Store.CacheBytes = 8 << 20
-	cp, err := openToolStore(cfg, log, toolStoreOptions{})
+	cp, err := openPebbleTool(cfg, log, toolStoreOptions{})
 	if err != nil {
 		return 0, fmt.Errorf("verify: %w", err)
 	}

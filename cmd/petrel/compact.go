@@ -48,7 +48,11 @@ takes about as long as indexing every stored text once.
 Pebble compacts in the background on its own; a manual compaction is
 worth it after a large delete or import. It needs free disk space for
 the rewritten tables (up to the size of the store at worst) and the data
-directory to itself: stop petrel serve first.`,
+directory to itself: stop petrel serve first.
+
+Compact works on the embedded pebble store only: with store.backend
+"postgres" it refuses at once; PostgreSQL reclaims space itself
+(autovacuum, or VACUUM FULL; docs/operations.md).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runCompactCmd(cmd.Context(), &f, cmd.OutOrStdout(), cmd.ErrOrStderr())
@@ -84,6 +88,9 @@ func runCompactCmd(ctx context.Context, f *compactFlags, stdout, stderr io.Write
 	if err != nil {
 		return err
 	}
+	if err := backendRefusal(cfg, "compact", "PostgreSQL reclaims the space of removed rows itself (autovacuum; VACUUM FULL returns it to the OS), and the nodes purge expired events every minute"); err != nil {
+		return err
+	}
 	if f.rebuildSearch && cfg.Store.DisableSearch {
 		return errors.New("--rebuild-search: search is disabled (store.disable_search)")
 	}
@@ -95,7 +102,7 @@ func runCompactCmd(ctx context.Context, f *compactFlags, stdout, stderr io.Write
 		return err
 	}
 	start := time.Now()
-	st, err := openToolStore(cfg, log, toolStoreOptions{rebuildSearch: f.rebuildSearch})
+	st, err := openPebbleTool(cfg, log, toolStoreOptions{rebuildSearch: f.rebuildSearch})
 	if err != nil {
 		return err
 	}

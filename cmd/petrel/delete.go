@@ -48,7 +48,11 @@ remembered, so the same events can come back (published again, synced or
 imported). To keep an author or an event out, use the relay's ban lists.
 A filter that matches every event ({}) needs --all as well.
 
-Delete needs the data directory to itself: stop petrel serve first.`,
+Delete works on the configured store (store.backend). The pebble store
+needs its data directory to itself: stop petrel serve first. The postgres
+store is shared: delete runs beside the relay's nodes, and their stored
+queries stop returning the events as soon as it commits (live
+subscribers that already received them keep them).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !cmd.Flags().Changed("filter") {
@@ -124,7 +128,7 @@ func runDeleteCmd(ctx context.Context, f *deleteFlags, stdin io.Reader, stdout, 
 			if !isTerminalReader(stdin) {
 				return false, fmt.Errorf("%d events match; refusing to delete without confirmation: run on a terminal or pass --yes", n)
 			}
-			fmt.Fprintf(stderr, "delete %d events from %s? [y/N] ", n, cfg.Store.Path)
+			fmt.Fprintf(stderr, "delete %d events from %s? [y/N] ", n, storeLabel(cfg))
 			ans, _ := bufio.NewReader(stdin).ReadString('\n')
 			ans = strings.ToLower(strings.TrimSpace(ans))
 			return ans == "y" || ans == "yes", nil

@@ -41,9 +41,14 @@ reads the events in that order.
 
 With -o, the file is written under a temporary name and renamed into
 place when complete; a name ending in .gz is gzip-compressed. A summary
-goes to stderr when the events go to stdout. Export needs the data
-directory to itself: stop petrel serve first (or see docs/operations.md
-for online backups).`,
+goes to stderr when the events go to stdout.
+
+Export reads the configured store (store.backend), and writes the same
+lines from the pebble and the postgres store holding the same events.
+The pebble store needs its data directory to itself: stop petrel serve
+first (or see docs/operations.md for online backups). The postgres store
+is shared: export reads one snapshot of it (streamed, so memory does not
+grow with the store) while the relay's nodes run.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runExportCmd(cmd.Context(), &f, cmd.OutOrStdout(), cmd.ErrOrStderr())
@@ -162,9 +167,47 @@ func exportEvents(ctx context.Context, st store.Store, w io.Writer, filters []no
 
 var newline = []byte{'\n'}
 
-// queryEach calls fn for each event matching filters, newest first. The
-// record is valid during the call only.
+// scanner is a store whose Query reads its whole answer into memory
+// before it returns (postgres), and that can stream the matches of
+// filters without limits instead (postgres.Store.Scan).
+type scanner interface {
+	Scan(ctx context.Context, filters []nostr.Filter, fn func(*store.Record) error) error
+}
+
+// streamable reports whether filters have no limit and no search: their
+// answer is every match, newest first, which a scanner streams.
+func streamable(filters []nostr.Filter) bool {
+	for i := range filters {
+		if filters[i].HasLimit || filters[i].Search != "" {
+			return false
+		}
+	}
+	return true
+}
+
+// queryEach calls fn for each event matching filters, newest first (a
+// search filter: by relevance). The record is valid during the call
+// only. A store whose Query holds its whole answer in memory streams
+// filters without limits through its Scan, so that a tool's memory does
+// not grow with the store.
 func queryEach(ctx context.Context, st store.Store, filters []nostr.Filter, fn func(*store.Record) error) error {
+	if sc, ok := st.(scanner); ok && streamable(filters) {
+		n := 0
+		var fnErr error
+		err := sc.Scan(ctx, filters, func(r *store.Record) error {
+			if n++; n&1023 == 0 {
+				if fnErr = ctx.Err(); fnErr != nil {
+					return fnErr
+				}
+			}
+			fnErr = fn(r)
+			return fnErr
+		})
+		if err != nil && fnErr == nil {
+			return fmt.Errorf("query: %w", err)
+		}
+		return err
+	}
 	it, err := st.Query(ctx, filters)
 	if err != nil {
 		return fmt.Errorf("query: %w", err)
@@ -220,7 +263,7 @@ func exportOldestFirst(ctx context.Context, st store.Store, filters []nostr.Filt
 		for _, it := range items[:n] {
 			raw, ok := raws[it.ID]
 			if !ok {
-				continue // removed meanwhile (only possible for expired events)
+				continue // removed meanwhile (expired, or removed from a shared store by another process)
 			}
 			if err := write(raw); err != nil {
 				return err

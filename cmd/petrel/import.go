@@ -55,10 +55,13 @@ passed are skipped and counted. The relay's write policy (allow lists,
 rate limits, created_at window, PoW) does not apply: import is an
 operator's tool.
 
-The store is written without fsync during the import and synced once at
-the end; an interrupted import keeps what it had saved, and running it
-again skips what is already there. Import needs the data directory to
-itself: stop petrel serve first.`,
+Import writes into the configured store (store.backend). The pebble
+store is written without fsync during the import and synced once at the
+end, and needs its data directory to itself: stop petrel serve first.
+The postgres store commits each batch durably, beside the relay's
+running nodes (what import saves is served by their stored queries, not
+pushed to live subscriptions). An interrupted import keeps what it had
+saved, and running it again skips what is already there.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			path := "-"

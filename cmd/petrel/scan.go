@@ -13,6 +13,8 @@ import (
 
 	"github.com/petrel-relay/petrel/internal/nostr"
 	"github.com/petrel-relay/petrel/internal/store"
+	"github.com/petrel-relay/petrel/internal/store/pebble"
+	"github.com/petrel-relay/petrel/internal/store/postgres"
 )
 
 func init() { extraCommands = append(extraCommands, scanCmd) }
@@ -36,13 +38,17 @@ matching events (raw JSON, newest first, one per line), or with --count
 only their number (as COUNT does: limits are ignored), or with --ids only
 their ids.
 
---explain prints to stderr, for each filter, the index the planner chose,
-how many streams it merges and which conditions it checks after the
-index, then the time the query took.
+--explain prints to stderr how the store answers: with the pebble store,
+for each filter, the index the planner chose, how many streams it merges
+and which conditions it checks after the index; with the postgres store,
+the SQL statements scan runs and PostgreSQL's plan for each (EXPLAIN,
+which does not run them); then the time the query took.
 
 Without --filter, scan prints every event: pass a limit, for example
---filter '{"limit":10}'. Scan needs the data directory to itself: stop
-petrel serve first.`,
+--filter '{"limit":10}'. Scan works on the configured store
+(store.backend). The pebble store needs its data directory to itself:
+stop petrel serve first. The postgres store is shared: scan runs beside
+the relay's nodes.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runScanCmd(cmd.Context(), &f, cmd.OutOrStdout(), cmd.ErrOrStderr())
@@ -87,19 +93,8 @@ func runScanCmd(ctx context.Context, f *scanFlags, stdout, stderr io.Writer) err
 		ctx = context.Background()
 	}
 	if f.explain {
-		planned := filters
-		if f.count { // COUNT ignores limits: plan what it runs
-			planned = slices.Clone(filters)
-			for i := range planned {
-				planned[i].HasLimit, planned[i].Limit = false, 0
-			}
-		}
-		plans, err := st.Explain(planned)
-		if err != nil {
-			return fmt.Errorf("explain: %w", err)
-		}
-		for i, p := range plans {
-			fmt.Fprintf(stderr, "filter %d: %s\n", i, p)
+		if err := explainScan(ctx, st, filters, f.count, stderr); err != nil {
+			return err
 		}
 	}
 	mode := scanEventsMode
@@ -116,6 +111,53 @@ func runScanCmd(ctx context.Context, f *scanFlags, stdout, stderr io.Writer) err
 	}
 	if f.explain {
 		fmt.Fprintf(stderr, "%d events in %v\n", n, time.Since(start).Round(time.Microsecond))
+	}
+	return nil
+}
+
+// explainScan prints to w how st answers what scan asks of it: the
+// pebble planner's plan of each filter (limits dropped for --count, as
+// COUNT ignores them), or the postgres store's statements with
+// PostgreSQL's EXPLAIN of each (the statement scan runs: Count's, Scan's
+// when no filter has a limit or a search, else Query's, one per filter).
+func explainScan(ctx context.Context, st store.Store, filters []nostr.Filter, count bool, w io.Writer) error {
+	switch s := st.(type) {
+	case *pebble.Store:
+		planned := filters
+		if count { // COUNT ignores limits: plan what it runs
+			planned = slices.Clone(filters)
+			for i := range planned {
+				planned[i].HasLimit, planned[i].Limit = false, 0
+			}
+		}
+		plans, err := s.Explain(planned)
+		if err != nil {
+			return fmt.Errorf("explain: %w", err)
+		}
+		for i, p := range plans {
+			fmt.Fprintf(w, "filter %d: %s\n", i, p)
+		}
+	case *postgres.Store:
+		op := postgres.ExplainQuery
+		switch {
+		case count:
+			op = postgres.ExplainCount
+		case streamable(filters):
+			op = postgres.ExplainScan
+		}
+		plans, err := s.Explain(ctx, filters, op)
+		if err != nil {
+			return fmt.Errorf("explain: %w", err)
+		}
+		for i, p := range plans {
+			if op == postgres.ExplainQuery {
+				fmt.Fprintf(w, "filter %d: %s\n", i, p)
+			} else {
+				fmt.Fprintf(w, "filters: %s\n", p)
+			}
+		}
+	default:
+		fmt.Fprintf(w, "explain: the %s store does not describe its plans\n", st.Stats().Backend)
 	}
 	return nil
 }

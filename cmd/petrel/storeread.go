@@ -164,24 +164,30 @@ func askQuery(ctx context.Context, dir string, filters []nostr.Filter, count boo
 	return true, nil
 }
 
-// open opens the store of s.dir for this process's exclusive use.
+// open opens the store of s.dir for this process's exclusive use. --store
+// names a pebble data directory, whatever store.backend says (a
+// postgres store is read over WebSocket from any node, or with petrel
+// scan).
 func (s *storeFlags) open() (store.Store, error) {
 	cfg, err := config.Load(s.config, os.Environ())
 	if err != nil {
 		return nil, err
 	}
-	cfg.Store.Path = s.dir
+	cfg.Store.Backend, cfg.Store.Path = "pebble", s.dir
 	cfg = cfg.Normalize()
 	// A reader needs no large cache; pebble's own messages below
 	// warnings are noise here.
 	cfg.Store.CacheBytes = 8 << 20
 	cfg.Store.IDFilterBytes = -1
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	st, err := openToolStore(cfg, log, toolStoreOptions{})
+	st, err := openPebbleTool(cfg, log, toolStoreOptions{})
 	if errors.Is(err, errNoStore) {
 		return nil, fmt.Errorf("--store %s: no petrel store there", s.dir)
 	}
-	return st, err
+	if err != nil {
+		return nil, err
+	}
+	return st, nil
 }
 
 // query writes the events of filters in the store to sink.

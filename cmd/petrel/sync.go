@@ -6,19 +6,28 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/petrel-relay/petrel/internal/config"
 	"github.com/petrel-relay/petrel/internal/nostr"
+	"github.com/petrel-relay/petrel/internal/store"
 	psync "github.com/petrel-relay/petrel/internal/sync"
 )
 
 func init() { extraCommands = append(extraCommands, syncCmd) }
 
 // syncOpenStore opens the local store for `petrel sync`; tests replace it.
-var syncOpenStore = openStore
+var syncOpenStore = openSyncStore
+
+// openSyncStore opens the configured store (store.backend) as the local
+// side of a sync, creating it if it does not exist yet (a new mirror).
+func openSyncStore(cfg config.Config, log *slog.Logger) (store.Store, error) {
+	return openToolStore(cfg, log, toolStoreOptions{create: true})
+}
 
 // syncFlags are the flags of `petrel sync`.
 type syncFlags struct {
@@ -54,7 +63,13 @@ With a relay that does not speak NIP-77, sync stops with a clear message,
 or with --fallback-paging pages through the relay's events with REQ
 (newest first, bounded by --since/--until) and downloads those the local
 store lacks. (--fallback-scan is the deprecated old name of
---fallback-paging.)`,
+--fallback-paging.)
+
+The local store is the configured one (store.backend). The pebble store
+needs its data directory to itself (a mirror, not the directory petrel
+serve holds). With the postgres backend, sync reads and fills the
+cluster's shared store beside its running nodes: what it saves is served
+by every node's stored queries, but not pushed to live subscriptions.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if cmd.Flags().Changed("fallback-scan") {

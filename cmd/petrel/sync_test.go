@@ -32,7 +32,7 @@ func runSyncCmd(t *testing.T, st store.Store, args ...string) (string, error) {
 func runSyncCmdStderr(t *testing.T, st store.Store, args ...string) (string, string, error) {
 	t.Helper()
 	syncOpenStore = func(config.Config, *slog.Logger) (store.Store, error) { return nopClose{st}, nil }
-	t.Cleanup(func() { syncOpenStore = openStore })
+	t.Cleanup(func() { syncOpenStore = openSyncStore })
 	cmd := syncCmd()
 	var out, errb bytes.Buffer
 	cmd.SetOut(&out)

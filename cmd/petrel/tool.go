@@ -1,7 +1,7 @@
 package main
 
 // This file holds what the maintenance subcommands (import, export, scan,
-// delete, compact, backup) share: opening the store for exclusive use,
+// delete, sync, compact, backup, migrate) share: opening the store,
 // reading filters from flags, gzip-aware input and output, progress bars,
 // and the summary output.
 
@@ -15,6 +15,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -29,35 +30,79 @@ import (
 	"github.com/petrel-relay/petrel/internal/config"
 	"github.com/petrel-relay/petrel/internal/nip19"
 	"github.com/petrel-relay/petrel/internal/nostr"
+	"github.com/petrel-relay/petrel/internal/store"
 	"github.com/petrel-relay/petrel/internal/store/pebble"
+	"github.com/petrel-relay/petrel/internal/store/postgres"
 )
 
-// errNoStore is wrapped by openToolStore when the data directory holds no
-// store and the command does not create one.
+// errNoStore is wrapped by openToolStore when the data directory (or the
+// PostgreSQL schema) holds no store and the command does not create one.
 var errNoStore = errors.New("no store in the data directory (set --data or store.path)")
+
+// errNoPostgresStore is errNoStore's counterpart for the postgres backend.
+var errNoPostgresStore = errors.New("no petrel store in this PostgreSQL schema (set store.postgres_schema)")
+
+// toolQueryTimeout bounds each read of a tool on the postgres store (the
+// store's default, 30 s, is a relay's bound for one REQ; a tool counts or
+// lists a whole store). Interrupting the tool ends its reads at once.
+const toolQueryTimeout = 24 * time.Hour
 
 // toolStoreOptions says how a maintenance subcommand opens the store.
 type toolStoreOptions struct {
-	// create lets Open create a missing or empty data directory (import).
-	// Without it a missing or empty directory is refused, so that a typo
-	// in --data does not export nothing or create a stray store.
+	// create lets Open create a missing or empty data directory, or a
+	// missing PostgreSQL schema (import, sync, migrate's destination).
+	// Without it a missing or empty directory, or a schema without a
+	// store, is refused, so that a typo in --data or the schema does not
+	// export nothing or create a stray store.
 	create bool
-	// noSync commits without waiting for fsync (bulk import); the caller
-	// must sync (syncToolStore) before it reports success.
+	// noSync commits without waiting for fsync (bulk import into the
+	// pebble store); the caller must sync (syncToolStore) before it
+	// reports success. The postgres store always commits durably.
 	noSync bool
-	// rebuildSearch rebuilds the search index at open (compact).
+	// rebuildSearch rebuilds the search index at open (compact; pebble).
 	rebuildSearch bool
 }
 
-// openToolStore opens the pebble store of cfg for the exclusive use of a
-// maintenance command. The store locks the directory, so this fails with
-// errStoreLocked (openError) while `petrel serve` runs on it. The
-// background purge of expired events is off: tools change the store only
-// as asked.
-func openToolStore(cfg config.Config, log *slog.Logger, o toolStoreOptions) (*pebble.Store, error) {
-	if cfg.Store.Backend != "pebble" {
-		return nil, fmt.Errorf("store backend %q: the maintenance commands work on the embedded pebble store only", cfg.Store.Backend)
+// openToolStore opens the configured store (store.backend) for a
+// maintenance command. The pebble store locks its directory, so this
+// fails with errStoreLocked (openError) while `petrel serve` runs on it;
+// the postgres store is shared, and a tool works beside running nodes.
+// The background purge of expired events is off: tools change the store
+// only as asked.
+func openToolStore(cfg config.Config, log *slog.Logger, o toolStoreOptions) (store.Store, error) {
+	switch cfg.Store.Backend {
+	case "pebble":
+		st, err := openPebbleTool(cfg, log, o)
+		if err != nil {
+			return nil, err // not a typed nil
+		}
+		return st, nil
+	case "postgres":
+		if cfg.Store.PostgresURL == "" {
+			return nil, errors.New("store backend postgres: store.postgres_url (PETREL_STORE_POSTGRES_URL) is required")
+		}
+		opts := postgresOptions(cfg, log)
+		opts.NoCreate = !o.create
+		opts.PurgeInterval = -1
+		opts.QueryTimeout = toolQueryTimeout
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		st, err := postgres.Open(ctx, opts)
+		if errors.Is(err, postgres.ErrNoSchema) {
+			return nil, fmt.Errorf("schema %q: %w", cfg.Store.PostgresSchema, errNoPostgresStore)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("open postgres store: %w", err)
+		}
+		return st, nil
 	}
+	return nil, fmt.Errorf("store backend %q: want pebble or postgres", cfg.Store.Backend)
+}
+
+// openPebbleTool is openToolStore for the pebble store of cfg.Store.Path,
+// whatever store.backend says (backup, compact and req --store work on
+// a pebble data directory).
+func openPebbleTool(cfg config.Config, log *slog.Logger, o toolStoreOptions) (*pebble.Store, error) {
 	path := cfg.Store.Path
 	if !o.create {
 		ents, err := os.ReadDir(path)
@@ -83,13 +128,60 @@ func openToolStore(cfg config.Config, log *slog.Logger, o toolStoreOptions) (*pe
 	return st, nil
 }
 
-// syncToolStore makes every write committed so far durable, for a store
-// opened with noSync (pebble.Store.Sync).
-func syncToolStore(st *pebble.Store) error {
-	if err := st.Sync(); err != nil {
+// syncToolStore makes every write committed so far durable, for a pebble
+// store opened with noSync (pebble.Store.Sync); other stores commit
+// durably already.
+func syncToolStore(st store.Store) error {
+	p, ok := st.(*pebble.Store)
+	if !ok {
+		return nil
+	}
+	if err := p.Sync(); err != nil {
 		return fmt.Errorf("sync store: %w", err)
 	}
 	return nil
+}
+
+// storeLabel names the configured store in messages: the pebble data
+// directory, or the PostgreSQL schema and server (without credentials).
+func storeLabel(cfg config.Config) string {
+	if cfg.Store.Backend == "postgres" {
+		return fmt.Sprintf("postgres schema %s at %s", cfg.Store.PostgresSchema, redactURL(cfg.Store.PostgresURL))
+	}
+	return cfg.Store.Path
+}
+
+// redactURL returns a PostgreSQL connection string fit to print: a URL
+// without its password and query, or for a key=value DSN its host and
+// dbname only.
+func redactURL(s string) string {
+	if strings.HasPrefix(s, "postgres://") || strings.HasPrefix(s, "postgresql://") {
+		u, err := url.Parse(s)
+		if err != nil {
+			return "postgres://?"
+		}
+		r := url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}
+		if u.User != nil {
+			r.User = url.User(u.User.Username())
+		}
+		return r.String()
+	}
+	var keep []string
+	for _, f := range strings.Fields(s) {
+		if k, _, ok := strings.Cut(f, "="); ok && (k == "host" || k == "port" || k == "dbname" || k == "user") {
+			keep = append(keep, f)
+		}
+	}
+	return strings.Join(keep, " ")
+}
+
+// backendRefusal is the one-line error of a pebble-only command run with
+// store.backend postgres.
+func backendRefusal(cfg config.Config, cmd, instead string) error {
+	if cfg.Store.Backend == "pebble" {
+		return nil
+	}
+	return fmt.Errorf("%s works on the embedded pebble store only, and store.backend is %q: %s (docs/operations.md, \"The PostgreSQL store\")", cmd, cfg.Store.Backend, instead)
 }
 
 // dirSize returns the bytes used by the regular files under dir. Files

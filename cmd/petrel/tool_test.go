@@ -150,8 +150,12 @@ func TestOpenToolStore(t *testing.T) {
 	f(filepath.Join(dir, "held"), toolStoreOptions{}, nil)
 
 	cfg.Store.Backend = "postgres"
-	if _, err := openToolStore(cfg, quietLog, toolStoreOptions{}); err == nil || !strings.Contains(err.Error(), "pebble store only") {
-		t.Fatalf("postgres backend: %v", err)
+	if _, err := openToolStore(cfg, quietLog, toolStoreOptions{}); err == nil || !strings.Contains(err.Error(), "postgres_url") {
+		t.Fatalf("postgres backend without a URL: %v", err)
+	}
+	cfg.Store.Backend = "sqlite"
+	if _, err := openToolStore(cfg, quietLog, toolStoreOptions{}); err == nil || !strings.Contains(err.Error(), "want pebble or postgres") {
+		t.Fatalf("unknown backend: %v", err)
 	}
 	if !strings.Contains(errStoreLocked.Error(), "is petrel serve running?") {
 		t.Fatal("the lock error must ask whether petrel serve is running")

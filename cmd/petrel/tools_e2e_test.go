@@ -83,6 +83,20 @@ func TestToolsBinary(t *testing.T) {
 		t.Fatalf("scan --count: %v %q", err, out)
 	}
 
+	// With the postgres backend, backup and compact refuse at once, in
+	// one line, without reaching for the database.
+	for _, args := range [][]string{{"backup", filepath.Join(dir, "pgb")}, {"compact"}} {
+		cmd := exec.Command(bin, args...)
+		cmd.Env = append(os.Environ(), "PETREL_CONFIG=", "PETREL_STORE_BACKEND=postgres", "PETREL_STORE_POSTGRES_URL=postgres://nobody@127.0.0.1:1/none")
+		var errb bytes.Buffer
+		cmd.Stderr = &errb
+		err := cmd.Run()
+		msg := errb.String()
+		if err == nil || strings.Count(msg, "\n") != 1 || !strings.HasPrefix(msg, "petrel: "+args[0]+" works on the embedded pebble store only") {
+			t.Fatalf("%v with the postgres backend: %v\n%s", args, err, msg)
+		}
+	}
+
 	// A data directory held by another process (here, this test, as
 	// petrel serve would) is refused by every tool.
 	openStoreAt(t, data)

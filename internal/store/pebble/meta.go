@@ -40,3 +40,23 @@ func (s *Store) SaveMeta(ctx context.Context, name string, value []byte) error {
 	}
 	return s.db.Set([]byte(metaPrefix+name), value, pebble.Sync)
 }
+
+// MetaNames returns the names of every saved blob, sorted (petrel
+// migrate copies them all).
+func (s *Store) MetaNames(ctx context.Context) ([]string, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed.Load() {
+		return nil, store.ErrClosed
+	}
+	lower := []byte(metaPrefix)
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: prefixEnd(lower)})
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for it.First(); it.Valid(); it.Next() {
+		names = append(names, string(it.Key()[len(metaPrefix):]))
+	}
+	return names, closeIter(it)
+}

@@ -14,10 +14,11 @@ import (
 type opKind uint8
 
 const (
-	opSave   opKind = iota + 1 // events, results; waiter on done
-	opSubmit                   // one event; callback
-	opDelete                   // ids; n
-	opPurge                    // now; n, more
+	opSave       opKind = iota + 1 // events, results; waiter on done
+	opSubmit                       // one event; callback
+	opDelete                       // ids; n
+	opPurge                        // now; n, more
+	opTombstones                   // tombs
 )
 
 // request is one unit of work for the writer. The writer owns it from
@@ -27,6 +28,7 @@ type request struct {
 	events   []*nostr.Event
 	callback func(store.SaveResult)
 	ids      []nostr.ID
+	tombs    []store.Tombstone
 	now      int64
 	token    uint64 // with checked: the HasAt token of the event's id
 	checked  bool
@@ -52,6 +54,8 @@ func (r *request) weight() (int, int) {
 		return len(r.events), b
 	case opDelete:
 		return len(r.ids), 0
+	case opTombstones:
+		return len(r.tombs), 0
 	}
 	return purgeChunk, 0
 }
@@ -361,6 +365,8 @@ func (w *writer) apply(r *request) error {
 		}
 	case opPurge:
 		return w.purge(r)
+	case opTombstones:
+		return w.restoreTombstones(r.tombs)
 	}
 	return nil
 }

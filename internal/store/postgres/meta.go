@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/petrel-relay/petrel/internal/store"
@@ -48,4 +49,24 @@ func (s *Store) SaveMeta(ctx context.Context, name string, value []byte) error {
 		return fmt.Errorf("store/postgres: save meta %q: %w", name, err)
 	}
 	return nil
+}
+
+// MetaNames returns the names of every saved blob, sorted (petrel
+// migrate copies them all).
+func (s *Store) MetaNames(ctx context.Context) ([]string, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	ctx, cancel := s.readCtx(ctx)
+	defer cancel()
+	rows, err := s.pool.Query(ctx, "SELECT name FROM meta")
+	if s.note(err) != nil {
+		return nil, fmt.Errorf("store/postgres: meta names: %w", err)
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if s.note(err) != nil {
+		return nil, fmt.Errorf("store/postgres: meta names: %w", err)
+	}
+	slices.Sort(names) // bytewise, whatever the database's collation
+	return names, nil
 }

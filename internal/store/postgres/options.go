@@ -23,6 +23,12 @@ type Options struct {
 	// digits and underscores only, starting with a letter or underscore.
 	Schema string
 
+	// NoCreate makes Open fail with ErrNoSchema, instead of creating the
+	// schema and its tables, when the schema holds no store (tools that
+	// read or change an existing store: a mistyped schema name must not
+	// leave a new, empty store behind). Default false.
+	NoCreate bool
+
 	// MaxConns is the most connections the store's pool holds (the
 	// writer uses one at a time, queries one each while they read).
 	// Default 8.

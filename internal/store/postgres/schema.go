@@ -73,8 +73,9 @@ func SchemaVersion() int {
 
 // migrate creates the schema if needed and applies the migrations it
 // lacks, holding the migration lock. It refuses a schema newer than this
-// build knows.
-func migrate(ctx context.Context, pool *pgxpool.Pool, schema string) (applied int, err error) {
+// build knows, and, with noCreate, a schema that holds no store
+// (ErrNoSchema).
+func migrate(ctx context.Context, pool *pgxpool.Pool, schema string, noCreate bool) (applied int, err error) {
 	ms, err := loadMigrations()
 	if err != nil {
 		return 0, err
@@ -98,6 +99,15 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, schema string) (applied in
 		}
 	}()
 	q := pgx.Identifier{schema}.Sanitize()
+	if noCreate {
+		var exists bool
+		if err := conn.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", q+".schema_version").Scan(&exists); err != nil {
+			return 0, err
+		}
+		if !exists {
+			return 0, fmt.Errorf("%w: %s", ErrNoSchema, q)
+		}
+	}
 	stmts := []string{
 		"CREATE SCHEMA IF NOT EXISTS " + q,
 		"SET search_path TO " + q,

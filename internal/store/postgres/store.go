@@ -26,6 +26,9 @@ var (
 	// ErrSchema is returned by Open for a schema it cannot use: one
 	// migrated by a newer build, or broken migrations.
 	ErrSchema = errors.New("store/postgres: unusable schema")
+	// ErrNoSchema is returned by Open with Options.NoCreate when the
+	// schema holds no store.
+	ErrNoSchema = errors.New("store/postgres: no store in the schema")
 	// ErrWrite is the Err (wrapped with the cause) of the results of a
 	// batch the writer could not commit.
 	ErrWrite = errors.New("store/postgres: write failed")
@@ -108,7 +111,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		ctx, cancel = context.WithTimeout(ctx, o.ConnectTimeout+o.QueryTimeout)
 		defer cancel()
 	}
-	applied, err := migrate(ctx, pool, o.Schema)
+	applied, err := migrate(ctx, pool, o.Schema, o.NoCreate)
 	if err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("store/postgres: open schema %q: %w", o.Schema, err)

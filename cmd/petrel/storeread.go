@@ -2,8 +2,8 @@ package main
 
 // req and count with --store: read a local petrel store. While petrel
 // serve holds the store, the query goes through its control socket
-// (POST /query, served here too); otherwise the store is opened as the
-// maintenance commands open it.
+// (POST /query, served here too); otherwise the command opens the store
+// itself, read-only.
 
 import (
 	"bufio"
@@ -164,7 +164,8 @@ func askQuery(ctx context.Context, dir string, filters []nostr.Filter, count boo
 	return true, nil
 }
 
-// open opens the store of s.dir for this process's exclusive use. --store
+// open opens the store of s.dir read-only, for this process's exclusive
+// use. --store
 // names a pebble data directory, whatever store.backend says (a
 // postgres store is read over WebSocket from any node, or with petrel
 // scan).
@@ -180,7 +181,7 @@ func (s *storeFlags) open() (store.Store, error) {
 	cfg.Store.CacheBytes = 8 << 20
 	cfg.Store.IDFilterBytes = -1
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	st, err := openPebbleTool(cfg, log, toolStoreOptions{})
+	st, err := openPebbleTool(cfg, log, toolStoreOptions{readOnly: true})
 	if errors.Is(err, errNoStore) {
 		return nil, fmt.Errorf("--store %s: no petrel store there", s.dir)
 	}

@@ -61,6 +61,10 @@ type toolStoreOptions struct {
 	noSync bool
 	// rebuildSearch rebuilds the search index at open (compact; pebble).
 	rebuildSearch bool
+	// readOnly opens a pebble store read-only (pebble.Options.ReadOnly):
+	// nothing is written, and opening and closing cost a fraction of a
+	// writable open (req and count --store).
+	readOnly bool
 }
 
 // openToolStore opens the configured store (store.backend) for a
@@ -117,6 +121,7 @@ func openPebbleTool(cfg config.Config, log *slog.Logger, o toolStoreOptions) (*p
 	opts.Path = path
 	opts.NoSync = o.noSync
 	opts.RebuildSearch = o.rebuildSearch
+	opts.ReadOnly = o.readOnly
 	opts.PurgeInterval = -1
 	// No body cache: a tool reads each event once, and import would copy
 	// every body it writes into it for nothing.

@@ -73,6 +73,18 @@ type Options struct {
 	// at full precision); negative: no filter.
 	IDFilterMaxBytes int
 
+	// ReadOnly opens the database for reading only, for a command that
+	// looks something up and exits: nothing is written (no write-ahead
+	// log, manifest or options file is created, no format or search key
+	// is set, no background purge runs), so opening and closing cost a
+	// fraction of a writable open. Save, Submit, Delete and the other
+	// writes return ErrReadOnly. The directory's lock is still taken, so
+	// a running writer (petrel serve) and a reader never share it. A
+	// database that needs an upgrade or has no petrel format key is
+	// refused; one whose search index is missing or stale is opened with
+	// search off. Default false.
+	ReadOnly bool
+
 	// BodyCacheBytes is the memory for the bodies of the most recently
 	// stored events (at most 65,536 of them), which queries then read
 	// without a database seek. Default 32 MiB; negative: no cache.

@@ -37,6 +37,16 @@ func (s *Store) openSearch(upgrade bool) error {
 	if err != nil {
 		return err
 	}
+	if s.opts.ReadOnly {
+		// Nothing can be built or dropped: search is on exactly when the
+		// database holds a current index.
+		current := ok && string(have) == searchIndexVersion
+		if !current && !s.opts.DisableSearch {
+			s.log.Warn("store: read-only open of a store without a current search index: search is off", "path", s.opts.Path)
+		}
+		s.opts.DisableSearch = !current
+		return nil
+	}
 	if s.opts.DisableSearch {
 		if !ok && !upgrade && !s.anySearchKeys() {
 			return nil

@@ -20,6 +20,10 @@ import (
 // (or by something else).
 var ErrFormat = errors.New("store/pebble: unknown database format")
 
+// ErrReadOnly is returned by every write to a store opened with
+// Options.ReadOnly.
+var ErrReadOnly = errors.New("store/pebble: the store is open read-only")
+
 // Store is the embedded event store. It implements store.Store; all
 // methods are safe for concurrent use.
 //
@@ -97,6 +101,7 @@ func Open(opts Options) (*Store, error) {
 		L0StopWritesThreshold:       24,
 		LBaseMaxBytes:               256 << 20,
 		MaxOpenFiles:                4096,
+		ReadOnly:                    o.ReadOnly,
 	}
 	popts.TargetFileSizes[0] = 8 << 20
 	for i := range popts.Levels {
@@ -139,6 +144,11 @@ func Open(opts Options) (*Store, error) {
 		s.closeDB()
 		return nil, fmt.Errorf("open pebble store %q: %w", o.Path, err)
 	}
+	if o.ReadOnly {
+		close(s.writerDone)
+		close(s.purgeDone)
+		return s, nil
+	}
 	w, err := newWriter(s)
 	if err != nil {
 		s.closeDB()
@@ -165,6 +175,9 @@ func (s *Store) checkFormat() (upgrade bool, err error) {
 		case formatVersion:
 			return false, nil
 		case formatV1:
+			if s.opts.ReadOnly {
+				return false, fmt.Errorf("%w: %q needs an upgrade, which a read-only open cannot do (open it once with petrel serve)", ErrFormat, v)
+			}
 			return true, nil
 		}
 		return false, fmt.Errorf("%w: %q, this build reads %q (and upgrades %q)", ErrFormat, v, formatVersion, formatV1)
@@ -182,6 +195,9 @@ func (s *Store) checkFormat() (upgrade bool, err error) {
 	}
 	if nonEmpty {
 		return false, fmt.Errorf("%w: no format key in a non-empty database", ErrFormat)
+	}
+	if s.opts.ReadOnly {
+		return false, fmt.Errorf("%w: an empty database (no petrel store here yet)", ErrFormat)
 	}
 	b := s.db.NewBatch()
 	defer b.Close()
@@ -232,6 +248,9 @@ func (s *Store) enqueue(ctx context.Context, r *request) error {
 	defer s.mu.RUnlock()
 	if s.closed.Load() {
 		return store.ErrClosed
+	}
+	if s.opts.ReadOnly {
+		return ErrReadOnly
 	}
 	select {
 	case s.queue <- r:

@@ -3,9 +3,12 @@ package pebble
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"os"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -248,4 +251,88 @@ func TestSubmitQueueFull(t *testing.T) {
 	if n := calls.Load(); n < 1 || n > 2 {
 		t.Fatalf("%d done calls, want the queued one (and maybe the blocked one)", n)
 	}
+}
+
+// TestReadOnly: a read-only open serves what a writable one stored,
+// writes nothing to the directory, refuses writes, and still excludes a
+// writer.
+func TestReadOnly(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(3, 4))
+	s := openTest(t, Options{Path: dir})
+	var evs []*nostr.Event
+	for i := 0; i < 200; i++ {
+		evs = append(evs, storetest.NewEvent(rng, storetest.Key(i%5), 1, storetest.BaseTime+int64(i), nil, "hello readers"))
+	}
+	if _, err := s.Save(ctx, evs); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	before := dirListing(t, dir)
+
+	ro := openTest(t, Options{Path: dir, ReadOnly: true, DisableSearch: true})
+	if n, err := ro.Count(ctx, []nostr.Filter{{}}); err != nil || n != int64(len(evs)) {
+		t.Fatalf("count = %d, %v; want %d", n, err, len(evs))
+	}
+	it, err := ro.Query(ctx, []nostr.Filter{{IDs: []nostr.ID{evs[17].ID}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !it.Next() || it.Record().ID != evs[17].ID {
+		t.Fatalf("lookup by id: %v", it.Err())
+	}
+	it.Close()
+	// The index was built by the writable open: search works read-only,
+	// whatever DisableSearch says (nothing can be dropped).
+	if !ro.SupportsSearch() {
+		t.Error("read-only open of a store with a current search index reports no search")
+	}
+	if n, err := ro.Count(ctx, []nostr.Filter{{Search: "readers"}}); err != nil || n != int64(len(evs)) {
+		t.Errorf("search count = %d, %v; want %d", n, err, len(evs))
+	}
+	extra := storetest.NewEvent(rng, storetest.Key(9), 1, storetest.BaseTime+1000, nil, "late")
+	if _, err := ro.Save(ctx, []*nostr.Event{extra}); !errors.Is(err, ErrReadOnly) {
+		t.Errorf("Save on a read-only store: %v, want ErrReadOnly", err)
+	}
+	if err := ro.SaveMeta(ctx, "x", []byte("y")); !errors.Is(err, ErrReadOnly) {
+		t.Errorf("SaveMeta on a read-only store: %v, want ErrReadOnly", err)
+	}
+	if _, err := Open(Options{Path: dir, Logger: quiet}); !errors.Is(err, ErrLocked) {
+		t.Errorf("writable open beside a read-only one: %v, want ErrLocked", err)
+	}
+	if err := ro.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if after := dirListing(t, dir); after != before {
+		t.Errorf("a read-only open changed the directory:\nbefore %s\nafter  %s", before, after)
+	}
+
+	empty := t.TempDir()
+	if _, err := Open(Options{Path: empty, ReadOnly: true, Logger: quiet}); err == nil {
+		t.Error("read-only open of an empty directory succeeded")
+	}
+	if l := dirListing(t, empty); strings.Contains(l, "MANIFEST") || strings.Contains(l, ".log") {
+		t.Errorf("a read-only open of an empty directory created a database: %s", l)
+	}
+}
+
+// dirListing is the names and sizes of the files in dir, one string.
+func dirListing(t *testing.T, dir string) string {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, e := range ents {
+		fi, err := e.Info()
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&b, "%s:%d ", e.Name(), fi.Size())
+	}
+	return b.String()
 }

@@ -76,6 +76,8 @@ func (f *benchFlags) register(cmd *cobra.Command) {
 	fs.IntVar(&o.SlowSubs, "slow-subs", 0, "fanout: make this many subscribers slow readers")
 	fs.DurationVar(&o.SlowReadDelay, "slow-read-delay", 20*time.Millisecond, "fanout: delay per message of a slow subscriber")
 	fs.IntVar(&o.SlowReadBuffer, "slow-read-buffer", 4096, "fanout: socket receive buffer of a slow subscriber, bytes")
+	fs.StringVar(&o.SubURL, "sub-url", "", "fanout: the subscribers' relay URL (another node of a cluster; default --url)")
+	fs.Float64Var(&o.Rate, "rate", 0, "fanout: publish open-loop at this many events/s over all publishers (0: as fast as --window allows)")
 }
 
 // options returns the scenario options the flags describe.

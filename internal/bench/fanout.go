@@ -31,7 +31,9 @@ type fanSub struct {
 type deliveryClock struct {
 	tr      *okTracker
 	stripes [16]LockedHist
-	last    atomic.Int64 // nanoseconds since tr.base
+	fromOK  [16]LockedHist // from the event's OK (0 when the delivery came first)
+	early   atomic.Int64   // deliveries handled before their event's OK
+	last    atomic.Int64   // nanoseconds since tr.base
 	total   atomic.Int64
 	prog    atomic.Int64 // unix nanos of the last delivery
 }
@@ -40,6 +42,14 @@ func (d *deliveryClock) record(stripe, i int, at time.Time) {
 	off := at.Sub(d.tr.base)
 	if sent, ok := d.tr.sentOffset(i); ok {
 		d.stripes[stripe%len(d.stripes)].Record(int64(off - sent))
+	}
+	if okAt, ok := d.tr.okOffset(i); ok && off > okAt {
+		d.fromOK[stripe%len(d.fromOK)].Record(int64(off - okAt))
+	} else {
+		// Delivered before the publisher's OK was handled: the latency
+		// from OK is at most zero.
+		d.fromOK[stripe%len(d.fromOK)].Record(0)
+		d.early.Add(1)
 	}
 	for {
 		last := d.last.Load()
@@ -51,10 +61,14 @@ func (d *deliveryClock) record(stripe, i int, at time.Time) {
 	d.prog.Store(time.Now().UnixNano())
 }
 
-func (d *deliveryClock) hist() *Hist {
+func (d *deliveryClock) hist() *Hist { return mergeStripes(&d.stripes) }
+
+func (d *deliveryClock) histFromOK() *Hist { return mergeStripes(&d.fromOK) }
+
+func mergeStripes(s *[16]LockedHist) *Hist {
 	var h Hist
-	for i := range d.stripes {
-		h.Merge(d.stripes[i].Snapshot())
+	for i := range s {
+		h.Merge(s[i].Snapshot())
 	}
 	return &h
 }
@@ -161,6 +175,12 @@ func Fanout(o Options) (*Result, error) {
 	r.param("subs", o.Subs)
 	r.param("pubs", o.Pubs)
 	r.param("window", o.Window)
+	if o.SubURL != "" {
+		r.param("sub_url", o.SubURL)
+	}
+	if o.Rate > 0 {
+		r.param("rate", o.Rate)
+	}
 	if o.SlowSubs > 0 {
 		r.param("slow_subs", o.SlowSubs)
 		r.param("slow_read_delay", o.SlowReadDelay.String())
@@ -184,9 +204,9 @@ func Fanout(o Options) (*Result, error) {
 	stop := r.phase("subscribing", int64(o.Subs), subscribed.Load)
 	conns, ok := r.dialMany(o.Subs, func(k int) DialConfig {
 		if subs[k].slow {
-			return DialConfig{ReadBuffer: o.SlowReadBuffer, BufferSize: 4096, FastEvents: true}
+			return DialConfig{URL: o.SubURL, ReadBuffer: o.SlowReadBuffer, BufferSize: 4096, FastEvents: true}
 		}
-		return DialConfig{FastEvents: true}
+		return DialConfig{URL: o.SubURL, FastEvents: true}
 	}, func(k int) func(*nostr.RelayMessage, time.Time) bool {
 		return func(m *nostr.RelayMessage, at time.Time) bool { return subs[k].handle(r, k, d, m, at) }
 	})
@@ -237,7 +257,7 @@ func Fanout(o Options) (*Result, error) {
 	r.startMeasure()
 	tr.start()
 	d.prog.Store(time.Now().UnixNano())
-	r.publishWindowed(pcs, tr)
+	r.publishPaced(pcs, tr, o.Rate)
 	var accepted int64
 	for i := 0; i < set.Len(); i++ {
 		if tr.acceptedNew(i) {
@@ -319,7 +339,11 @@ func Fanout(o Options) (*Result, error) {
 	res.OK = c
 	res.Deliveries = &dl
 	res.Rates = map[string]float64{"accepted_events": r.rate(c.Accepted, end), "deliveries": r.rate(dl.Received, end)}
-	res.Latency = map[string]Summary{"ok": tr.hist.Snapshot().Summary(), "delivery": d.hist().Summary()}
+	res.Latency = map[string]Summary{"ok": tr.hist.Snapshot().Summary(), "delivery": d.hist().Summary(),
+		"delivery_from_ok": d.histFromOK().Summary()}
+	if n := d.early.Load(); n > 0 {
+		r.res.Note("%d deliveries were handled before their event's OK (counted as 0 in delivery_from_ok)", n)
+	}
 	r.judgeOK(c, false)
 	if dl.Missing > 0 {
 		res.Failures = append([]string{

@@ -120,6 +120,16 @@ type Options struct {
 	SlowSubs       int
 	SlowReadDelay  time.Duration
 	SlowReadBuffer int
+
+	// SubURL, if set, is where the fanout subscribers connect, while the
+	// publishers use URL: with two nodes of a cluster it measures
+	// cross-node delivery. Default URL.
+	SubURL string
+	// Rate, if above 0, paces fanout publishing open-loop at that many
+	// events per second over all publishing connections (event i is due
+	// at start + i/Rate; Window still caps the events in flight). Default
+	// 0: as fast as the window allows.
+	Rate float64
 }
 
 // Normalize returns o with the defaults for scenario filled in.

@@ -28,6 +28,7 @@ type okTracker struct {
 	set    *EventSet
 	base   time.Time      // time origin, fixed before any connection exists
 	sentAt []atomic.Int64 // nanoseconds since base plus 1; 0: not sent
+	okAt   []atomic.Int64 // when the first answer arrived, nanoseconds since base plus 1; 0: not yet
 	state  []atomic.Uint32
 
 	nSent, nAnswered atomic.Int64
@@ -44,6 +45,7 @@ func newOKTracker(set *EventSet) *okTracker {
 		set:    set,
 		base:   time.Now(),
 		sentAt: make([]atomic.Int64, set.Len()),
+		okAt:   make([]atomic.Int64, set.Len()),
 		state:  make([]atomic.Uint32, set.Len()),
 		counts: OKCounts{AcceptedWithPrefix: map[string]int64{}, Refused: map[string]int64{}},
 	}
@@ -76,6 +78,13 @@ func (t *okTracker) sentOffset(i int) (time.Duration, bool) {
 	return time.Duration(v - 1), v != 0
 }
 
+// okOffset returns when event i's first answer arrived, relative to base,
+// and whether it has.
+func (t *okTracker) okOffset(i int) (time.Duration, bool) {
+	v := t.okAt[i].Load()
+	return time.Duration(v - 1), v != 0
+}
+
 // handleOK records an OK. It returns the event's index and whether this
 // was the event's first answer.
 func (t *okTracker) handleOK(m *nostr.RelayMessage, at time.Time) (int, bool) {
@@ -100,6 +109,7 @@ func (t *okTracker) handleOK(m *nostr.RelayMessage, at time.Time) (int, bool) {
 		return i, false
 	}
 	off := at.Sub(t.base)
+	t.okAt[i].Store(int64(off) + 1)
 	sent, _ := t.sentOffset(i)
 	t.hist.Record(int64(off - sent))
 	t.mu.Lock()
@@ -209,12 +219,36 @@ func (r *runner) openPublishers(n, window int, tr *okTracker, extra func(k int, 
 // deadline, or stallTimeout without progress). It reports whether every
 // sent event was answered.
 func (r *runner) publishWindowed(pcs []*pubConn, tr *okTracker) bool {
+	return r.publishPaced(pcs, tr, 0)
+}
+
+// publishPaced is publishWindowed with, for rate above 0, event i not
+// sent before start + i/rate (open loop: the schedule does not wait for
+// OKs, though the window still caps what is in flight).
+func (r *runner) publishPaced(pcs []*pubConn, tr *okTracker, rate float64) bool {
 	var wg sync.WaitGroup
+	start := time.Now().Add(5 * time.Millisecond)
 	for _, pc := range pcs {
 		wg.Add(1)
 		go func(pc *pubConn) {
 			defer wg.Done()
+			var timer *time.Timer
+			if rate > 0 {
+				timer = time.NewTimer(time.Hour)
+				defer timer.Stop()
+			}
 			for _, i := range pc.idx {
+				if rate > 0 {
+					due := start.Add(time.Duration(float64(i) / rate * float64(time.Second)))
+					if d := time.Until(due); d > 0 {
+						timer.Reset(d)
+						select {
+						case <-timer.C:
+						case <-r.ctx.Done():
+							return
+						}
+					}
+				}
 				select {
 				case pc.tokens <- struct{}{}:
 				case <-r.ctx.Done():

@@ -36,7 +36,9 @@ type Result struct {
 	// "deliveries", "requests".
 	Rates map[string]float64 `json:"rates_per_s,omitempty"`
 	// Latency digests: "ok" (EVENT sent to its OK), "delivery" (EVENT sent
-	// to a subscriber's copy), "eose" (REQ sent to EOSE), "connect"
+	// to a subscriber's copy), "delivery_from_ok" (the publisher's OK to
+	// a subscriber's copy; 0 when the copy came first), "eose" (REQ sent
+	// to EOSE), "connect"
 	// (dial, upgrade and first EOSE of a conns-scenario connection).
 	Latency map[string]Summary `json:"latency,omitempty"`
 

@@ -41,6 +41,14 @@ func newRunner(scenario string, o Options) (*runner, error) {
 	if _, err := CheckTarget(o.URL, o.AllowRemote); err != nil {
 		return nil, err
 	}
+	if o.SubURL != "" {
+		if _, err := CheckTarget(o.SubURL, o.AllowRemote); err != nil {
+			return nil, err
+		}
+	}
+	if o.Rate < 0 {
+		return nil, fmt.Errorf("%w: negative rate", ErrOptions)
+	}
 	if o.Events > o.MaxEvents || o.Fill > o.MaxEvents {
 		return nil, fmt.Errorf("%w: %d events to sign, more than --max-events %d", ErrOptions, max(o.Events, o.Fill), o.MaxEvents)
 	}

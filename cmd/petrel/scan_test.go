@@ -38,6 +38,13 @@ func TestScanCommand(t *testing.T) {
 		`[{"authors":["`+evs[0].PubKey.Hex()+`"],"limit":1},{"#e":["`+evs[0].ID.Hex()+`"]}]`)
 	f([]string{"2"}, "2 events in", "--explain", "--count", "--filter", `{"kinds":[1]}`, "--since", "1700000014")
 
+	// A search is planned on the search index (it used to be explained as
+	// "matches nothing" and then answered).
+	out, errOut, err := runTool(t, scanCmd, "", "--data", data, "--explain", "--filter", `{"search":"note","limit":2}`)
+	if err != nil || strings.Count(out, "\n") != 2 || !strings.Contains(errOut, "filter 0: search index (S)") || strings.Contains(errOut, "matches nothing") {
+		t.Fatalf("search --explain: %v\nstdout %q\nstderr %q", err, out, errOut)
+	}
+
 	bad := func(want string, args ...string) {
 		t.Helper()
 		_, _, err := runTool(t, scanCmd, "", args...)

@@ -95,7 +95,7 @@ by every node's stored queries, but not pushed to live subscriptions.`,
 	fs.StringVar(&f.until, "until", "", "only events created at or before this time (unix seconds or RFC 3339)")
 	fs.DurationVar(&f.negTimeout, "neg-timeout", 10*time.Second, "how long to wait for the answer to NEG-OPEN before deciding the relay lacks NIP-77")
 	fs.BoolVarP(&f.quiet, "quiet", "q", false, "no progress bar")
-	fs.BoolVar(&f.jsonOut, "json", false, "print the result as one JSON object instead of the summary line")
+	fs.BoolVar(&f.jsonOut, "json", false, "print the result as one JSON object instead of the summary line (\"complete\": false and \"error\" when the sync failed)")
 	return cmd
 }
 
@@ -168,13 +168,27 @@ func runSync(ctx context.Context, f *syncFlags, remote string, stdout, stderr io
 	defer stop()
 
 	res, err := psync.Run(ctx, o)
+	// A failed sync says so before its figures: the summary line alone
+	// would read as a success. The JSON result carries "complete" and
+	// the error for scripts.
 	if f.jsonOut {
-		enc := json.NewEncoder(stdout)
-		if jerr := enc.Encode(res); jerr != nil {
+		out := struct {
+			psync.Result
+			Complete bool   `json:"complete"`
+			Error    string `json:"error,omitempty"`
+		}{Result: res, Complete: err == nil}
+		if err != nil {
+			out.Error = err.Error()
+		}
+		if jerr := json.NewEncoder(stdout).Encode(out); jerr != nil {
 			return jerr
 		}
 	} else if res.Mode != "" {
-		fmt.Fprintln(stdout, res.String())
+		if err != nil {
+			fmt.Fprintln(stderr, "sync failed; done before the failure:", res.String())
+		} else {
+			fmt.Fprintln(stdout, res.String())
+		}
 	}
 	switch {
 	case err == nil:

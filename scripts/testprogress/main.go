@@ -42,11 +42,11 @@ type event struct {
 
 // pkgRun is the state of one package's test process.
 type pkgRun struct {
-	name    string
-	start   time.Time
-	running map[string]bool // top-level tests running now
-	outputs map[string]*bytes.Buffer
-	pkgOut  bytes.Buffer // output outside any test (build errors, panics, summary)
+	name                    string
+	start                   time.Time
+	running                 map[string]bool // top-level tests running now
+	outputs                 map[string]*bytes.Buffer
+	pkgOut                  bytes.Buffer // output outside any test (build errors, panics, summary)
 	passed, failed, skipped int
 	failedTests             []string
 	result                  string // pass, fail, skip (no tests)

@@ -31,7 +31,7 @@ type scanFlags struct {
 func scanCmd() *cobra.Command {
 	var f scanFlags
 	cmd := &cobra.Command{
-		Use:   "scan [--filter JSON] [--count | --ids] [--explain]",
+		Use:   "scan [FILTER | --filter JSON] [--count | --ids] [--explain]",
 		Short: "Print the stored events matching a filter (a debugging tool)",
 		Long: `Scan runs a filter against the store as a REQ would and prints the
 matching events (raw JSON, newest first, one per line), or with --count
@@ -44,13 +44,24 @@ and which conditions it checks after the index; with the postgres store,
 the SQL statements scan runs and PostgreSQL's plan for each (EXPLAIN,
 which does not run them); then the time the query took.
 
-Without --filter, scan prints every event: pass a limit, for example
---filter '{"limit":10}'. Scan works on the configured store
+The filter may also be given as the argument, as strfry takes it:
+petrel scan '{"kinds":[0]}'. An unknown filter key is an error (a typo
+such as "kind" would otherwise match every event), and "since"/"until"
+may be "now", RFC 3339 or an age such as "1h" ('{"since":"1h"}').
+
+Without a filter, scan prints every event: pass a limit, for example
+petrel scan '{"limit":10}'. Scan works on the configured store
 (store.backend). The pebble store needs its data directory to itself:
 stop petrel serve first. The postgres store is shared: scan runs beside
 the relay's nodes.`,
-		Args: cobra.NoArgs,
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 1 {
+				if cmd.Flags().Changed("filter") {
+					return errors.New("give the filter as the argument or with --filter, not both")
+				}
+				f.sel.filter = args[0]
+			}
 			return runScanCmd(cmd.Context(), &f, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}

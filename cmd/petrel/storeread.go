@@ -69,7 +69,7 @@ func serveQuery(w http.ResponseWriter, r *http.Request, st store.Store) {
 	}
 	filters := make([]nostr.Filter, len(req.Filters))
 	for i, raw := range req.Filters {
-		f, err := nostr.ParseFilter(raw, nil)
+		f, err := nostr.ParseFilterStrict(raw, nil)
 		if err != nil {
 			reply(http.StatusBadRequest, controlError{fmt.Sprintf("filter %d: %v", i, err)})
 			return

@@ -75,6 +75,9 @@ func TestSpamWordsPython(t *testing.T) {
 	writeList(t, words, "# spam", "free bitcoin", "airdrop")
 	r := relaytest.Start(t, relaytest.Options{Policy: policy.Config{
 		Plugin: fmt.Sprintf("%s %s --words %s --kinds 1", py, script, words),
+		// A loaded test machine can take seconds to start Python; the
+		// default 2s would refuse the first events.
+		PluginTimeout: 30 * time.Second,
 	}})
 	c := relaytest.Dial(t, r.URL)
 	k := relaytest.NewKey("spamwords")
@@ -106,7 +109,7 @@ func TestAllowListGo(t *testing.T) {
 	writeList(t, members, "# members", alice.PK.Hex()+" alice")
 	r := relaytest.Start(t, relaytest.Options{
 		Relay:  relay.Config{AuthOnConnect: true},
-		Policy: policy.Config{Plugin: bin + " -tagged -authed -pubkeys " + members},
+		Policy: policy.Config{Plugin: bin + " -tagged -authed -pubkeys " + members, PluginTimeout: 30 * time.Second},
 	})
 	c := relaytest.Dial(t, r.URL)
 	c.ExpectType("AUTH") // the challenge; this connection does not log in

@@ -1,10 +1,13 @@
 # The two commands: `make run` and `make test`.
+# `make run ARGS="--listen 127.0.0.1:7448 --config petrel.toml"` passes
+# ARGS to `petrel serve`.
 export GOTOOLCHAIN := local
+ARGS ?=
 
 .PHONY: run test build bench vet fmt
 
 run:
-	./scripts/run.sh
+	./scripts/run.sh $(ARGS)
 
 test:
 	./scripts/test.sh

@@ -30,6 +30,11 @@ apt_install() {
 	as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
 }
 
+# Python 3 runs the example write-policy plugin's test (examples/plugins).
+if ! command -v python3 >/dev/null; then
+	apt_install python3
+fi
+
 # PostgreSQL (the shared store), NATS (the live bus) and HAProxy (the load
 # balancer) are what the multi-node tests run against: real servers, on
 # loopback. Install what is missing, start what is stopped.

@@ -2,18 +2,30 @@
 # test.sh: the whole test suite, as CI runs it. Installs what is missing,
 # then runs every package's tests (fuzz seed corpora included) and the
 # relay packages again under the race detector.
+#
+# Progress is shown per package as it goes (scripts/testprogress: a line
+# when a package ends, and every 30 s the packages still running with
+# their running tests); each run ends with "N passed, N failed, N
+# skipped" and the script stops at the first run that failed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export GOTOOLCHAIN=local
 ./scripts/setup.sh
 go vet ./...
-go test -count=1 -timeout 30m ./...
+go build -o bin/testprogress ./scripts/testprogress
+tp="$PWD/bin/testprogress"
+echo "== every package"
+"$tp" ./... -- -count=1 -timeout 30m
 # Interoperability with an independent NIP-77 implementation (go-nostr),
 # kept in its own module so its dependencies do not leak into petrel's.
-(cd internal/negentropy/interop && go test -count=1 ./...)
+echo "== internal/negentropy/interop (go-nostr)"
+(cd internal/negentropy/interop && "$tp" ./... -- -count=1)
 # The client-side NIPs (19, 44, 04, 49, 59, 13) against go-nostr, both ways.
-(cd internal/interop && go test -count=1 ./...)
+echo "== internal/interop (go-nostr)"
+(cd internal/interop && "$tp" ./... -- -count=1)
 # The nbio fork's own tests, one or more per patch (third_party/nbio/PATCHES.md),
 # in the fork's module; under -race, which one of them needs.
-(cd third_party/nbio && go test -count=1 -race ./...)
-go test -count=1 -race -timeout 30m ./internal/relay/... ./internal/server/... ./internal/nostr/... ./internal/negentropy/... ./internal/cluster/...
+echo "== third_party/nbio (-race)"
+(cd third_party/nbio && "$tp" ./... -- -count=1 -race)
+echo "== relay packages (-race)"
+"$tp" ./internal/relay/... ./internal/server/... ./internal/nostr/... ./internal/negentropy/... ./internal/cluster/... -- -count=1 -race -timeout 30m

@@ -4,8 +4,8 @@ package main
 // directory, so that the maintenance commands that can work on a live store
 // (petrel backup) ask the running relay instead of needing it stopped. The
 // socket is mode 0600: the user serve runs as (and root) may use it, as they
-// may read the data directory. petrel req and count --store read the
-// store through it too (POST /query, storeread.go).
+// may read the data directory. petrel scan, export, and req and count
+// --store read the store through it too (POST /query, storeread.go).
 
 import (
 	"bytes"

@@ -2,8 +2,13 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"net"
+	"os"
 	"slices"
 	"time"
 
@@ -45,10 +50,12 @@ goes to stderr when the events go to stdout.
 
 Export reads the configured store (store.backend), and writes the same
 lines from the pebble and the postgres store holding the same events.
-The pebble store needs its data directory to itself: stop petrel serve
-first (or see docs/operations.md for online backups). The postgres store
-is shared: export reads one snapshot of it (streamed, so memory does not
-grow with the store) while the relay's nodes run.`,
+On the pebble store of a running petrel serve, export asks the relay
+through its control socket (<store.path>/petrel.sock, read-only), which
+reads one snapshot of the store and streams it; otherwise it opens the
+store itself. The postgres store is shared: export reads one snapshot of
+it (streamed, so memory does not grow with the store) while the relay's
+nodes run.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runExportCmd(cmd.Context(), &f, cmd.OutOrStdout(), cmd.ErrOrStderr())
@@ -89,11 +96,25 @@ func runExportCmd(ctx context.Context, f *exportFlags, stdout, stderr io.Writer)
 	if err != nil {
 		return err
 	}
-	st, err := openToolStore(cfg, log, toolStoreOptions{})
-	if err != nil {
-		return err
+	if ctx == nil {
+		ctx = context.Background()
 	}
-	defer st.Close()
+	// The store of a running petrel serve is read through its control
+	// socket (read-only); otherwise export opens the store itself.
+	var src exportSource
+	if cfg.Store.Backend == "pebble" {
+		if s := (serveSource{dir: cfg.Store.Path}); s.running() {
+			src = s
+		}
+	}
+	if src == nil {
+		st, err := openToolStore(cfg, log, toolStoreOptions{})
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		src = storeSource{st}
+	}
 	out, err := createOutput(f.out, stdout)
 	if err != nil {
 		return err
@@ -103,7 +124,7 @@ func runExportCmd(ctx context.Context, f *exportFlags, stdout, stderr io.Writer)
 	var total int64 = -1
 	if !f.quiet && isTerminal(stderr) && !anyLimit(filters) {
 		// Counting reads the indexes only: cheap next to the export.
-		if n, err := st.Count(ctx, filters); err == nil {
+		if n, err := src.count(ctx, filters); err == nil {
 			total = n
 		}
 	}
@@ -112,7 +133,7 @@ func runExportCmd(ctx context.Context, f *exportFlags, stdout, stderr io.Writer)
 	if bar != nil {
 		o.Progress = func(n int64) { bar.Add64(n) }
 	}
-	res, err := exportEvents(ctx, st, out, filters, o)
+	res, err := src.export(ctx, out, filters, o)
 	finishBar(bar)
 	if err != nil {
 		out.abort()
@@ -130,6 +151,90 @@ func runExportCmd(ctx context.Context, f *exportFlags, stdout, stderr io.Writer)
 	}
 	return nil
 }
+
+// exportSource is where export reads: a store it opened, or the running
+// petrel serve that holds the store.
+type exportSource interface {
+	count(ctx context.Context, filters []nostr.Filter) (int64, error)
+	export(ctx context.Context, w io.Writer, filters []nostr.Filter, o exportOptions) (exportResult, error)
+}
+
+// storeSource reads a store this process opened.
+type storeSource struct{ st store.Store }
+
+func (s storeSource) count(ctx context.Context, filters []nostr.Filter) (int64, error) {
+	return s.st.Count(ctx, filters)
+}
+
+func (s storeSource) export(ctx context.Context, w io.Writer, filters []nostr.Filter, o exportOptions) (exportResult, error) {
+	return exportEvents(ctx, s.st, w, filters, o)
+}
+
+// serveSource reads the store of the petrel serve running on dir through
+// its control socket: the relay runs exportEvents on its store and
+// streams the lines.
+type serveSource struct{ dir string }
+
+// running reports whether a relay answers on dir's control socket (a
+// socket file left by a relay that died takes no connection).
+func (s serveSource) running() bool {
+	path := controlSocketPath(s.dir)
+	if fi, err := os.Lstat(path); err != nil || fi.Mode()&fs.ModeSocket == 0 {
+		return false
+	}
+	c, err := net.DialTimeout("unix", path, 5*time.Second)
+	if err != nil {
+		return false
+	}
+	c.Close()
+	return true
+}
+
+func (s serveSource) count(ctx context.Context, filters []nostr.Filter) (int64, error) {
+	var n int64
+	served, err := askControlQuery(ctx, s.dir, filters, queryRequest{Count: true}, func(line []byte) error {
+		var a countAnswer
+		if err := json.Unmarshal(line, &a); err != nil {
+			return fmt.Errorf("the running relay's answer: %w", err)
+		}
+		n = a.Count
+		return nil
+	})
+	if err == nil && !served {
+		err = errNoServe
+	}
+	return n, err
+}
+
+func (s serveSource) export(ctx context.Context, w io.Writer, filters []nostr.Filter, o exportOptions) (exportResult, error) {
+	start := time.Now()
+	var res exportResult
+	served, err := askControlQuery(ctx, s.dir, filters, queryRequest{OldestFirst: o.OldestFirst}, func(line []byte) error {
+		if _, err := w.Write(line); err != nil {
+			return err
+		}
+		if _, err := w.Write(newline); err != nil {
+			return err
+		}
+		res.Events++
+		res.Bytes += int64(len(line)) + 1
+		if o.Progress != nil && res.Events%256 == 0 {
+			o.Progress(256)
+		}
+		return nil
+	})
+	if err == nil && !served {
+		err = errNoServe
+	}
+	if o.Progress != nil {
+		o.Progress(res.Events % 256)
+	}
+	res.Seconds = time.Since(start).Seconds()
+	return res, err
+}
+
+// errNoServe: the relay stopped answering on its control socket.
+var errNoServe = errors.New("the running petrel serve stopped answering on its control socket")
 
 // exportEvents writes the events of st matching filters to w, one raw
 // event JSON and a newline each. It reads one store snapshot (newest

@@ -2,12 +2,15 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 
 	"github.com/petrel-relay/petrel/internal/importer"
 	"github.com/petrel-relay/petrel/internal/nostr"
@@ -26,6 +29,7 @@ type importFlags struct {
 	maxErrors int
 	quiet     bool
 	jsonOut   bool
+	strict    bool
 }
 
 func importCmd() *cobra.Command {
@@ -61,12 +65,25 @@ end, and needs its data directory to itself: stop petrel serve first.
 The postgres store commits each batch durably, beside the relay's
 running nodes (what import saves is served by their stored queries, not
 pushed to live subscriptions). An interrupted import keeps what it had
-saved, and running it again skips what is already there.`,
+saved, and running it again skips what is already there.
+
+With no file and a terminal for stdin, import refuses to start (it would
+wait for events typed by hand); give "-" to type them, ending with Ctrl-D.
+--strict makes import exit with status 1 when any line was refused
+(invalid, bad id, bad signature, store error), after saving the others.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			path := "-"
 			if len(args) == 1 {
 				path = args[0]
+			}
+			if stdinIsTerminal(cmd.InOrStdin()) {
+				if len(args) == 0 {
+					return errors.New("no input: give a JSONL file (petrel import events.jsonl), or pipe events in (strfry export | petrel import); \"-\" reads events typed here")
+				}
+				if path == "-" {
+					fmt.Fprintln(cmd.ErrOrStderr(), "petrel import: reading events from the terminal, one JSON event per line; end with Ctrl-D")
+				}
 			}
 			return runImportCmd(cmd.Context(), &f, path, cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
@@ -81,6 +98,7 @@ saved, and running it again skips what is already there.`,
 	fs.IntVar(&f.maxErrors, "show-errors", 10, "how many refused lines to list with their line numbers")
 	fs.BoolVarP(&f.quiet, "quiet", "q", false, "no progress bar")
 	fs.BoolVar(&f.jsonOut, "json", false, "print the result as one JSON object instead of the summary")
+	fs.BoolVar(&f.strict, "strict", false, "exit with status 1 when any line was refused (the others are still saved)")
 	return cmd
 }
 
@@ -137,7 +155,21 @@ func runImportCmd(ctx context.Context, f *importFlags, path string, stdin io.Rea
 	if res != nil && res.Interrupted && err == nil {
 		return fmt.Errorf("interrupted after line %d: what was saved is kept; run the same import again to carry on (stored events are skipped as duplicates)", res.Lines)
 	}
+	if err == nil && f.strict && res != nil {
+		if n := res.Invalid + res.BadID + res.BadSig + res.Failed; n > 0 {
+			return fmt.Errorf("--strict: %d of %d lines refused (the others were saved)", n, res.Lines)
+		}
+	}
 	return err
+}
+
+// stdinIsTerminal reports whether r is a terminal (a person at a shell,
+// not a pipe or a file); tests replace it.
+var stdinIsTerminal = defaultStdinIsTerminal
+
+func defaultStdinIsTerminal(r io.Reader) bool {
+	f, ok := r.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
 }
 
 // progressBar is a nil-safe holder for a bar made after its feeder.

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -184,5 +185,55 @@ func TestImportCommandRelayURL(t *testing.T) {
 	}
 	if _, err := os.Stat(data); err == nil {
 		t.Fatal("an import refused for its relay.url created the store")
+	}
+}
+
+// TestImportStrict: --strict exits with an error when a line was refused,
+// after saving the others; without refused lines it succeeds.
+func TestImportStrict(t *testing.T) {
+	input, want := importCmdInput()
+	path := filepath.Join(t.TempDir(), "events.jsonl")
+	writeFile(t, path, input)
+	data := filepath.Join(t.TempDir(), "data")
+	out, _, err := runTool(t, importCmd, "", "--data", data, "-q", "--strict", path)
+	if err == nil || !strings.Contains(err.Error(), "--strict: 2 of 9 lines refused") {
+		t.Fatalf("--strict with 2 refused lines: %v", err)
+	}
+	if !strings.Contains(out, fmt.Sprintf("stored %d,", want.Stored)) {
+		t.Fatalf("--strict summary: %q", out)
+	}
+	if n := len(storedRaws(t, data)); n != int(want.Stored) {
+		t.Fatalf("--strict stored %d events, want %d", n, want.Stored)
+	}
+	// Without refused lines (duplicates, blank lines and messages are not
+	// refusals), --strict succeeds.
+	var clean []string
+	for i, l := range strings.Split(strings.TrimSuffix(string(input), "\n"), "\n") {
+		if i != 5 && i != 6 { // lines 6 and 7
+			clean = append(clean, l)
+		}
+	}
+	if _, _, err := runTool(t, importCmd, strings.Join(clean, "\n"), "--data", data, "-q", "--strict"); err != nil {
+		t.Fatalf("--strict without refused lines: %v", err)
+	}
+}
+
+// TestImportTerminal: with no file and a terminal for stdin, import
+// refuses to wait silently; with "-" it says what it waits for.
+func TestImportTerminal(t *testing.T) {
+	stdinIsTerminal = func(io.Reader) bool { return true }
+	t.Cleanup(func() { stdinIsTerminal = defaultStdinIsTerminal })
+	data := filepath.Join(t.TempDir(), "data")
+	_, _, err := runTool(t, importCmd, "", "--data", data)
+	if err == nil || !strings.Contains(err.Error(), "no input: give a JSONL file") {
+		t.Fatalf("no file on a terminal: %v", err)
+	}
+	if _, err := os.Stat(data); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a refused import made a store: %v", err)
+	}
+	ev := relaytest.NewKey("import-tty").Event(1, "typed", nil, fixtureBase)
+	out, errOut, err := runTool(t, importCmd, string(ev.Raw)+"\n", "--data", data, "-q", "-")
+	if err != nil || !strings.Contains(errOut, "reading events from the terminal") || !strings.Contains(out, "stored 1,") {
+		t.Fatalf("\"-\" on a terminal: %v\nstdout %q\nstderr %q", err, out, errOut)
 	}
 }

@@ -14,13 +14,26 @@ import (
 var version = "dev"
 
 func main() {
+	if err := newRoot(os.Args).Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "petrel:", err)
+		os.Exit(1)
+	}
+}
+
+// newRoot returns the root command for a run with args (os.Args form).
+func newRoot(args []string) *cobra.Command {
 	root := &cobra.Command{
 		Use:           "petrel",
 		Short:         "petrel is a fast, bounded Nostr relay",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// petrel --version says what petrel version does (worked out
+		// only when asked: it loads the verifier).
+		Version: "-",
 	}
-	if add, ok := namedCommands[firstArg(os.Args)]; ok {
+	cobra.AddTemplateFunc("petrelVersion", versionLine)
+	root.SetVersionTemplate("{{petrelVersion}}\n")
+	if add, ok := namedCommands[firstArg(args)]; ok {
 		// A run of one command builds only that one: the client commands
 		// are timed as whole processes, and building every command's
 		// flags costs about 0.2 ms (docs/BENCHMARKS.md).
@@ -34,10 +47,8 @@ func main() {
 			root.AddCommand(add())
 		}
 	}
-	if err := root.Execute(); err != nil {
-		fmt.Fprintln(os.Stderr, "petrel:", err)
-		os.Exit(1)
-	}
+	root.SetArgs(args[1:])
+	return root
 }
 
 // extraCommands lets subcommand files register themselves.

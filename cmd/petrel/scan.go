@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -31,7 +32,7 @@ type scanFlags struct {
 func scanCmd() *cobra.Command {
 	var f scanFlags
 	cmd := &cobra.Command{
-		Use:   "scan [--filter JSON] [--count | --ids] [--explain]",
+		Use:   "scan [FILTER | --filter JSON] [--count | --ids] [--explain]",
 		Short: "Print the stored events matching a filter (a debugging tool)",
 		Long: `Scan runs a filter against the store as a REQ would and prints the
 matching events (raw JSON, newest first, one per line), or with --count
@@ -44,13 +45,25 @@ and which conditions it checks after the index; with the postgres store,
 the SQL statements scan runs and PostgreSQL's plan for each (EXPLAIN,
 which does not run them); then the time the query took.
 
-Without --filter, scan prints every event: pass a limit, for example
---filter '{"limit":10}'. Scan works on the configured store
-(store.backend). The pebble store needs its data directory to itself:
-stop petrel serve first. The postgres store is shared: scan runs beside
-the relay's nodes.`,
-		Args: cobra.NoArgs,
+The filter may also be given as the argument, as strfry takes it:
+petrel scan '{"kinds":[0]}'. An unknown filter key is an error (a typo
+such as "kind" would otherwise match every event), and "since"/"until"
+may be "now", RFC 3339 or an age such as "1h" ('{"since":"1h"}').
+
+Without a filter, scan prints every event: pass a limit, for example
+petrel scan '{"limit":10}'. Scan works on the configured store
+(store.backend). On the pebble store of a running petrel serve, scan
+asks the relay through its control socket (<store.path>/petrel.sock,
+read-only); otherwise it opens the store itself. The postgres store is
+shared: scan runs beside the relay's nodes.`,
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 1 {
+				if cmd.Flags().Changed("filter") {
+					return errors.New("give the filter as the argument or with --filter, not both")
+				}
+				f.sel.filter = args[0]
+			}
 			return runScanCmd(cmd.Context(), &f, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
@@ -84,14 +97,21 @@ func runScanCmd(ctx context.Context, f *scanFlags, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if cfg.Store.Backend == "pebble" {
+		// The store of a running petrel serve: ask it (read-only, through
+		// its control socket) instead of failing on its lock.
+		if served, err := scanThroughServe(ctx, f, cfg.Store.Path, filters, stdout, stderr); served {
+			return err
+		}
+	}
 	st, err := openToolStore(cfg, log, toolStoreOptions{})
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	if ctx == nil {
-		ctx = context.Background()
-	}
 	if f.explain {
 		if err := explainScan(ctx, st, filters, f.count, stderr); err != nil {
 			return err
@@ -192,4 +212,50 @@ func scanEvents(ctx context.Context, st store.Store, w io.Writer, filters []nost
 		err = ferr
 	}
 	return n, err
+}
+
+// scanThroughServe runs the scan through the control socket of the petrel
+// serve holding the store in dir. served is false when no relay answers
+// there.
+func scanThroughServe(ctx context.Context, f *scanFlags, dir string, filters []nostr.Filter, stdout, stderr io.Writer) (served bool, err error) {
+	if f.explain {
+		served, err := askControlQuery(ctx, dir, filters, queryRequest{Explain: true, Count: f.count}, func(line []byte) error {
+			var a explainAnswer
+			if err := json.Unmarshal(line, &a); err != nil {
+				return fmt.Errorf("the running relay's answer: %w", err)
+			}
+			_, err := io.WriteString(stderr, a.Explain)
+			return err
+		})
+		if !served || err != nil {
+			return served, err
+		}
+	}
+	start := time.Now()
+	var n int64
+	if f.count {
+		served, err = askControlQuery(ctx, dir, filters, queryRequest{Count: true}, func(line []byte) error {
+			var a countAnswer
+			if err := json.Unmarshal(line, &a); err != nil {
+				return fmt.Errorf("the running relay's answer: %w", err)
+			}
+			n = a.Count
+			_, err := fmt.Fprintln(stdout, a.Count)
+			return err
+		})
+	} else {
+		bw := bufio.NewWriterSize(stdout, 64<<10)
+		served, err = askControlQuery(ctx, dir, filters, queryRequest{IDs: f.ids}, func(line []byte) error {
+			n++
+			bw.Write(line)
+			return bw.WriteByte('\n')
+		})
+		if ferr := bw.Flush(); err == nil {
+			err = ferr
+		}
+	}
+	if served && err == nil && f.explain {
+		fmt.Fprintf(stderr, "%d events in %v (through the running relay)\n", n, time.Since(start).Round(time.Microsecond))
+	}
+	return served, err
 }

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/spf13/cobra"
 )
 
 func TestScanCommand(t *testing.T) {
@@ -38,6 +40,19 @@ func TestScanCommand(t *testing.T) {
 		`[{"authors":["`+evs[0].PubKey.Hex()+`"],"limit":1},{"#e":["`+evs[0].ID.Hex()+`"]}]`)
 	f([]string{"2"}, "2 events in", "--explain", "--count", "--filter", `{"kinds":[1]}`, "--since", "1700000014")
 
+	// A search is planned on the search index (it used to be explained as
+	// "matches nothing" and then answered).
+	out, errOut, err := runTool(t, scanCmd, "", "--data", data, "--explain", "--filter", `{"search":"note","limit":2}`)
+	if err != nil || strings.Count(out, "\n") != 2 || !strings.Contains(errOut, "filter 0: search index (S)") || strings.Contains(errOut, "matches nothing") {
+		t.Fatalf("search --explain: %v\nstdout %q\nstderr %q", err, out, errOut)
+	}
+
+	// The filter as the argument, as strfry takes it; relative times.
+	f([]string{"10"}, "", `{"kinds":[7]}`, "--count")
+	f([]string{"40"}, "", `{"until":"1h"}`, "--count")
+	f([]string{"0"}, "", `{"since":"1h"}`, "--count")
+	f([]string{"0"}, "", "--count", "--since", "1h")
+
 	bad := func(want string, args ...string) {
 		t.Helper()
 		_, _, err := runTool(t, scanCmd, "", args...)
@@ -47,7 +62,38 @@ func TestScanCommand(t *testing.T) {
 	}
 	bad("exclude each other", "--data", data, "--count", "--ids")
 	bad("--filter", "--data", data, "--filter", "[")
+	bad("not both", "--data", data, `{"kinds":[7]}`, "--filter", `{"kinds":[1]}`)
+	bad(`unknown filter key "kind"`, "--data", data, `{"kind":[7]}`, "--count")
+	bad("accepts at most 1 arg", "--data", data, `{}`, `{}`)
 	bad("no store", "--data", filepath.Join(t.TempDir(), "none"))
 	openStoreAt(t, data)
 	bad("is petrel serve running?", "--data", data, "--count")
+}
+
+// TestToolsRefuseUnknownFilterKeys: every tool that takes a JSON filter
+// refuses an unknown key before touching a store or a relay (it used to be
+// skipped, and scan --count then counted the whole store).
+func TestToolsRefuseUnknownFilterKeys(t *testing.T) {
+	data := fillStore(t, toolEvents())
+	const want = `unknown filter key "kind" (did you mean "kinds"?)`
+	for _, c := range []struct {
+		name string
+		cmd  func() *cobra.Command
+		args []string
+	}{
+		{"scan", scanCmd, []string{"--count"}},
+		{"export", exportCmd, nil},
+		{"delete", deleteCmd, []string{"--dry-run"}},
+	} {
+		_, _, err := runTool(t, c.cmd, "", append([]string{"--data", data, "--filter", `{"kind":[1]}`}, c.args...)...)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: error %v, want %q", c.name, err, want)
+		}
+	}
+	if _, err := runSyncCmd(t, nil, "ws://127.0.0.1:1", "--quiet", "--filter", `{"kind":[1]}`); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("sync: error %v, want %q", err, want)
+	}
+	if _, err := runSyncCmd(t, nil, "ws://127.0.0.1:1", "--quiet", "--filter", `[{},{}]`); err == nil || !strings.Contains(err.Error(), "one filter") {
+		t.Errorf("sync with two filters: %v", err)
+	}
 }

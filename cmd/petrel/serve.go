@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -51,7 +52,12 @@ func (f *commonFlags) load() (config.Config, error) {
 	return cfg.Normalize(), nil
 }
 
-func newLogger(c config.Log) (*slog.Logger, error) {
+func newLogger(c config.Log) (*slog.Logger, error) { return newLoggerTo(os.Stderr, c) }
+
+// newLoggerTo returns the logger c describes, writing to w. Durations are
+// written as Go durations ("41ms") in both formats: the JSON handler alone
+// would write integer nanoseconds, unlike the text log and the docs.
+func newLoggerTo(w io.Writer, c config.Log) (*slog.Logger, error) {
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(c.Level)); err != nil {
 		return nil, fmt.Errorf("log level %q: %w", c.Level, err)
@@ -59,9 +65,15 @@ func newLogger(c config.Log) (*slog.Logger, error) {
 	opts := &slog.HandlerOptions{Level: lvl}
 	switch c.Format {
 	case "json":
-		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
+		opts.ReplaceAttr = func(_ []string, a slog.Attr) slog.Attr {
+			if a.Value.Kind() == slog.KindDuration {
+				a.Value = slog.StringValue(a.Value.Duration().String())
+			}
+			return a
+		}
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
 	case "text", "":
-		return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil
+		return slog.New(slog.NewTextHandler(w, opts)), nil
 	}
 	return nil, fmt.Errorf("log format %q: want text or json", c.Format)
 }

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/petrel-relay/petrel/internal/config"
 )
 
 // TestServeLockedDataDir runs petrel serve on a data directory another
@@ -101,5 +103,22 @@ func TestServeLockedDataDir(t *testing.T) {
 	// The refused serve did not take the running relay's control socket.
 	if fi, err := os.Lstat(filepath.Join(data, controlSocketName)); err != nil || fi.Mode()&fs.ModeSocket == 0 {
 		t.Fatalf("control socket of the running relay after the refused serve: %v", err)
+	}
+}
+
+// TestLogDurations: the JSON log writes durations as the text log and
+// docs/operations.md do ("startup":"41ms"), not as integer nanoseconds.
+func TestLogDurations(t *testing.T) {
+	for _, format := range []string{"json", "text"} {
+		var b bytes.Buffer
+		log, err := newLoggerTo(&b, config.Log{Level: "info", Format: format})
+		if err != nil {
+			t.Fatal(err)
+		}
+		log.Info("petrel listening", "startup", 41*time.Millisecond, "n", 3)
+		want := map[string]string{"json": `"startup":"41ms","n":3`, "text": `startup=41ms n=3`}[format]
+		if !strings.Contains(b.String(), want) {
+			t.Fatalf("%s log: %q, want it to contain %q", format, b.String(), want)
+		}
 	}
 }

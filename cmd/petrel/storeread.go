@@ -41,7 +41,21 @@ func (s *storeFlags) register(cmd *cobra.Command) {
 // queryRequest is the body of POST /query on the control socket.
 type queryRequest struct {
 	Filters []json.RawMessage `json:"filters"`
-	Count   bool              `json:"count"`
+	// Count answers {"count": N} (limits ignored, as COUNT).
+	Count bool `json:"count"`
+	// IDs answers the ids of the matches, one per line (petrel scan --ids).
+	IDs bool `json:"ids,omitempty"`
+	// OldestFirst answers the matches oldest first (petrel export
+	// --oldest-first).
+	OldestFirst bool `json:"oldest_first,omitempty"`
+	// Explain answers {"explain": "..."}: how the store answers the
+	// filters (petrel scan --explain; with Count, the count's plan).
+	Explain bool `json:"explain,omitempty"`
+}
+
+// explainAnswer is the answer to an Explain request.
+type explainAnswer struct {
+	Explain string `json:"explain"`
 }
 
 // countAnswer is the answer to a counting query.
@@ -69,12 +83,21 @@ func serveQuery(w http.ResponseWriter, r *http.Request, st store.Store) {
 	}
 	filters := make([]nostr.Filter, len(req.Filters))
 	for i, raw := range req.Filters {
-		f, err := nostr.ParseFilter(raw, nil)
+		f, err := nostr.ParseFilterStrict(raw, nil)
 		if err != nil {
 			reply(http.StatusBadRequest, controlError{fmt.Sprintf("filter %d: %v", i, err)})
 			return
 		}
 		filters[i] = f
+	}
+	if req.Explain {
+		var b bytes.Buffer
+		if err := explainScan(r.Context(), st, filters, req.Count, &b); err != nil {
+			reply(http.StatusInternalServerError, controlError{err.Error()})
+			return
+		}
+		reply(http.StatusOK, explainAnswer{b.String()})
+		return
 	}
 	if req.Count {
 		n, err := st.Count(r.Context(), filters)
@@ -85,24 +108,24 @@ func serveQuery(w http.ResponseWriter, r *http.Request, st store.Store) {
 		reply(http.StatusOK, countAnswer{n})
 		return
 	}
-	it, err := st.Query(r.Context(), filters)
-	if err != nil {
-		reply(http.StatusInternalServerError, controlError{err.Error()})
-		return
-	}
-	defer it.Close()
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	bw := bufio.NewWriterSize(w, 64<<10)
-	for it.Next() {
-		bw.Write(it.Record().Raw)
-		if err := bw.WriteByte('\n'); err != nil {
-			panic(http.ErrAbortHandler) // the client went away
-		}
+	var err error
+	if req.IDs {
+		hexBuf := make([]byte, 0, 65)
+		err = queryEach(r.Context(), st, filters, func(rec *store.Record) error {
+			hexBuf = append(append(hexBuf[:0], rec.ID.Hex()...), '\n')
+			_, err := bw.Write(hexBuf)
+			return err
+		})
+	} else {
+		// export's own reader: one snapshot newest first, or the list
+		// of matches and then their bodies oldest first.
+		_, err = exportEvents(r.Context(), st, bw, filters, exportOptions{OldestFirst: req.OldestFirst})
 	}
-	if it.Err() != nil {
-		panic(http.ErrAbortHandler)
-	}
-	if bw.Flush() != nil {
+	if err != nil || bw.Flush() != nil {
+		// An error after the first line aborts the response: the client
+		// sees a broken stream, never a short one that looks complete.
 		panic(http.ErrAbortHandler)
 	}
 }
@@ -112,6 +135,12 @@ func serveQuery(w http.ResponseWriter, r *http.Request, st store.Store) {
 // then opens the store itself. each gets every line (count: the one
 // JSON answer).
 func askQuery(ctx context.Context, dir string, filters []nostr.Filter, count bool, each func([]byte) error) (served bool, err error) {
+	return askControlQuery(ctx, dir, filters, queryRequest{Count: count}, each)
+}
+
+// askControlQuery is askQuery with the request's options (req.Filters is
+// set from filters).
+func askControlQuery(ctx context.Context, dir string, filters []nostr.Filter, req queryRequest, each func([]byte) error) (served bool, err error) {
 	path := controlSocketPath(dir)
 	if fi, err := os.Lstat(path); err != nil || fi.Mode()&fs.ModeSocket == 0 {
 		return false, nil
@@ -123,7 +152,7 @@ func askQuery(ctx context.Context, dir string, filters []nostr.Filter, count boo
 		},
 		DisableCompression: true,
 	}}
-	req := queryRequest{Count: count}
+	req.Filters = nil
 	for i := range filters {
 		req.Filters = append(req.Filters, nostr.AppendFilter(nil, &filters[i]))
 	}

@@ -34,7 +34,16 @@ func TestServeQuery(t *testing.T) {
 	if w := ask(`{"filters":[{"kinds":[1],"limit":1}],"count":true}`); w.Code != 200 || strings.TrimSpace(w.Body.String()) != `{"count":2}` {
 		t.Fatalf("count: %d %q", w.Code, w.Body.String())
 	}
-	for _, bad := range []string{`{}`, `{"filters":[]}`, `{"filters":[{"kinds":"x"}]}`, `not json`} {
+	if w := ask(`{"filters":[{"kinds":[1]}],"oldest_first":true}`); w.Code != 200 || w.Body.String() != string(a.Raw)+"\n"+string(b.Raw)+"\n" {
+		t.Fatalf("oldest first: %d %q", w.Code, w.Body.String())
+	}
+	if w := ask(`{"filters":[{"kinds":[1]}],"ids":true}`); w.Code != 200 || w.Body.String() != b.ID.Hex()+"\n"+a.ID.Hex()+"\n" {
+		t.Fatalf("ids: %d %q", w.Code, w.Body.String())
+	}
+	if w := ask(`{"filters":[{"kinds":[1]}],"explain":true}`); w.Code != 200 || !strings.Contains(w.Body.String(), `"explain":"filter 0: index kind (K)`) {
+		t.Fatalf("explain: %d %q", w.Code, w.Body.String())
+	}
+	for _, bad := range []string{`{"filters":[{"kind":[1]}]}`, `{}`, `{"filters":[]}`, `{"filters":[{"kinds":"x"}]}`, `not json`} {
 		if w := ask(bad); w.Code != 400 {
 			t.Fatalf("%s: %d", bad, w.Code)
 		}

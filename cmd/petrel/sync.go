@@ -7,13 +7,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/petrel-relay/petrel/internal/config"
-	"github.com/petrel-relay/petrel/internal/nostr"
 	"github.com/petrel-relay/petrel/internal/store"
 	psync "github.com/petrel-relay/petrel/internal/sync"
 )
@@ -91,25 +89,17 @@ by every node's stored queries, but not pushed to live subscriptions.`,
 	// output, which may be the --json stream; RunE warns on stderr.)
 	fs.BoolVar(&f.fallbackPaging, "fallback-scan", false, "old name of --fallback-paging")
 	_ = fs.MarkHidden("fallback-scan")
-	fs.StringVar(&f.since, "since", "", "only events created at or after this time (unix seconds or RFC 3339)")
-	fs.StringVar(&f.until, "until", "", "only events created at or before this time (unix seconds or RFC 3339)")
+	fs.StringVar(&f.since, "since", "", "only events created at or after: unix time, now, RFC 3339, or an age like 30m, 1h, 2d, 1w")
+	fs.StringVar(&f.until, "until", "", "only events created at or before (same forms as --since)")
 	fs.DurationVar(&f.negTimeout, "neg-timeout", 10*time.Second, "how long to wait for the answer to NEG-OPEN before deciding the relay lacks NIP-77")
 	fs.BoolVarP(&f.quiet, "quiet", "q", false, "no progress bar")
-	fs.BoolVar(&f.jsonOut, "json", false, "print the result as one JSON object instead of the summary line")
+	fs.BoolVar(&f.jsonOut, "json", false, "print the result as one JSON object instead of the summary line (\"complete\": false and \"error\" when the sync failed)")
 	return cmd
 }
 
-// parseTime reads unix seconds or an RFC 3339 time.
-func parseTime(s string) (int64, error) {
-	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
-		return n, nil
-	}
-	t, err := time.Parse(time.RFC3339, s)
-	if err != nil {
-		return 0, fmt.Errorf("time %q: want unix seconds or RFC 3339", s)
-	}
-	return t.Unix(), nil
-}
+// parseTime reads a time as the tools take it: unix seconds, now, RFC
+// 3339 or an age before now (parseWhen).
+func parseTime(s string) (int64, error) { return parseWhen(s, time.Now()) }
 
 // syncOptions turns the flags into sync options (without the local side).
 func (f *syncFlags) options(remote string) (psync.Options, error) {
@@ -119,9 +109,14 @@ func (f *syncFlags) options(remote string) (psync.Options, error) {
 	if o.Direction, err = psync.ParseDirection(f.dir); err != nil {
 		return o, err
 	}
-	if o.Filter, err = nostr.ParseFilter([]byte(f.filter), nil); err != nil {
+	filters, err := parseFilters(f.filter)
+	if err == nil && len(filters) != 1 {
+		err = errors.New("sync takes one filter, not an array")
+	}
+	if err != nil {
 		return o, fmt.Errorf("--filter: %w", err)
 	}
+	o.Filter = filters[0]
 	if f.since != "" {
 		if o.Filter.Since, err = parseTime(f.since); err != nil {
 			return o, fmt.Errorf("--since: %w", err)
@@ -168,13 +163,27 @@ func runSync(ctx context.Context, f *syncFlags, remote string, stdout, stderr io
 	defer stop()
 
 	res, err := psync.Run(ctx, o)
+	// A failed sync says so before its figures: the summary line alone
+	// would read as a success. The JSON result carries "complete" and
+	// the error for scripts.
 	if f.jsonOut {
-		enc := json.NewEncoder(stdout)
-		if jerr := enc.Encode(res); jerr != nil {
+		out := struct {
+			psync.Result
+			Complete bool   `json:"complete"`
+			Error    string `json:"error,omitempty"`
+		}{Result: res, Complete: err == nil}
+		if err != nil {
+			out.Error = err.Error()
+		}
+		if jerr := json.NewEncoder(stdout).Encode(out); jerr != nil {
 			return jerr
 		}
 	} else if res.Mode != "" {
-		fmt.Fprintln(stdout, res.String())
+		if err != nil {
+			fmt.Fprintln(stderr, "sync failed; done before the failure:", res.String())
+		} else {
+			fmt.Fprintln(stdout, res.String())
+		}
 	}
 	switch {
 	case err == nil:

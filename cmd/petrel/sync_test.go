@@ -134,9 +134,25 @@ func TestSyncCommandFallbackPaging(t *testing.T) {
 	r := relaytest.Start(t, relaytest.Options{Relay: relay.Config{MaxNegItems: 1}})
 	saveAll(t, r.Store, events)
 
-	_, err := runSyncCmd(t, storetest.NewModel(), r.URL, "--quiet")
+	out, errOut, err := runSyncCmdStderr(t, storetest.NewModel(), r.URL, "--quiet")
 	if !errors.Is(err, psync.ErrRefused) || !strings.Contains(err.Error(), "--fallback-paging") {
 		t.Fatalf("without the fallback: %v", err)
+	}
+	// A failed sync prints no success-looking summary: its figures go to
+	// stderr, after a word that it failed.
+	// (stdout holds cobra's usage here: the test runs the command without
+	// the root's SilenceUsage.)
+	if strings.Contains(out, "negentropy: local") || !strings.HasPrefix(errOut, "sync failed; done before the failure: negentropy: local 0") {
+		t.Fatalf("failed sync: stdout %q, stderr %q", out, errOut)
+	}
+	out, _, err = runSyncCmdStderr(t, storetest.NewModel(), r.URL, "--quiet", "--json")
+	out, _, _ = strings.Cut(out, "\n") // the JSON line, before the usage
+	var failed struct {
+		Complete *bool  `json:"complete"`
+		Error    string `json:"error"`
+	}
+	if err == nil || json.Unmarshal([]byte(out), &failed) != nil || failed.Complete == nil || *failed.Complete || !strings.Contains(failed.Error, err.Error()[:20]) {
+		t.Fatalf("failed sync --json: %v\n%s", err, out)
 	}
 	f := func(flag string, deprecated bool) {
 		t.Helper()
@@ -158,15 +174,18 @@ func TestSyncCommandFallbackPaging(t *testing.T) {
 	f("--fallback-paging", false)
 	f("--fallback-scan", true)
 
-	out, err := runSyncCmd(t, storetest.NewModel(), r.URL, "--fallback-scan", "--json")
+	out, err = runSyncCmd(t, storetest.NewModel(), r.URL, "--fallback-scan", "--json")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var res psync.Result
+	var res struct {
+		psync.Result
+		Complete bool `json:"complete"`
+	}
 	if err := json.Unmarshal([]byte(out), &res); err != nil {
 		t.Fatalf("--json: %v\n%s", err, out)
 	}
-	if res.Mode != psync.ModePaging || res.Down.Moved != 30 {
+	if res.Mode != psync.ModePaging || res.Down.Moved != 30 || !res.Complete {
 		t.Fatalf("result %+v", res)
 	}
 }

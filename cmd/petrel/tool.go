@@ -7,6 +7,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"compress/gzip"
 	"context"
 	"encoding/json"
@@ -19,6 +20,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -216,7 +218,8 @@ func dirSize(dir string) (int64, error) {
 	return n, err
 }
 
-// filterFlags are the flags selecting events: --filter, --since, --until.
+// filterFlags are the flags selecting events: --filter, --since, --until
+// (and, for scan, the filter as a positional argument).
 type filterFlags struct {
 	filter       string
 	since, until string
@@ -224,19 +227,20 @@ type filterFlags struct {
 
 func (f *filterFlags) register(cmd *cobra.Command, def string) {
 	fs := cmd.Flags()
-	fs.StringVar(&f.filter, "filter", def, `NIP-01 filter as JSON, or a JSON array of filters (matches any); "limit" keeps that filter's newest matches`)
-	fs.StringVar(&f.since, "since", "", "only events created at or after this time (unix seconds or RFC 3339); applies to every filter")
-	fs.StringVar(&f.until, "until", "", "only events created at or before this time (unix seconds or RFC 3339); applies to every filter")
+	fs.StringVar(&f.filter, "filter", def, `NIP-01 filter as JSON, or a JSON array of filters (matches any); "limit" keeps that filter's newest matches; "since"/"until" may also be "now", RFC 3339 or an age ("1h")`)
+	fs.StringVar(&f.since, "since", "", "only events created at or after: unix time, now, RFC 3339, or an age like 30m, 1h, 2d, 1w; applies to every filter")
+	fs.StringVar(&f.until, "until", "", "only events created at or before (same forms as --since); applies to every filter")
 }
 
 // filters parses the flags.
 func (f *filterFlags) filters() ([]nostr.Filter, error) {
-	filters, err := parseFilters(f.filter)
+	now := time.Now()
+	filters, err := parseFiltersAt(f.filter, now)
 	if err != nil {
 		return nil, fmt.Errorf("--filter: %w", err)
 	}
 	if f.since != "" {
-		t, err := parseTime(f.since)
+		t, err := parseWhen(f.since, now)
 		if err != nil {
 			return nil, fmt.Errorf("--since: %w", err)
 		}
@@ -245,7 +249,7 @@ func (f *filterFlags) filters() ([]nostr.Filter, error) {
 		}
 	}
 	if f.until != "" {
-		t, err := parseTime(f.until)
+		t, err := parseWhen(f.until, now)
 		if err != nil {
 			return nil, fmt.Errorf("--until: %w", err)
 		}
@@ -256,16 +260,30 @@ func (f *filterFlags) filters() ([]nostr.Filter, error) {
 	return filters, nil
 }
 
-// parseFilters reads one filter object or an array of filter objects;
-// npub/note/nevent/nprofile/naddr values are read as hex (nip19.HexFilter).
-func parseFilters(s string) ([]nostr.Filter, error) {
+// parseFilters is parseFiltersAt now.
+func parseFilters(s string) ([]nostr.Filter, error) { return parseFiltersAt(s, time.Now()) }
+
+// parseFiltersAt reads one filter object or an array of filter objects as
+// the tools take them from people: npub/note/nevent/nprofile/naddr values
+// are read as hex (nip19.HexFilter); "since" and "until" may be strings,
+// "now", RFC 3339 or an age before now ("1h", "2d": parseWhen); and an
+// unknown key is an error (nostr.ParseFilterStrict), so a typo such as
+// "kind" cannot widen the filter to every event.
+func parseFiltersAt(s string, now time.Time) ([]nostr.Filter, error) {
 	hex, err := nip19.HexFilter([]byte(strings.TrimSpace(s)))
 	if err != nil {
 		return nil, err
 	}
 	s = string(hex)
+	one := func(raw []byte) (nostr.Filter, error) {
+		raw, err := resolveFilterTimes(raw, now)
+		if err != nil {
+			return nostr.Filter{}, err
+		}
+		return nostr.ParseFilterStrict(raw, nil)
+	}
 	if !strings.HasPrefix(s, "[") {
-		f, err := nostr.ParseFilter([]byte(s), nil)
+		f, err := one([]byte(s))
 		if err != nil {
 			return nil, err
 		}
@@ -280,13 +298,70 @@ func parseFilters(s string) ([]nostr.Filter, error) {
 	}
 	out := make([]nostr.Filter, len(raws))
 	for i, r := range raws {
-		f, err := nostr.ParseFilter(r, nil)
+		f, err := one(r)
 		if err != nil {
 			return nil, fmt.Errorf("filter %d: %w", i, err)
 		}
 		out[i] = f
 	}
 	return out, nil
+}
+
+// resolveFilterTimes returns the filter object obj with a "since" or
+// "until" given as a string ("now", RFC 3339, an age such as "1h")
+// replaced by its unix time. Anything it cannot read is left for the
+// filter parser to refuse.
+func resolveFilterTimes(obj []byte, now time.Time) ([]byte, error) {
+	if !bytes.Contains(obj, []byte(`"since"`)) && !bytes.Contains(obj, []byte(`"until"`)) {
+		return obj, nil
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(obj, &m) != nil {
+		return obj, nil
+	}
+	changed := false
+	for _, k := range []string{"since", "until"} {
+		v, ok := m[k]
+		if !ok || len(v) == 0 || v[0] != '"' {
+			continue
+		}
+		var w string
+		if json.Unmarshal(v, &w) != nil {
+			return obj, nil
+		}
+		t, err := parseWhen(w, now)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", k, err)
+		}
+		m[k] = json.RawMessage(strconv.FormatInt(t, 10))
+		changed = true
+	}
+	if !changed {
+		return obj, nil
+	}
+	// The map keeps one of a key given twice: refuse that here, as the
+	// filter parser would.
+	d := json.NewDecoder(bytes.NewReader(obj))
+	seen := map[string]bool{}
+	if _, err := d.Token(); err != nil {
+		return obj, nil
+	}
+	for d.More() {
+		k, err := d.Token()
+		if err != nil {
+			return obj, nil
+		}
+		if key, _ := k.(string); seen[key] {
+			return nil, fmt.Errorf("duplicate key %q", key)
+		} else {
+			seen[key] = true
+		}
+		var skip json.RawMessage
+		if d.Decode(&skip) != nil {
+			return obj, nil
+		}
+	}
+	return json.Marshal(m)
 }
 
 // anyLimit reports whether one of filters has a limit.

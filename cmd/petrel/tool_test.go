@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -183,6 +184,32 @@ func TestParseFilters(t *testing.T) {
 	f(`[{"kinds":"x"}]`, 0, "filter 0")
 	f(`{kinds`, 0, "nostr:")
 	f(`[{"kinds":[1]},]`, 0, "not a JSON array")
+	// Unknown keys are errors in the tools: a typo must not widen the
+	// filter to every event.
+	f(`{"kind":[1]}`, 0, `unknown filter key "kind" (did you mean "kinds"?)`)
+	f(`[{"kinds":[1]},{"authrs":[]}]`, 0, `filter 1: nostr: unknown filter key "authrs"`)
+	f(`{"since":5,"since":"1h"}`, 0, `duplicate key "since"`)
+	f(`{"since":"1h","since":5}`, 0, "since")
+	f(`{"since":"yesterday"}`, 0, `since: "yesterday": want now, unix seconds, RFC 3339 or an age`)
+	f(`{"until":-1}`, 0, "until")
+
+	// Relative and RFC 3339 times.
+	now := time.Unix(1_700_000_000, 0)
+	at := func(s string, since, until int64) {
+		t.Helper()
+		fl, err := parseFiltersAt(s, now)
+		if err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+		if fl[0].HasSince != (since >= 0) || fl[0].HasSince && fl[0].Since != since || fl[0].HasUntil != (until >= 0) || fl[0].HasUntil && fl[0].Until != until {
+			t.Fatalf("%s: since %v %d, until %v %d; want %d, %d", s, fl[0].HasSince, fl[0].Since, fl[0].HasUntil, fl[0].Until, since, until)
+		}
+	}
+	at(`{"since":"1h"}`, 1_700_000_000-3600, -1)
+	at(`{"since":"2d","until":"now","kinds":[1]}`, 1_700_000_000-2*86400, 1_700_000_000)
+	at(`{"until":"2023-11-14T22:13:20Z"}`, -1, 1_700_000_000)
+	at(`{"since":5,"until":6}`, 5, 6)
+	at(`{"#t":["since"]}`, -1, -1)
 
 	all := func(s string, want bool) {
 		t.Helper()

@@ -30,9 +30,14 @@ func versionCmd() *cobra.Command {
 		Short: "Print the version, Go version and signature verifier",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			fmt.Fprintf(cmd.OutOrStdout(), "petrel %s (%s, %s/%s, verifier %s)\n",
-				buildVersion(), runtime.Version(), runtime.GOOS, runtime.GOARCH, nostr.DefaultVerifier().Name())
+			fmt.Fprintln(cmd.OutOrStdout(), versionLine())
 			return nil
 		},
 	}
+}
+
+// versionLine is what petrel version and petrel --version print.
+func versionLine() string {
+	return fmt.Sprintf("petrel %s (%s, %s/%s, verifier %s)",
+		buildVersion(), runtime.Version(), runtime.GOOS, runtime.GOARCH, nostr.DefaultVerifier().Name())
 }

@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 	"reflect"
 	"strconv"
 	"strings"
@@ -33,7 +34,10 @@ type Store struct {
 	// "postgres", the shared store of record of several nodes (see
 	// [cluster] and docs/operations.md). Default "pebble".
 	Backend string `toml:"backend"`
-	// Path is the pebble data directory. Default "./petrel-data".
+	// Path is the pebble data directory. A relative path set in the
+	// configuration file is taken from the file's directory; one given
+	// with --data or PETREL_STORE_PATH (and the default) from the working
+	// directory. Default "./petrel-data".
 	Path string `toml:"path"`
 	// PostgresURL is the PostgreSQL connection string of the postgres
 	// backend (postgres://user@host:5432/db?sslmode=..., or a key=value
@@ -219,7 +223,8 @@ func (c Config) Normalize() Config {
 
 // Load reads the TOML file at path (if path is not empty), then applies
 // environment overrides from environ (os.Environ() form). Unknown keys in
-// the file are an error, so a typo does not silently leave a default.
+// the file are an error, so a typo does not silently leave a default, and
+// so are values that make no sense (Validate).
 func Load(path string, environ []string) (Config, error) {
 	var c Config
 	if path != "" {
@@ -234,9 +239,23 @@ func Load(path string, environ []string) (Config, error) {
 			}
 			return c, fmt.Errorf("config %s: unknown keys: %s", path, strings.Join(keys, ", "))
 		}
+		// A relative store.path in the file names a directory beside the
+		// file, wherever petrel is started from (a systemd unit, a
+		// shell in another directory); flags and the environment are
+		// taken from the working directory as usual.
+		if c.Store.Path != "" && !filepath.IsAbs(c.Store.Path) {
+			c.Store.Path = filepath.Join(filepath.Dir(path), c.Store.Path)
+		}
 	}
 	if err := ApplyEnv(&c, environ); err != nil {
 		return c, err
+	}
+	if err := c.Validate(); err != nil {
+		where := "config"
+		if path != "" {
+			where = "config " + path
+		}
+		return c, fmt.Errorf("%s: %w", where, err)
 	}
 	return c, nil
 }

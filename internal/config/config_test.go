@@ -78,3 +78,30 @@ func TestUnknownPolicyKey(t *testing.T) {
 		t.Fatal("a misspelt [policy] key was accepted")
 	}
 }
+
+// TestStorePathRelativeToFile: a relative store.path in the file names a
+// directory beside the file, whatever the working directory; an absolute
+// one is kept, and the environment's is left to the working directory.
+func TestStorePathRelativeToFile(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "etc")
+	os.MkdirAll(dir, 0o755)
+	path := filepath.Join(dir, "petrel.toml")
+	f := func(body string, env []string, want string) {
+		t.Helper()
+		if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		c, err := Load(path, env)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := c.Normalize().Store.Path; got != want {
+			t.Fatalf("%q %v: store.path %q, want %q", body, env, got, want)
+		}
+	}
+	f("[store]\npath = \"data\"\n", nil, filepath.Join(dir, "data"))
+	f("[store]\npath = \"../var/data\"\n", nil, filepath.Join(filepath.Dir(dir), "var", "data"))
+	f("[store]\npath = \"/srv/petrel\"\n", nil, "/srv/petrel")
+	f("[store]\npath = \"data\"\n", []string{"PETREL_STORE_PATH=here"}, "here")
+	f("", nil, "./petrel-data")
+}

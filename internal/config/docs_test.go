@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -36,6 +37,15 @@ type section struct {
 type fieldDoc struct {
 	key, doc string
 	def      any
+	machine  string // the default in words, when it depends on the machine
+}
+
+// machineDefaults are the keys whose default depends on the machine the
+// relay runs on, in words: the files are generated on one machine and read
+// on others. TestMachineDefaults checks the words against Normalize.
+var machineDefaults = map[string]string{
+	"relay.query_workers":  "the number of CPUs",
+	"relay.verify_workers": "the number of CPUs",
 }
 
 func repoRoot(t *testing.T) string {
@@ -129,7 +139,7 @@ func sections(t *testing.T) []section {
 			if !ok || d == "" {
 				t.Errorf("[%s] %s has no doc comment", s.name, tag)
 			}
-			s.fields = append(s.fields, fieldDoc{key: tag, doc: d, def: s.value.Field(j).Interface()})
+			s.fields = append(s.fields, fieldDoc{key: tag, doc: d, def: s.value.Field(j).Interface(), machine: machineDefaults[s.name+"."+tag]})
 		}
 	}
 	return list
@@ -152,6 +162,11 @@ func renderExample(secs []section) []byte {
 			b.WriteString("\n")
 			for _, line := range strings.Split(f.doc, "\n") {
 				b.WriteString(strings.TrimRight("# "+line, " ") + "\n")
+			}
+			if f.machine != "" {
+				// 0 takes the default on whatever machine reads the file.
+				fmt.Fprintf(&b, "#%s = 0 # %s\n", f.key, f.machine)
+				continue
 			}
 			fmt.Fprintf(&b, "#%s = %s\n", f.key, tomlValue(f.def))
 		}
@@ -180,7 +195,11 @@ Where a limit can be switched off, a negative value means "no limit".
 		for _, f := range s.fields {
 			doc := strings.ReplaceAll(f.doc, "\n", " ")
 			doc = strings.ReplaceAll(doc, "|", "\\|")
-			fmt.Fprintf(&b, "| `%s` | `%s` | %s |\n", f.key, strings.ReplaceAll(tomlValue(f.def), "|", "\\|"), doc)
+			def := "`" + strings.ReplaceAll(tomlValue(f.def), "|", "\\|") + "`"
+			if f.machine != "" {
+				def = f.machine
+			}
+			fmt.Fprintf(&b, "| `%s` | %s | %s |\n", f.key, def, doc)
 		}
 	}
 	return b.Bytes()
@@ -227,7 +246,31 @@ func TestExampleLoads(t *testing.T) {
 	if err != nil {
 		t.Fatalf("example does not load: %v", err)
 	}
-	if got, want := fmt.Sprintf("%+v", c.Normalize()), fmt.Sprintf("%+v", Config{}.Normalize()); got != want {
+	def := Config{}.Normalize()
+	def.Store.Path = filepath.Join(filepath.Dir(path), def.Store.Path) // a relative path in a file is the file's
+	if got, want := fmt.Sprintf("%+v", c.Normalize()), fmt.Sprintf("%+v", def); got != want {
 		t.Fatalf("example does not reproduce the defaults:\n got %s\nwant %s", got, want)
+	}
+}
+
+// TestMachineDefaults: the keys documented with a default in words take
+// that default (so the words are true on every machine), and no other key
+// of the generated files shows a figure that is this machine's CPU count
+// by way of runtime.NumCPU (checked by giving Normalize's CPU-dependent
+// keys a second look: their zero value must normalize to NumCPU).
+func TestMachineDefaults(t *testing.T) {
+	c := Config{}.Normalize()
+	got := map[string]int{"relay.query_workers": c.Relay.QueryWorkers, "relay.verify_workers": c.Relay.VerifyWorkers}
+	for k, words := range machineDefaults {
+		v, ok := got[k]
+		if !ok || words != "the number of CPUs" || v != runtime.NumCPU() {
+			t.Errorf("%s: default %d, documented as %q (NumCPU %d)", k, v, words, runtime.NumCPU())
+		}
+	}
+	md := string(renderMarkdown(sections(t)))
+	for _, k := range []string{"query_workers", "verify_workers"} {
+		if !strings.Contains(md, "| `"+k+"` | the number of CPUs |") {
+			t.Errorf("docs/config.md does not give %s's default as the number of CPUs", k)
+		}
 	}
 }

@@ -2,6 +2,7 @@ package nostr
 
 import (
 	"strconv"
+	"strings"
 	"unsafe"
 )
 
@@ -73,6 +74,68 @@ func ParseFilter(data []byte, lim *Limits) (Filter, error) {
 	var out [1]Filter
 	p.finishFilters(out[:], nil)
 	return out[0], nil
+}
+
+// ParseFilterStrict is ParseFilter for people's input (the operator tools):
+// an unknown key is an error instead of being skipped, so that a typo such
+// as "kind" for "kinds" cannot widen the filter to every event. The relay
+// keeps ParseFilter's leniency towards clients.
+func ParseFilterStrict(data []byte, lim *Limits) (Filter, error) {
+	if len(data) > maxInput {
+		return Filter{}, &ParseError{Msg: "filter too large", Bound: BoundFilterBytes}
+	}
+	p := getParser(data, lim)
+	defer putParser(p)
+	p.strictKeys = true
+	p.ws()
+	if err := p.filter(); err != nil {
+		return Filter{}, err
+	}
+	if err := p.end(); err != nil {
+		return Filter{}, err
+	}
+	var out [1]Filter
+	p.finishFilters(out[:], nil)
+	return out[0], nil
+}
+
+// filterKeys are the keys a filter may hold besides "#x" tag conditions.
+var filterKeys = []string{"ids", "authors", "kinds", "since", "until", "limit", "search"}
+
+// unknownFilterKey is the error of an unknown key in a strict filter,
+// naming the key it probably meant.
+func (p *parser) unknownFilterKey(k []byte) *ParseError {
+	best, bestD := "", 3
+	for _, known := range filterKeys {
+		if d := editDistance(strings.ToLower(string(k)), known); d < bestD {
+			best, bestD = known, d
+		}
+	}
+	if best != "" {
+		return p.failf("unknown filter key %s (did you mean %q?)", quoteShort(k), best)
+	}
+	return p.failf("unknown filter key %s (filters take ids, authors, kinds, since, until, limit, search and #x tags)", quoteShort(k))
+}
+
+// editDistance is the Levenshtein distance of two short strings.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			c := prev[j-1]
+			if a[i-1] != b[j-1] {
+				c++
+			}
+			cur[j] = min(c, prev[j]+1, cur[j-1]+1)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }
 
 // filter reads one filter object at p.i and appends it to p.filters.
@@ -154,6 +217,9 @@ func (p *parser) filterMember(fs *filterState, k []byte, unknown *[]string) *Par
 			}
 			fs.seenTags |= m
 			return p.tagFilter(k[1])
+		}
+		if p.strictKeys {
+			return p.unknownFilterKey(k)
 		}
 		for _, u := range *unknown {
 			if u == string(k) {

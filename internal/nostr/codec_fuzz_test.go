@@ -75,6 +75,12 @@ func FuzzParseFilter(f *testing.F) {
 	addFilterSeeds(f)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		fl, err := ParseFilter(data, nil)
+		// The strict parser (the tools') accepts a subset, and reads what
+		// it accepts as the relay's parser does.
+		strict, serr := ParseFilterStrict(data, nil)
+		if serr == nil && (err != nil || !reflect.DeepEqual(strict, fl)) {
+			t.Fatalf("%q: strict %+v, lenient %+v %v", data, strict, fl, err)
+		}
 		if err != nil {
 			parseErr(t, err)
 			return

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -199,5 +200,37 @@ func TestSortedHas(t *testing.T) {
 	}
 	if sortedHas(list, &lo) || sortedHas(list, &hi) || !sortedHas(list, &list[0]) || !sortedHas(list, &list[len(list)-1]) {
 		t.Fatal("bounds")
+	}
+}
+
+// TestParseFilterStrict: the tools' parser refuses unknown keys (naming a
+// likely meant key), where ParseFilter skips them; everything else is
+// ParseFilter's.
+func TestParseFilterStrict(t *testing.T) {
+	f := func(in, wantErr string) {
+		t.Helper()
+		_, err := ParseFilterStrict([]byte(in), nil)
+		if wantErr == "" {
+			if err != nil {
+				t.Fatalf("%s: %v", in, err)
+			}
+			if _, lerr := ParseFilter([]byte(in), nil); lerr != nil {
+				t.Fatalf("%s: lenient parser: %v", in, lerr)
+			}
+			return
+		}
+		if err == nil || !strings.Contains(err.Error(), wantErr) {
+			t.Fatalf("%s: error %v, want %q", in, err, wantErr)
+		}
+	}
+	f(`{"kinds":[1],"authors":[],"ids":[],"since":1,"until":2,"limit":3,"search":"x","#e":["a"],"#T":["b"]}`, "")
+	f(`{}`, "")
+	f(`{"kind":[1]}`, `unknown filter key "kind" (did you mean "kinds"?)`)
+	f(`{"author":["x"]}`, `did you mean "authors"?`)
+	f(`{"Limit":2}`, `did you mean "limit"?`)
+	f(`{"frobnicate":1}`, `unknown filter key "frobnicate" (filters take ids`)
+	f(`{"#ee":["a"]}`, "unsupported tag filter")
+	if fl, err := ParseFilter([]byte(`{"kind":[1]}`), nil); err != nil || fl.HasKinds() {
+		t.Fatalf("the relay's parser skips unknown keys: %+v %v", fl, err)
 	}
 }

@@ -95,6 +95,9 @@ type parser struct {
 	kinds   []int
 	tagf    []tagState
 	strs    []span
+
+	// strictKeys refuses unknown filter keys (ParseFilterStrict).
+	strictKeys bool
 }
 
 var parserPool = sync.Pool{New: func() any { return new(parser) }}
@@ -104,6 +107,7 @@ func getParser(data []byte, lim *Limits) *parser {
 	p.d = data
 	p.i = 0
 	p.lim = resolveLimits(lim)
+	p.strictKeys = false
 	p.dec = p.dec[:0]
 	p.kbuf = p.kbuf[:0]
 	p.typ = MsgUnknown

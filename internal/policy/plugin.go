@@ -34,15 +34,15 @@ var (
 
 // PluginStats are a plugin's counters.
 type PluginStats struct {
-	Requests       int64 // events submitted (not counting Refused)
-	Accepted       int64
-	Rejected       int64 // rejected by the plugin
-	ShadowRejected int64
-	Timeouts       int64 // rejected: no answer within the timeout
-	Failed         int64 // rejected: the process died or was restarted first, or answered garbage
-	Refused        int64 // refused at once by Check: too many in flight
-	Restarts       int64 // processes started after the first
-	Inflight       int   // events waiting for an answer now
+	Requests       int64 `json:"requests"` // events submitted (not counting Refused)
+	Accepted       int64 `json:"accepted"`
+	Rejected       int64 `json:"rejected"` // rejected by the plugin
+	ShadowRejected int64 `json:"shadow_rejected"`
+	Timeouts       int64 `json:"timeouts"` // rejected: no answer within the timeout
+	Failed         int64 `json:"failed"`   // rejected: the process died or was restarted first, or answered garbage
+	Refused        int64 `json:"refused"`  // refused at once by Check: too many in flight
+	Restarts       int64 `json:"restarts"` // processes started after the first
+	Inflight       int   `json:"inflight"` // events waiting for an answer now
 }
 
 // Plugin runs an external write-policy process speaking strfry's plugin

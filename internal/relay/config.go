@@ -99,6 +99,7 @@ type Config struct {
 	DrainTimeout time.Duration `toml:"drain_timeout"`
 	// IdleTimeout closes a connection that has sent nothing (not even a
 	// pong) for this long. Pings are sent after half of it. Default 300s.
+	// Negative: never.
 	IdleTimeout time.Duration `toml:"idle_timeout"`
 
 	// VerifyWorkers is the number of signature-verification goroutines.

@@ -166,6 +166,7 @@ func TestHTTPStatsAndMetrics(t *testing.T) {
 	if num("connections_active") != 1 || num("events_accepted") != 1 || num("events_duplicate") != 1 {
 		t.Fatalf("/stats: %v", st)
 	}
+	checkStatsKeys(t, "", st)
 	rej, ok := st["events_rejected"].(map[string]any)
 	if !ok || rej["invalid"].(float64) != 1 || rej["blocked"].(float64) != 0 {
 		t.Fatalf("/stats events_rejected: %v", st["events_rejected"])
@@ -286,4 +287,52 @@ func TestIDFilterStat(t *testing.T) {
 	c := relaytest.Dial(t, r.URL)
 	c.MustPublish(relaytest.NewKey("alice").Note("first"))
 	waitFor(t, "id_filter_bytes = 1 MiB", func() bool { return statsJSON(t, r)["id_filter_bytes"] == float64(1<<20) })
+}
+
+// checkStatsKeys fails unless every key of the /stats document v (at
+// path) is lower case: snake_case names, or NIP-01 prefixes such as
+// "rate-limited" in the maps keyed by reason.
+func checkStatsKeys(t *testing.T, path string, v any) {
+	t.Helper()
+	switch x := v.(type) {
+	case map[string]any:
+		for k, e := range x {
+			for _, c := range k {
+				if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+					t.Fatalf("/stats key %s.%s is not snake_case", path, k)
+				}
+			}
+			checkStatsKeys(t, path+"."+k, e)
+		}
+	case []any:
+		for _, e := range x {
+			checkStatsKeys(t, path+"[]", e)
+		}
+	}
+}
+
+// TestStatsDuplicates: events_duplicate counts every "duplicate:" answer,
+// the already stored (OK true) and the older replaceable versions (OK
+// false), and events_rejected.duplicate the refused part of it, so the
+// two never disagree.
+func TestStatsDuplicates(t *testing.T) {
+	t.Parallel()
+	r := relaytest.Start(t, relaytest.Options{})
+	alice := relaytest.NewKey("stats-dup")
+	c := relaytest.Dial(t, r.URL)
+	now := time.Now().Unix()
+	newer, older := alice.Event(0, `{"name":"new"}`, nil, now), alice.Event(0, `{"name":"old"}`, nil, now-10)
+	c.MustPublish(newer)
+	if m := c.Publish(newer); !m.OK || !strings.HasPrefix(m.Message, "duplicate:") {
+		t.Fatalf("again: %+v", m)
+	}
+	if m := c.Publish(older); m.OK || !strings.HasPrefix(m.Message, "duplicate:") {
+		t.Fatalf("older: %+v", m)
+	}
+	st := statsJSON(t, r)
+	rej := st["events_rejected"].(map[string]any)
+	if st["events_duplicate"] != float64(2) || rej["duplicate"] != float64(1) || st["events_accepted"] != float64(1) {
+		t.Fatalf("events_duplicate %v, events_rejected.duplicate %v, events_accepted %v; want 2, 1, 1",
+			st["events_duplicate"], rej["duplicate"], st["events_accepted"])
+	}
 }

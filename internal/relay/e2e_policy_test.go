@@ -134,9 +134,11 @@ func TestPolicyPlugin(t *testing.T) {
 	if st.EventsShadowRejected != 1 || st.Policy.Plugin == nil || st.Policy.Plugin.Accepted != 1 || st.Policy.Plugin.Rejected != 3 {
 		t.Fatalf("stats: shadow %d plugin %+v", st.EventsShadowRejected, st.Policy.Plugin)
 	}
-	if m := statsJSON(t, r)["policy"].(map[string]any)["plugin"].(map[string]any); m["ShadowRejected"] != float64(1) {
+	full := statsJSON(t, r)
+	if m := full["policy"].(map[string]any)["plugin"].(map[string]any); m["shadow_rejected"] != float64(1) || m["accepted"] != float64(1) {
 		t.Fatalf("/stats policy.plugin %v", m)
 	}
+	checkStatsKeys(t, "", full)
 }
 
 // TestPolicyPluginOrder: the plugin answers a connection's events out of

@@ -154,6 +154,7 @@ func (d *dispatcher) handle(it dispatchItem) {
 				r.stats.EventsDuplicate.Add(1)
 			case store.Superseded:
 				msg = "duplicate: a newer version of this event is already stored"
+				r.stats.EventsDuplicate.Add(1) // every "duplicate:" answer
 				r.countReject(nostr.PrefixDuplicate)
 			case store.Deleted:
 				msg = "blocked: this event has been deleted"

@@ -124,31 +124,35 @@ type Snapshot struct {
 	// index (petrel compact --rebuild-search clears them).
 	SearchDeadPostings int64 `json:"search_dead_postings"`
 	// IDFilterBytes: memory of the store's filter of stored ids.
-	IDFilterBytes       int64            `json:"id_filter_bytes"`
-	ConnectionsActive   int64            `json:"connections_active"`
-	ConnectionsTotal    int64            `json:"connections_total"`
-	ConnectionsRejected int64            `json:"connections_rejected"`
-	SubscriptionsActive int64            `json:"subscriptions_active"`
-	SubscriptionsTotal  int64            `json:"subscriptions_total"`
-	EventsReceived      int64            `json:"events_received"`
-	EventsAccepted      int64            `json:"events_accepted"`
-	EventsDuplicate     int64            `json:"events_duplicate"`
-	EventsEphemeral     int64            `json:"events_ephemeral"`
-	EventsRejected      map[string]int64 `json:"events_rejected"`
-	BuffersDropped      int64            `json:"buffers_dropped"`
-	DBErrors            int64            `json:"db_errors"`
-	MessagesIn          int64            `json:"messages_in"`
-	MessagesOut         int64            `json:"messages_out"`
-	BytesIn             int64            `json:"bytes_in"`
-	BytesOut            int64            `json:"bytes_out"`
-	Deliveries          int64            `json:"live_deliveries"`
-	StoredSent          int64            `json:"stored_events_sent"`
-	Queries             int64            `json:"queries"`
-	Counts              int64            `json:"counts"`
-	Notices             int64            `json:"notices"`
-	LimitTrips          map[string]int64 `json:"limits_tripped"`
-	QueryBytesQueued    int64            `json:"query_bytes_queued"`
-	EventsInflight      int64            `json:"events_inflight"`
+	IDFilterBytes       int64 `json:"id_filter_bytes"`
+	ConnectionsActive   int64 `json:"connections_active"`
+	ConnectionsTotal    int64 `json:"connections_total"`
+	ConnectionsRejected int64 `json:"connections_rejected"`
+	SubscriptionsActive int64 `json:"subscriptions_active"`
+	SubscriptionsTotal  int64 `json:"subscriptions_total"`
+	EventsReceived      int64 `json:"events_received"`
+	EventsAccepted      int64 `json:"events_accepted"`
+	// EventsDuplicate counts the events answered with the "duplicate:"
+	// prefix: those already stored (OK true) and older versions of a
+	// stored replaceable or addressable event (OK false, also counted in
+	// EventsRejected["duplicate"], which is so never larger).
+	EventsDuplicate  int64            `json:"events_duplicate"`
+	EventsEphemeral  int64            `json:"events_ephemeral"`
+	EventsRejected   map[string]int64 `json:"events_rejected"`
+	BuffersDropped   int64            `json:"buffers_dropped"`
+	DBErrors         int64            `json:"db_errors"`
+	MessagesIn       int64            `json:"messages_in"`
+	MessagesOut      int64            `json:"messages_out"`
+	BytesIn          int64            `json:"bytes_in"`
+	BytesOut         int64            `json:"bytes_out"`
+	Deliveries       int64            `json:"live_deliveries"`
+	StoredSent       int64            `json:"stored_events_sent"`
+	Queries          int64            `json:"queries"`
+	Counts           int64            `json:"counts"`
+	Notices          int64            `json:"notices"`
+	LimitTrips       map[string]int64 `json:"limits_tripped"`
+	QueryBytesQueued int64            `json:"query_bytes_queued"`
+	EventsInflight   int64            `json:"events_inflight"`
 	NegStats
 
 	AuthAccepted         int64            `json:"auth_accepted"`

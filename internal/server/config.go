@@ -7,8 +7,8 @@ import "time"
 type Config struct {
 	// Listen is the TCP address to listen on. Default "127.0.0.1:7447".
 	Listen string `toml:"listen"`
-	// MaxConnections caps open connections relay-wide. Default 0: no cap
-	// (the process's open-file limit is the cap). Past it, HTTPReserve
+	// MaxConnections caps open connections relay-wide. Default 0 (or
+	// negative): no cap (the process's open-file limit is the cap). Past it, HTTPReserve
 	// more connections are admitted for plain HTTP.
 	MaxConnections int `toml:"max_connections"`
 	// HTTPReserve is how many connections are admitted past

@@ -27,6 +27,10 @@ func (s *Store) Explain(filters []nostr.Filter) ([]string, error) {
 	defer q.close()
 	out := make([]string, len(filters))
 	for i := range filters {
+		if filters[i].Search != "" {
+			out[i] = describeSearch(q.newSearch(&filters[i], true, false), s.opts.DisableSearch)
+			continue
+		}
 		fs, err := q.plan(&filters[i], true, false)
 		if err != nil {
 			return nil, err
@@ -81,6 +85,40 @@ func describePlan(fs *filterStream) string {
 	}
 	if fs.left >= 0 {
 		fmt.Fprintf(&b, "; stops after %d", fs.left)
+	}
+	return b.String()
+}
+
+// describeSearch describes the stream of a filter with a NIP-50 search
+// (nil when it cannot match: search turned off, an empty list, a limit of
+// 0).
+func describeSearch(ss *searchStream, disabled bool) string {
+	if ss == nil {
+		if disabled {
+			return "matches nothing (store.disable_search is on: the search index is off)"
+		}
+		return "matches nothing (empty list, since > until, or a limit of 0)"
+	}
+	var b strings.Builder
+	b.WriteString("search index (S): candidates that hold every term, ranked by BM25")
+	var post []string
+	if ss.ids != nil {
+		post = append(post, "ids")
+	}
+	if ss.kinds != nil {
+		post = append(post, "kinds")
+	}
+	post = append(post, "since/until")
+	if ss.post.authors != nil {
+		post = append(post, "authors (the body)")
+	}
+	if ss.post.parseTags {
+		post = append(post, "tags (parses the body)")
+	}
+	b.WriteString("; then checks ")
+	b.WriteString(strings.Join(post, ", "))
+	if ss.left >= 0 {
+		fmt.Fprintf(&b, "; stops after %d", ss.left)
 	}
 	return b.String()
 }

@@ -35,6 +35,14 @@ func TestExplain(t *testing.T) {
 	f(nostr.Filter{IDs: []nostr.ID{{1}}, Authors: one}, "index id (I", "since/until", "authors")
 	f(nostr.Filter{Authors: many, Kinds: []int{1}, Limit: 10, HasLimit: true}, "index author+kind (Q): first a scan", "kind (K) index")
 	f(nostr.Filter{Kinds: []int{}, Present: nostr.PresentKinds}, "matches nothing")
+	// A search is answered by the search index, not the planner.
+	f(nostr.Filter{Search: "hello", Limit: 2, HasLimit: true}, "search index (S)", "stops after 2")
+	f(nostr.Filter{Search: "hello", Kinds: []int{1}, Authors: one}, "search index (S)", "kinds", "authors")
+	f(nostr.Filter{Search: "hello", Limit: 0, HasLimit: true}, "matches nothing")
+	off := openTest(t, Options{DisableSearch: true})
+	if got, err := off.Explain([]nostr.Filter{{Search: "hello"}}); err != nil || !strings.Contains(got[0], "disable_search") {
+		t.Fatalf("Explain with search off = %q, %v", got, err)
+	}
 
 	s.Close()
 	if _, err := s.Explain([]nostr.Filter{{}}); !errors.Is(err, store.ErrClosed) {

@@ -195,14 +195,21 @@ func TestHTTPStatsAndMetrics(t *testing.T) {
 		"petrel_connections_active 1", "petrel_events_accepted_total 1", "petrel_events_duplicate_total 1",
 		`petrel_events_rejected_total{reason="invalid"} 1`, `petrel_limits_tripped_total{limit="max_filters"} 0`,
 		"petrel_subscriptions_active 1", "petrel_buffers_dropped_total 0", "petrel_db_errors_total 0",
-		"petrel_bytes_in_total", "petrel_bytes_out_total", "petrel_messages_in_total", "petrel_db_size_bytes",
-		"petrel_uptime_seconds", "petrel_verifier_info{verifier=",
+		"petrel_received_bytes_total", "petrel_sent_bytes_total", "petrel_messages_in_total", "petrel_db_size_bytes",
+		"petrel_query_queued_bytes 0", "petrel_verifier_info{verifier=", "process_start_time_seconds",
 		"petrel_ok_latency_seconds_bucket", "petrel_ok_latency_seconds_count 1",
 		"petrel_query_latency_seconds_bucket", "petrel_query_latency_seconds_count 1",
 		"go_goroutines",
 	} {
 		if !strings.Contains(m, name) {
 			t.Fatalf("/metrics lacks %q", name)
+		}
+	}
+	// The old names (units before the end, an uptime that repeats
+	// process_start_time_seconds) are gone.
+	for _, name := range []string{"petrel_bytes_in_total", "petrel_bytes_out_total", "petrel_query_bytes_queued", "petrel_uptime_seconds"} {
+		if strings.Contains(m, name) {
+			t.Fatalf("/metrics still has %q", name)
 		}
 	}
 }

@@ -59,6 +59,9 @@ var (
 	dLimits       = desc("limits_tripped_total", "Times a limit refused or clamped something, by limit.", "limit")
 	dQBytes       = desc("query_queued_bytes", "Stored-query bytes waiting in out-queues, relay-wide.")
 	dDBSize       = desc("db_size_bytes", "Bytes used by the store.")
+	dStoreEvents  = desc("store_events", "Events in the store (exact for pebble; PostgreSQL: the planner's estimate above 100,000).")
+	dVerifyDepth  = desc("verify_queue_depth", "EVENTs waiting for signature verification.")
+	dVerifyCap    = desc("verify_queue_capacity", "Size of the verify queue (relay.verify_queue); EVENTs past it are refused rate-limited.")
 	dDeadPost     = desc("search_dead_postings", "Search postings of removed events still in the index (petrel compact --rebuild-search clears them).")
 	dIDFilter     = desc("id_filter_bytes", "Memory of the store's filter of stored event ids (store.id_filter_bytes caps it).")
 	dStoreDown    = desc("store_unavailable", "1 while the store's database cannot be reached (its last operation failed to reach it).")
@@ -131,6 +134,9 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	g(dQBytes, float64(st.QueryBytesQueued))
 	g(dDBSize, float64(st.DBSizeBytes))
+	g(dStoreEvents, float64(st.StoreEvents))
+	g(dVerifyDepth, float64(st.VerifyQueueDepth))
+	g(dVerifyCap, float64(st.VerifyQueueCapacity))
 	g(dDeadPost, float64(st.SearchDeadPostings))
 	g(dIDFilter, float64(st.IDFilterBytes))
 	down := 0.0

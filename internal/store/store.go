@@ -187,6 +187,10 @@ type Stats struct {
 	// index still holds (the pebble store leaves them in place; a rebuild,
 	// petrel compact --rebuild-search, clears them).
 	SearchDeadPostings int64
+	// Events is the number of stored events: exact for the embedded
+	// store; for PostgreSQL exact up to 100,000 events and the planner's
+	// estimate (pg_class.reltuples) above, refreshed with SizeBytes.
+	Events int64
 	// IDFilterBytes is the memory of the pebble store's filter of stored
 	// ids (0 until it is built, or when it is off).
 	IDFilterBytes int64

@@ -104,6 +104,9 @@ func TestReopen(t *testing.T) {
 		if n, err := s.Count(ctx, []nostr.Filter{{}}); err != nil || n != int64(len(all)) {
 			t.Fatalf("round %d: count %d, %v; want %d", round, n, err, len(all))
 		}
+		if got := s.Stats().Events; got != int64(len(all)) {
+			t.Fatalf("round %d: Stats().Events = %d, want %d", round, got, len(all))
+		}
 		it, err := s.Query(ctx, []nostr.Filter{{IDs: []nostr.ID{all[0].ID, evs[len(evs)-1].ID}}})
 		if err != nil {
 			t.Fatal(err)
@@ -133,6 +136,55 @@ func TestReopen(t *testing.T) {
 		if err := s.Close(); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestEventCountCounted: a store written before the event count was
+// kept (no eventCountKey) is counted once at open, and the count then
+// follows stores and removals.
+func TestEventCountCounted(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(3, 4))
+	s := openTest(t, Options{Path: dir})
+	var evs []*nostr.Event
+	for i := 0; i < 40; i++ {
+		evs = append(evs, storetest.NewEvent(rng, storetest.Key(i%3), 1, storetest.BaseTime+int64(i), nil, "n"))
+	}
+	if _, err := s.Save(ctx, evs); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Stats().Events; got != 40 {
+		t.Fatalf("Events = %d after 40 stored, want 40", got)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err := pebble.Open(dir, &pebble.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Delete(eventCountKey, pebble.Sync); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openTest(t, Options{Path: dir})
+	defer s.Close()
+	if got := s.Stats().Events; got != 40 {
+		t.Fatalf("Events = %d after a recount, want 40", got)
+	}
+	// A deletion request stores itself and removes its target.
+	del := storetest.NewEvent(rng, evs[0].PubKey, 5, storetest.BaseTime+100, nostr.Tags{{"e", evs[0].ID.Hex()}}, "")
+	if res, err := s.Save(ctx, []*nostr.Event{del}); err != nil || res[0].Outcome != store.Stored {
+		t.Fatal(res, err)
+	}
+	if got := s.Stats().Events; got != 40 {
+		t.Fatalf("Events = %d after a deletion of one stored event, want 40", got)
+	}
+	if err := checkIntegrity(s.db); err != nil {
+		t.Fatal(err)
 	}
 }
 

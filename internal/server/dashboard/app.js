@@ -74,7 +74,7 @@
     { id: 'deliveries', label: 'deliveries /s', f: rate('live_deliveries'), fmt: num },
     { id: 'connections', label: 'connections', f: gauge('connections_active'), fmt: num },
     { id: 'subscriptions', label: 'subscriptions', f: gauge('subscriptions_active'), fmt: num },
-    { id: 'ok-p99', label: 'OK p99', f: pct('ok_latency', 0.99), fmt: ms },
+    { id: 'ok-p99', label: 'OK p99, last 10 s', f: pct('ok_latency', 0.99), fmt: ms },
     { id: 'events', label: 'stored events', f: gauge('store_events'), fmt: num },
     { id: 'size', label: 'store size', fmt: bytes, f: gauge('db_size_bytes') },
     { id: 'uptime', label: 'uptime', f: gauge('uptime_seconds'), fmt: dur },

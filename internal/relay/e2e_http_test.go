@@ -207,6 +207,7 @@ func TestHTTPStatsAndMetrics(t *testing.T) {
 		"petrel_received_bytes_total", "petrel_sent_bytes_total", "petrel_messages_in_total", "petrel_db_size_bytes",
 		"petrel_query_queued_bytes 0", "petrel_verifier_info{verifier=", "process_start_time_seconds",
 		"petrel_store_events 1", "petrel_verify_queue_depth 0", "petrel_verify_queue_capacity ",
+		"petrel_store_disk_free_bytes ", "petrel_store_disk_size_bytes ",
 		"petrel_ok_latency_seconds_bucket", "petrel_ok_latency_seconds_count 1",
 		"petrel_query_latency_seconds_bucket", "petrel_query_latency_seconds_count 1",
 		"go_goroutines",

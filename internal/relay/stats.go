@@ -115,6 +115,11 @@ type Snapshot struct {
 	// StoreEvents is the number of stored events (store.Stats.Events:
 	// exact for pebble, an estimate for a large PostgreSQL table).
 	StoreEvents int64 `json:"store_events"`
+	// DiskFreeBytes and DiskSizeBytes: the file system holding an
+	// embedded store (store.Stats). In /metrics only (a public /stats
+	// has no business describing the host's disks).
+	DiskFreeBytes int64 `json:"-"`
+	DiskSizeBytes int64 `json:"-"`
 	// StoreUnavailable: the store's last operation failed to reach it (a
 	// shared store's database is down); StoreErrors: operations the
 	// store failed on such errors since start.

@@ -60,6 +60,8 @@ var (
 	dQBytes       = desc("query_queued_bytes", "Stored-query bytes waiting in out-queues, relay-wide.")
 	dDBSize       = desc("db_size_bytes", "Bytes used by the store.")
 	dStoreEvents  = desc("store_events", "Events in the store (exact for pebble; PostgreSQL: the planner's estimate above 100,000).")
+	dDiskFree     = desc("store_disk_free_bytes", "Space available on the file system of the embedded store (absent for PostgreSQL).")
+	dDiskSize     = desc("store_disk_size_bytes", "Size of the file system of the embedded store (absent for PostgreSQL).")
 	dVerifyDepth  = desc("verify_queue_depth", "EVENTs waiting for signature verification.")
 	dVerifyCap    = desc("verify_queue_capacity", "Size of the verify queue (relay.verify_queue); EVENTs past it are refused rate-limited.")
 	dDeadPost     = desc("search_dead_postings", "Search postings of removed events still in the index (petrel compact --rebuild-search clears them).")
@@ -135,6 +137,10 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 	g(dQBytes, float64(st.QueryBytesQueued))
 	g(dDBSize, float64(st.DBSizeBytes))
 	g(dStoreEvents, float64(st.StoreEvents))
+	if st.DiskSizeBytes > 0 {
+		g(dDiskFree, float64(st.DiskFreeBytes))
+		g(dDiskSize, float64(st.DiskSizeBytes))
+	}
 	g(dVerifyDepth, float64(st.VerifyQueueDepth))
 	g(dVerifyCap, float64(st.VerifyQueueCapacity))
 	g(dDeadPost, float64(st.SearchDeadPostings))

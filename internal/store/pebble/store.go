@@ -370,6 +370,7 @@ func (s *Store) Stats() store.Stats {
 		return st
 	}
 	st.SizeBytes = int64(s.db.Metrics().DiskSpaceUsage())
+	st.DiskFreeBytes, st.DiskSizeBytes = diskSpace(s.opts.Path)
 	s.lastSize.Store(st.SizeBytes)
 	return st
 }

@@ -157,6 +157,9 @@ func TestEventCountCounted(t *testing.T) {
 	if got := s.Stats().Events; got != 40 {
 		t.Fatalf("Events = %d after 40 stored, want 40", got)
 	}
+	if st := s.Stats(); st.DiskSizeBytes <= 0 || st.DiskFreeBytes <= 0 || st.DiskFreeBytes > st.DiskSizeBytes {
+		t.Fatalf("disk space: %d free of %d", st.DiskFreeBytes, st.DiskSizeBytes)
+	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}

@@ -78,7 +78,7 @@ func integrity(db *pebble.DB) (integrityReport, error) {
 			case bytes.Equal(k, commitKey) && len(v) == 8 && binary.BigEndian.Uint64(v) > 0:
 			case bytes.Equal(k, searchDeadKey) && indexed && len(v) == 8:
 				recordedDead = int(binary.BigEndian.Uint64(v))
-			case bytes.Equal(k, eventCountKey) && len(v) == 8:
+			case bytes.Equal(k, eventCountKey) && len(v) == 16:
 				recordedEvents = int(binary.BigEndian.Uint64(v))
 			case bytes.HasPrefix(k, []byte(metaPrefix)): // LoadMeta/SaveMeta blobs
 			default:

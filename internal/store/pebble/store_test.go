@@ -1,11 +1,13 @@
 package pebble
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -139,14 +141,22 @@ func TestReopen(t *testing.T) {
 	}
 }
 
-// TestEventCountCounted: a store written before the event count was
-// kept (no eventCountKey) is counted once at open, and the count then
-// follows stores and removals.
+// TestEventCountCounted: the event count survives a reopen without a
+// recount; a store without it (written before it existed), or whose count
+// is stamped with another commit position (a build without it stored
+// events since), is counted once at open; the count then follows stores
+// and removals.
 func TestEventCountCounted(t *testing.T) {
 	dir := t.TempDir()
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(3, 4))
-	s := openTest(t, Options{Path: dir})
+	var logs bytes.Buffer
+	open := func() *Store {
+		logs.Reset()
+		return openTest(t, Options{Path: dir, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	}
+	recounted := func() bool { return strings.Contains(logs.String(), "counted the stored events") }
+	s := open()
 	var evs []*nostr.Event
 	for i := 0; i < 40; i++ {
 		evs = append(evs, storetest.NewEvent(rng, storetest.Key(i%3), 1, storetest.BaseTime+int64(i), nil, "n"))
@@ -163,21 +173,44 @@ func TestEventCountCounted(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	db, err := pebble.Open(dir, &pebble.Options{})
-	if err != nil {
+	s = open()
+	if got := s.Stats().Events; got != 40 || recounted() {
+		t.Fatalf("reopened: Events = %d (want 40), recounted %v", got, recounted())
+	}
+	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.Delete(eventCountKey, pebble.Sync); err != nil {
-		t.Fatal(err)
+	// rewrite sets the count key (nil: deletes it) behind the store's back.
+	rewrite := func(v []byte) {
+		t.Helper()
+		db, err := pebble.Open(dir, &pebble.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v == nil {
+			err = db.Delete(eventCountKey, pebble.Sync)
+		} else {
+			err = db.Set(eventCountKey, v, pebble.Sync)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := db.Close(); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
+	for _, v := range [][]byte{nil, appendU64(appendU64(nil, 7), 0)} {
+		rewrite(v)
+		s = open()
+		if got := s.Stats().Events; got != 40 || !recounted() {
+			t.Fatalf("count key %x: Events = %d after open (want 40), recounted %v", v, got, recounted())
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
 	}
-	s = openTest(t, Options{Path: dir})
+	s = open()
 	defer s.Close()
-	if got := s.Stats().Events; got != 40 {
-		t.Fatalf("Events = %d after a recount, want 40", got)
-	}
 	// A deletion request stores itself and removes its target.
 	del := storetest.NewEvent(rng, evs[0].PubKey, 5, storetest.BaseTime+100, nostr.Tags{{"e", evs[0].ID.Hex()}}, "")
 	if res, err := s.Save(ctx, []*nostr.Event{del}); err != nil || res[0].Outcome != store.Stored {

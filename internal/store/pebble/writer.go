@@ -209,15 +209,20 @@ func newWriter(s *Store) (*writer, error) {
 	return w, nil
 }
 
-// loadEventCount reads eventCountKey into w.events, counting the I keys
-// (and writing the key) in a store written before it existed.
+// loadEventCount reads eventCountKey into w.events. It counts the I keys
+// (and writes the key) when the count is missing (a store written before
+// it existed) or stale: stamped with another commit position than the
+// store's, because a build that does not keep it stored events since.
 func (w *writer) loadEventCount() error {
 	s := w.s
-	n, found, err := getU64(s.db, eventCountKey)
+	v, found, err := getValue(s.db, eventCountKey)
 	if err != nil {
 		return err
 	}
-	if !found {
+	var n uint64
+	if found && len(v) == 16 && binary.BigEndian.Uint64(v[8:]) == s.commits.Load() {
+		n = binary.BigEndian.Uint64(v)
+	} else {
 		it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{pfxID}, UpperBound: []byte{pfxID + 1}})
 		if err != nil {
 			return err
@@ -228,7 +233,7 @@ func (w *writer) loadEventCount() error {
 		if err := it.Close(); err != nil {
 			return err
 		}
-		if err := s.db.Set(eventCountKey, appendU64(nil, n), pebble.Sync); err != nil {
+		if err := s.db.Set(eventCountKey, appendU64(appendU64(nil, n), s.commits.Load()), pebble.Sync); err != nil {
 			return fmt.Errorf("event count: %w", err)
 		}
 		s.log.Info("store: counted the stored events once (later opens read the count)", "events", n)
@@ -297,8 +302,14 @@ func (w *writer) commit(reqs []*request) {
 	if err == nil && w.deadDelta > 0 {
 		err = w.b.Set(searchDeadKey, appendU64(nil, w.dead+w.deadDelta), nil)
 	}
-	if err == nil && w.eventsDelta != 0 {
-		err = w.b.Set(eventCountKey, appendU64(nil, uint64(w.events+w.eventsDelta)), nil)
+	if err == nil && (w.eventsDelta != 0 || len(w.stored) > 0) {
+		// Stamped with the commit position this batch leaves (it moves
+		// on when the batch stores events).
+		pos := w.s.commits.Load()
+		if len(w.stored) > 0 {
+			pos++
+		}
+		err = w.b.Set(eventCountKey, appendU64(appendU64(nil, uint64(w.events+w.eventsDelta)), pos), nil)
 	}
 	if err == nil && w.searchDelta != (search.Stats{}) {
 		st := search.Stats{Docs: w.searchStats.Docs + w.searchDelta.Docs, TotalLen: w.searchStats.TotalLen + w.searchDelta.TotalLen}

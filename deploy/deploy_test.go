@@ -1,9 +1,12 @@
 package deploy
 
 import (
+	"cmp"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"os/exec"
@@ -11,11 +14,15 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/jackc/pgx/v5"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/petrel-relay/petrel/internal/cluster"
 	"github.com/petrel-relay/petrel/internal/config"
 	"github.com/petrel-relay/petrel/internal/relaytest"
+	"github.com/petrel-relay/petrel/internal/store/postgres"
 )
 
 // prometheusOwn are series Prometheus makes itself, not found in any
@@ -61,9 +68,61 @@ func metricNames(expr string) (names []string, matchers [][3]string) {
 // sets of its samples.
 type exposition map[string][]string
 
+// scrape returns the union of the /metrics of two running relays: one
+// node on the embedded store (which has the disk figures), and a node of
+// a cluster, on PostgreSQL and NATS (which has the bus's figures).
 func scrape(t *testing.T) exposition {
 	t.Helper()
-	r := relaytest.Start(t, relaytest.Options{})
+	ex := scrapeRelay(t, relaytest.Start(t, relaytest.Options{}))
+	for name, labels := range scrapeRelay(t, startClusterNode(t)) {
+		ex[name] = append(ex[name], labels...)
+	}
+	return ex
+}
+
+// startClusterNode starts a relay on a fresh PostgreSQL schema with a
+// NATS bus (the servers the multi-node tests use:
+// PETREL_TEST_POSTGRES_URL, PETREL_TEST_NATS_URL, or the local ones).
+func startClusterNode(t *testing.T) *relaytest.Relay {
+	t.Helper()
+	pgURL := cmp.Or(os.Getenv("PETREL_TEST_POSTGRES_URL"), "postgres://postgres@127.0.0.1:5432/test?sslmode=disable")
+	natsURL := cmp.Or(os.Getenv("PETREL_TEST_NATS_URL"), "nats://127.0.0.1:4222")
+	schema := fmt.Sprintf("petrel_deploy_%d", os.Getpid())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	st, err := postgres.Open(ctx, postgres.Options{URL: pgURL, Schema: schema, Logger: quiet})
+	if err != nil {
+		t.Fatalf("PostgreSQL at %s (set PETREL_TEST_POSTGRES_URL): %v", pgURL, err)
+	}
+	t.Cleanup(func() {
+		st.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if c, err := pgx.Connect(ctx, pgURL); err == nil {
+			c.Exec(ctx, "DROP SCHEMA IF EXISTS "+schema+" CASCADE")
+			c.Close(ctx)
+		}
+	})
+	b, err := cluster.New(cluster.Options{URL: natsURL, Node: "deploy-test", Subject: schema, Feed: st, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		b.Close(ctx)
+	})
+	r := relaytest.Start(t, relaytest.Options{Store: st, Bus: b})
+	if err := b.Start(r.Relay.Publish); err != nil {
+		t.Fatalf("NATS at %s (set PETREL_TEST_NATS_URL): %v", natsURL, err)
+	}
+	t.Cleanup(b.StopDelivery) // before the relay shuts down
+	return r
+}
+
+func scrapeRelay(t *testing.T, r *relaytest.Relay) exposition {
+	t.Helper()
 	c := relaytest.Dial(t, r.URL)
 	c.MustPublish(relaytest.NewKey("deploy").Note("scraped"))
 	c.Req("q", `{"limit":1}`)

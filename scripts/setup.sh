@@ -49,6 +49,11 @@ if [ "${PETREL_SETUP_SERVICES:-1}" = 1 ]; then
 	if ! command -v haproxy >/dev/null; then
 		apt_install haproxy
 	fi
+	# Headless Chromium loads the dashboard in its browser test
+	# (internal/server, TestDashboardInBrowser).
+	if ! command -v chromium >/dev/null; then
+		apt_install chromium
+	fi
 	pgver="$(ls /etc/postgresql | sort -n | tail -n1)"
 	if [ -n "${fresh_pg:-}" ]; then
 		# The tests connect as postgres over TCP without a password, as on

@@ -7,8 +7,9 @@ import (
 )
 
 // TestDeployFilesInDocs: docs/operations.md shows deploy/haproxy.cfg (the
-// file the other tests run HAProxy with) and deploy/nginx.conf as they
-// are, so that the documented configuration is the tested one.
+// file the other tests run HAProxy with), deploy/nginx.conf and
+// deploy/petrel.service as they are, so that the documented configuration
+// is the tested one.
 func TestDeployFilesInDocs(t *testing.T) {
 	doc, err := os.ReadFile("../../docs/operations.md")
 	if err != nil {
@@ -30,6 +31,7 @@ func TestDeployFilesInDocs(t *testing.T) {
 	}
 	f("../../deploy/haproxy.cfg", "haproxy")
 	f("../../deploy/nginx.conf", "nginx")
+	f("../../deploy/petrel.service", "ini")
 }
 
 // fencedBlocks returns the contents of the markdown code blocks opened

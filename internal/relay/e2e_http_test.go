@@ -167,6 +167,15 @@ func TestHTTPStatsAndMetrics(t *testing.T) {
 		t.Fatalf("/stats: %v", st)
 	}
 	checkStatsKeys(t, "", st)
+	// The dashboard's figures: stored events, the verify queue, latency.
+	if num("store_events") != 1 || num("verify_queue_depth") != 0 || num("verify_queue_capacity") != float64(relay.Config{}.Normalize().VerifyQueue) {
+		t.Fatalf("/stats store_events %v, verify_queue_depth %v, verify_queue_capacity %v", st["store_events"], st["verify_queue_depth"], st["verify_queue_capacity"])
+	}
+	okl, _ := st["ok_latency"].(map[string]any)
+	if okl["count"].(float64) < 1 || okl["p50_seconds"].(float64) <= 0 || okl["p99_seconds"].(float64) < okl["p50_seconds"].(float64) ||
+		len(okl["bucket_bounds_seconds"].([]any)) != len(okl["bucket_counts"].([]any)) {
+		t.Fatalf("/stats ok_latency: %v", okl)
+	}
 	rej, ok := st["events_rejected"].(map[string]any)
 	if !ok || rej["invalid"].(float64) != 1 || rej["blocked"].(float64) != 0 {
 		t.Fatalf("/stats events_rejected: %v", st["events_rejected"])
@@ -196,14 +205,23 @@ func TestHTTPStatsAndMetrics(t *testing.T) {
 		"petrel_connections_active 1", "petrel_events_accepted_total 1", "petrel_events_duplicate_total 1",
 		`petrel_events_rejected_total{reason="invalid"} 1`, `petrel_limits_tripped_total{limit="max_filters"} 0`,
 		"petrel_subscriptions_active 1", "petrel_buffers_dropped_total 0", "petrel_db_errors_total 0",
-		"petrel_bytes_in_total", "petrel_bytes_out_total", "petrel_messages_in_total", "petrel_db_size_bytes",
-		"petrel_uptime_seconds", "petrel_verifier_info{verifier=",
+		"petrel_received_bytes_total", "petrel_sent_bytes_total", "petrel_messages_in_total", "petrel_db_size_bytes",
+		"petrel_query_queued_bytes 0", "petrel_verifier_info{verifier=", "process_start_time_seconds",
+		"petrel_store_events 1", "petrel_verify_queue_depth 0", "petrel_verify_queue_capacity ",
+		"petrel_store_disk_free_bytes ", "petrel_store_disk_size_bytes ",
 		"petrel_ok_latency_seconds_bucket", "petrel_ok_latency_seconds_count 1",
 		"petrel_query_latency_seconds_bucket", "petrel_query_latency_seconds_count 1",
 		"go_goroutines",
 	} {
 		if !strings.Contains(m, name) {
 			t.Fatalf("/metrics lacks %q", name)
+		}
+	}
+	// The old names (units before the end, an uptime that repeats
+	// process_start_time_seconds) are gone.
+	for _, name := range []string{"petrel_bytes_in_total", "petrel_bytes_out_total", "petrel_query_bytes_queued", "petrel_uptime_seconds"} {
+		if strings.Contains(m, name) {
+			t.Fatalf("/metrics still has %q", name)
 		}
 	}
 }

@@ -222,6 +222,12 @@ func (r *Relay) Stats() Snapshot {
 	s.SubscriptionsActive = int64(r.idx.count())
 	s.NegStats = r.NegStats()
 	s.EventsInflight = r.inflight.Load()
+	s.StoreEvents = st.Events
+	s.DiskFreeBytes, s.DiskSizeBytes = st.DiskFreeBytes, st.DiskSizeBytes
+	s.VerifyQueueDepth = int64(len(r.ingest.queue))
+	s.VerifyQueueCapacity = int64(cap(r.ingest.queue))
+	s.OKLatency = summarize(r.OKLatency)
+	s.QueryLatency = summarize(r.QueryLatency)
 	s.Policy = r.PolicyStats()
 	return s
 }

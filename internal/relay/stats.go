@@ -112,6 +112,14 @@ type Snapshot struct {
 	Verifier      string  `json:"verifier"`
 	StoreBackend  string  `json:"store_backend"`
 	DBSizeBytes   int64   `json:"db_size_bytes"`
+	// StoreEvents is the number of stored events (store.Stats.Events:
+	// exact for pebble, an estimate for a large PostgreSQL table).
+	StoreEvents int64 `json:"store_events"`
+	// DiskFreeBytes and DiskSizeBytes: the file system holding an
+	// embedded store (store.Stats). In /metrics only (a public /stats
+	// has no business describing the host's disks).
+	DiskFreeBytes int64 `json:"-"`
+	DiskSizeBytes int64 `json:"-"`
 	// StoreUnavailable: the store's last operation failed to reach it (a
 	// shared store's database is down); StoreErrors: operations the
 	// store failed on such errors since start.
@@ -153,6 +161,16 @@ type Snapshot struct {
 	LimitTrips       map[string]int64 `json:"limits_tripped"`
 	QueryBytesQueued int64            `json:"query_bytes_queued"`
 	EventsInflight   int64            `json:"events_inflight"`
+	// VerifyQueueDepth: EVENTs waiting for signature verification now;
+	// VerifyQueueCapacity: the queue's size (relay.verify_queue), past
+	// which EVENTs are refused "rate-limited:".
+	VerifyQueueDepth    int64 `json:"verify_queue_depth"`
+	VerifyQueueCapacity int64 `json:"verify_queue_capacity"`
+	// OKLatency: EVENT arrival to OK queued; QueryLatency: REQ arrival
+	// to EOSE queued (the petrel_ok_latency_seconds and
+	// petrel_query_latency_seconds histograms).
+	OKLatency    LatencySummary `json:"ok_latency"`
+	QueryLatency LatencySummary `json:"query_latency"`
 	NegStats
 
 	AuthAccepted         int64            `json:"auth_accepted"`

@@ -83,6 +83,7 @@ var landing = template.Must(template.New("landing").Parse(`<!doctype html>
 <p>This is a <a href="https://github.com/nostr-protocol/nips">Nostr</a> relay. Connect a Nostr client to it with its WebSocket URL (this address with <code>ws://</code> or <code>wss://</code>).</p>
 <ul>
 <li>Relay information (NIP-11): request this page with <code>Accept: application/nostr+json</code></li>
+<li>Live dashboard: open this address in a web browser</li>
 <li><a href="/stats">/stats</a>: live counters (JSON)</li>
 <li><a href="/metrics">/metrics</a>: Prometheus metrics</li>
 </ul>

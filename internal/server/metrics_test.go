@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/petrel-relay/petrel/internal/relay"
 	"github.com/petrel-relay/petrel/internal/relaytest"
@@ -46,5 +48,20 @@ func TestMetricsDescribed(t *testing.T) {
 	}
 	if n < 30 {
 		t.Fatalf("gathered %d petrel_ metric families, want the relay's whole set", n)
+	}
+	// Prometheus's naming rules: the unit last and plural (before
+	// _total on a counter), base units, _total only on counters.
+	var petrel []*dto.MetricFamily
+	for _, f := range fams {
+		if strings.HasPrefix(f.GetName(), "petrel_") {
+			petrel = append(petrel, f)
+		}
+	}
+	problems, err := promlint.NewWithMetricFamilies(petrel).Lint()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("%s: %s", p.Metric, p.Text)
 	}
 }

@@ -57,6 +57,9 @@ type Server struct {
 	proxies       []netip.Prefix // Config.TrustedProxies
 	proxyNoClient atomic.Int64   // upgrades from a trusted proxy without a usable client address
 	proxyStats    proxyStats     // Config.ProxyProtocol
+
+	series     *series       // the dashboard's samples (dashboard.go)
+	sampleStop chan struct{} // closed by Shutdown: stops the sampler
 }
 
 // New builds a server; Start begins listening.
@@ -91,6 +94,9 @@ func New(cfg Config, opts Options) (*Server, error) {
 	}
 	s.slots = newSlots(cfg.MaxConnections, cfg.MaxConnectionsPerIP, cfg.HTTPReserve)
 	s.initMetrics()
+	st := s.statsDoc()
+	s.series = newSeries(&st)
+	s.sampleStop = make(chan struct{})
 	logging.SetLogger(nbioLogger{s.log})
 
 	rcfg := s.relay.Config()
@@ -119,6 +125,8 @@ func New(cfg Config, opts Options) (*Server, error) {
 	mux.HandleFunc("/", s.handleRoot)
 	mux.HandleFunc("/stats", s.handleStats)
 	mux.Handle("/metrics", s.metrics)
+	mux.HandleFunc("/stats/series", s.handleSeries)
+	mux.HandleFunc("/dashboard/", s.handleDashboardAsset)
 
 	pollers := cfg.Pollers
 	if pollers <= 0 {
@@ -148,6 +156,9 @@ func (s *Server) Start() error {
 	if err := s.engine.Start(); err != nil {
 		return fmt.Errorf("listen on %s: %w", s.cfg.Listen, err)
 	}
+	st := s.statsDoc()
+	s.series.add(time.Now(), &st)
+	go s.sample(s.sampleStop)
 	if s.cfg.PprofListen != "" {
 		ln, err := net.Listen("tcp", s.cfg.PprofListen)
 		if err != nil {
@@ -182,6 +193,7 @@ func (s *Server) URL() string { return "ws://" + s.Addr().String() }
 func (s *Server) Shutdown(ctx context.Context) error {
 	var err error
 	s.stopOnce.Do(func() {
+		close(s.sampleStop)
 		if s.pprof != nil {
 			s.pprof.Close()
 		}

@@ -141,6 +141,10 @@ func (s *Server) handleRoot(w http.ResponseWriter, r *http.Request) {
 		s.serveNIP11(w, r)
 		return
 	}
+	if wantsHTML(r) {
+		s.serveDashboard(w, r) // a browser
+		return
+	}
 	s.serveLanding(w, r)
 }
 

@@ -187,6 +187,15 @@ type Stats struct {
 	// index still holds (the pebble store leaves them in place; a rebuild,
 	// petrel compact --rebuild-search, clears them).
 	SearchDeadPostings int64
+	// Events is the number of stored events: exact for the embedded
+	// store; for PostgreSQL exact up to 100,000 events and the planner's
+	// estimate (pg_class.reltuples) above, refreshed with SizeBytes.
+	Events int64
+	// DiskFreeBytes and DiskSizeBytes are the space available to the
+	// store's user and the size of the file system holding an embedded
+	// store (0 where unknown, and for a database server's store).
+	DiskFreeBytes int64
+	DiskSizeBytes int64
 	// IDFilterBytes is the memory of the pebble store's filter of stored
 	// ids (0 until it is built, or when it is off).
 	IDFilterBytes int64

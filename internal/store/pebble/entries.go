@@ -29,6 +29,7 @@ func (w *writer) insert(ev *nostr.Event, aKey []byte) error {
 		return err
 	}
 	w.recent.stored(&ev.ID)
+	w.eventsDelta++
 	w.stored = append(w.stored, storedBody{m.serial, ev, raw})
 	w.keys.build(ev)
 	for _, k := range w.keys.all() {
@@ -155,6 +156,7 @@ func (w *writer) removeSerial(serial uint64) error {
 	if err := b.Delete(idKey(&ev.ID), nil); err != nil {
 		return err
 	}
+	w.eventsDelta--
 	w.keys.build(ev)
 	for _, k := range w.keys.all() {
 		if err := b.Delete(k, nil); err != nil {

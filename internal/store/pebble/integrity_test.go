@@ -56,6 +56,7 @@ func integrity(db *pebble.DB) (integrityReport, error) {
 	}
 	var searchSerial uint64 // 0: no postings of removed events allowed
 	recordedDead := 0       // searchDeadKey
+	recordedEvents := -1    // eventCountKey; -1: absent
 	var lastTerm []byte     // the term of the previous S key
 	var lastMin uint64      // and its block's oldest serial
 	var errs []error
@@ -77,6 +78,8 @@ func integrity(db *pebble.DB) (integrityReport, error) {
 			case bytes.Equal(k, commitKey) && len(v) == 8 && binary.BigEndian.Uint64(v) > 0:
 			case bytes.Equal(k, searchDeadKey) && indexed && len(v) == 8:
 				recordedDead = int(binary.BigEndian.Uint64(v))
+			case bytes.Equal(k, eventCountKey) && len(v) == 16:
+				recordedEvents = int(binary.BigEndian.Uint64(v))
 			case bytes.HasPrefix(k, []byte(metaPrefix)): // LoadMeta/SaveMeta blobs
 			default:
 				return rep, fmt.Errorf("meta key %q = %q", k, v)
@@ -207,6 +210,9 @@ func integrity(db *pebble.DB) (integrityReport, error) {
 	}
 	for k := range got {
 		errs = append(errs, fmt.Errorf("orphan index entry %x", k))
+	}
+	if recordedEvents != bodies {
+		errs = append(errs, fmt.Errorf("event count: %d recorded, %d bodies", recordedEvents, bodies))
 	}
 	if rep.dead != recordedDead {
 		errs = append(errs, fmt.Errorf("search dead postings: %d recorded, %d in the blocks", recordedDead, rep.dead))

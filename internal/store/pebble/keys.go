@@ -83,6 +83,14 @@ const searchIndexVersion = search.Version + "+blocks1"
 // it sees (store.Snapshot).
 var commitKey = []byte("\x00commit")
 
+// eventCountKey holds the number(8) of stored events (store.Stats.Events)
+// and the commit position(8) (commitKey) it was written at. The writer
+// rewrites it in every batch that stores or removes events. A store
+// written before it existed has none, and one a build without it has
+// stored events into since has another position than commitKey's: Open
+// then counts the I keys once and writes it.
+var eventCountKey = []byte("\x00eventcount")
+
 // Tag value encodings (the byte after the tag name in T keys).
 const (
 	tagHex32  = 0x01 // 64 lowercase hex characters stored as 32 raw bytes

@@ -74,6 +74,8 @@ type Store struct {
 	// deadPostings mirrors the writer's count of postings of removed
 	// events (Stats).
 	deadPostings atomic.Uint64
+	// events mirrors the writer's count of stored events (Stats).
+	events atomic.Int64
 }
 
 var (
@@ -378,6 +380,7 @@ func (s *Store) Stats() store.Stats {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	st.SearchDeadPostings = int64(s.deadPostings.Load())
+	st.Events = s.events.Load()
 	if f := s.seen.Load(); f != nil {
 		st.IDFilterBytes = int64(len(f.words) * 8)
 	}
@@ -386,6 +389,7 @@ func (s *Store) Stats() store.Stats {
 		return st
 	}
 	st.SizeBytes = int64(s.db.Metrics().DiskSpaceUsage())
+	st.DiskFreeBytes, st.DiskSizeBytes = diskSpace(s.opts.Path)
 	s.lastSize.Store(st.SizeBytes)
 	return st
 }

@@ -1,6 +1,7 @@
 package pebble
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -107,6 +108,9 @@ func TestReopen(t *testing.T) {
 		if n, err := s.Count(ctx, []nostr.Filter{{}}); err != nil || n != int64(len(all)) {
 			t.Fatalf("round %d: count %d, %v; want %d", round, n, err, len(all))
 		}
+		if got := s.Stats().Events; got != int64(len(all)) {
+			t.Fatalf("round %d: Stats().Events = %d, want %d", round, got, len(all))
+		}
 		it, err := s.Query(ctx, []nostr.Filter{{IDs: []nostr.ID{all[0].ID, evs[len(evs)-1].ID}}})
 		if err != nil {
 			t.Fatal(err)
@@ -136,6 +140,89 @@ func TestReopen(t *testing.T) {
 		if err := s.Close(); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestEventCountCounted: the event count survives a reopen without a
+// recount; a store without it (written before it existed), or whose count
+// is stamped with another commit position (a build without it stored
+// events since), is counted once at open; the count then follows stores
+// and removals.
+func TestEventCountCounted(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(3, 4))
+	var logs bytes.Buffer
+	open := func() *Store {
+		logs.Reset()
+		return openTest(t, Options{Path: dir, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	}
+	recounted := func() bool { return strings.Contains(logs.String(), "counted the stored events") }
+	s := open()
+	var evs []*nostr.Event
+	for i := 0; i < 40; i++ {
+		evs = append(evs, storetest.NewEvent(rng, storetest.Key(i%3), 1, storetest.BaseTime+int64(i), nil, "n"))
+	}
+	if _, err := s.Save(ctx, evs); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Stats().Events; got != 40 {
+		t.Fatalf("Events = %d after 40 stored, want 40", got)
+	}
+	if st := s.Stats(); st.DiskSizeBytes <= 0 || st.DiskFreeBytes <= 0 || st.DiskFreeBytes > st.DiskSizeBytes {
+		t.Fatalf("disk space: %d free of %d", st.DiskFreeBytes, st.DiskSizeBytes)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = open()
+	if got := s.Stats().Events; got != 40 || recounted() {
+		t.Fatalf("reopened: Events = %d (want 40), recounted %v", got, recounted())
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// rewrite sets the count key (nil: deletes it) behind the store's back.
+	rewrite := func(v []byte) {
+		t.Helper()
+		db, err := pebble.Open(dir, &pebble.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v == nil {
+			err = db.Delete(eventCountKey, pebble.Sync)
+		} else {
+			err = db.Set(eventCountKey, v, pebble.Sync)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := db.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, v := range [][]byte{nil, appendU64(appendU64(nil, 7), 0)} {
+		rewrite(v)
+		s = open()
+		if got := s.Stats().Events; got != 40 || !recounted() {
+			t.Fatalf("count key %x: Events = %d after open (want 40), recounted %v", v, got, recounted())
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s = open()
+	defer s.Close()
+	// A deletion request stores itself and removes its target.
+	del := storetest.NewEvent(rng, evs[0].PubKey, 5, storetest.BaseTime+100, nostr.Tags{{"e", evs[0].ID.Hex()}}, "")
+	if res, err := s.Save(ctx, []*nostr.Event{del}); err != nil || res[0].Outcome != store.Stored {
+		t.Fatal(res, err)
+	}
+	if got := s.Stats().Events; got != 40 {
+		t.Fatalf("Events = %d after a deletion of one stored event, want 40", got)
+	}
+	if err := checkIntegrity(s.db); err != nil {
+		t.Fatal(err)
 	}
 }
 

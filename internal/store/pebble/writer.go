@@ -103,6 +103,9 @@ type writer struct {
 	// dead counts the postings of removed events left in committed
 	// blocks (searchDeadKey); deadDelta is the current batch's share.
 	dead, deadDelta uint64
+	// events counts the stored events (eventCountKey); eventsDelta is
+	// the current batch's change to it.
+	events, eventsDelta int64
 
 	// recent spares the duplicate lookup of events checked with HasAt.
 	recent *recentIDs
@@ -200,7 +203,44 @@ func newWriter(s *Store) (*writer, error) {
 		}
 		s.deadPostings.Store(w.dead)
 	}
+	if err := w.loadEventCount(); err != nil {
+		return nil, err
+	}
 	return w, nil
+}
+
+// loadEventCount reads eventCountKey into w.events. It counts the I keys
+// (and writes the key) when the count is missing (a store written before
+// it existed) or stale: stamped with another commit position than the
+// store's, because a build that does not keep it stored events since.
+func (w *writer) loadEventCount() error {
+	s := w.s
+	v, found, err := getValue(s.db, eventCountKey)
+	if err != nil {
+		return err
+	}
+	var n uint64
+	if found && len(v) == 16 && binary.BigEndian.Uint64(v[8:]) == s.commits.Load() {
+		n = binary.BigEndian.Uint64(v)
+	} else {
+		it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{pfxID}, UpperBound: []byte{pfxID + 1}})
+		if err != nil {
+			return err
+		}
+		for it.First(); it.Valid(); it.Next() {
+			n++
+		}
+		if err := it.Close(); err != nil {
+			return err
+		}
+		if err := s.db.Set(eventCountKey, appendU64(appendU64(nil, n), s.commits.Load()), pebble.Sync); err != nil {
+			return fmt.Errorf("event count: %w", err)
+		}
+		s.log.Info("store: counted the stored events once (later opens read the count)", "events", n)
+	}
+	w.events = int64(n)
+	s.events.Store(w.events)
+	return nil
 }
 
 func (w *writer) run() {
@@ -246,7 +286,7 @@ func (w *writer) run() {
 func (w *writer) commit(reqs []*request) {
 	w.b = w.s.db.NewIndexedBatch()
 	w.post.reset()
-	w.batchStart, w.leftDead, w.deadDelta = w.serial, false, 0
+	w.batchStart, w.leftDead, w.deadDelta, w.eventsDelta = w.serial, false, 0, 0
 	var err error
 	for _, r := range reqs {
 		if err = w.apply(r); err != nil {
@@ -261,6 +301,15 @@ func (w *writer) commit(reqs []*request) {
 	}
 	if err == nil && w.deadDelta > 0 {
 		err = w.b.Set(searchDeadKey, appendU64(nil, w.dead+w.deadDelta), nil)
+	}
+	if err == nil && (w.eventsDelta != 0 || len(w.stored) > 0) {
+		// Stamped with the commit position this batch leaves (it moves
+		// on when the batch stores events).
+		pos := w.s.commits.Load()
+		if len(w.stored) > 0 {
+			pos++
+		}
+		err = w.b.Set(eventCountKey, appendU64(appendU64(nil, uint64(w.events+w.eventsDelta)), pos), nil)
 	}
 	if err == nil && w.searchDelta != (search.Stats{}) {
 		st := search.Stats{Docs: w.searchStats.Docs + w.searchDelta.Docs, TotalLen: w.searchStats.TotalLen + w.searchDelta.TotalLen}
@@ -293,6 +342,10 @@ func (w *writer) commit(reqs []*request) {
 		if w.deadDelta > 0 {
 			w.dead += w.deadDelta
 			w.s.deadPostings.Store(w.dead)
+		}
+		if w.eventsDelta != 0 {
+			w.events += w.eventsDelta
+			w.s.events.Store(w.events)
 		}
 		if len(w.stored) > 0 {
 			w.s.addSeen(w.stored) // before the commit count moves on

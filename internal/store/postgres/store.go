@@ -56,6 +56,7 @@ type Store struct {
 
 	// Figures for Stats.
 	sizeBytes   atomic.Int64
+	events      atomic.Int64 // refreshSize's count of stored events
 	errs        atomic.Int64
 	unavailable atomic.Bool
 	// inDoubtCommitted counts batches whose COMMIT failed on a lost
@@ -197,14 +198,29 @@ var sizeTables = []string{"events", "tags", "deleted_ids", "deleted_addrs", "van
 func (s *Store) refreshSize(ctx context.Context) {
 	ctx, cancel := s.readCtx(ctx)
 	defer cancel()
-	var n int64
-	err := s.pool.QueryRow(ctx, `SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0)::bigint
+	var n, est int64
+	err := s.pool.QueryRow(ctx, `SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0)::bigint,
+			coalesce(max(c.reltuples) FILTER (WHERE c.relname = 'events'), -1)::bigint
 		FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-		WHERE n.nspname = $1 AND c.relname = ANY($2) AND c.relkind = 'r'`, s.opts.Schema, sizeTables).Scan(&n)
-	if s.note(err) == nil {
-		s.sizeBytes.Store(n)
+		WHERE n.nspname = $1 AND c.relname = ANY($2) AND c.relkind = 'r'`, s.opts.Schema, sizeTables).Scan(&n, &est)
+	if s.note(err) != nil {
+		return
 	}
+	s.sizeBytes.Store(n)
+	// The planner's estimate (-1 before the table's first ANALYZE) is
+	// good enough for a large table; a small one is counted exactly.
+	if est < exactCountBelow {
+		err = s.pool.QueryRow(ctx, `SELECT count(*) FROM events`).Scan(&est)
+		if s.note(err) != nil {
+			return
+		}
+	}
+	s.events.Store(est)
 }
+
+// exactCountBelow is the number of events (estimated) under which
+// refreshSize counts the events table exactly.
+const exactCountBelow = 100_000
 
 // readCtx bounds ctx by Options.QueryTimeout unless it ends earlier.
 func (s *Store) readCtx(ctx context.Context) (context.Context, context.CancelFunc) {
@@ -482,6 +498,7 @@ func (s *Store) Stats() store.Stats {
 	return store.Stats{
 		Backend:     "postgres",
 		SizeBytes:   s.sizeBytes.Load(),
+		Events:      s.events.Load(),
 		Unavailable: s.unavailable.Load(),
 		Errors:      s.errs.Load(),
 	}

@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"os"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/petrel-relay/petrel/internal/nostr"
 	"github.com/petrel-relay/petrel/internal/store"
 	"github.com/petrel-relay/petrel/internal/store/storetest"
 )
@@ -102,3 +104,28 @@ func TestConformanceNoSearch(t *testing.T) {
 }
 
 func errorsIs(err, target error) bool { return errors.Is(err, target) }
+
+// TestStatsEvents: Stats' event count follows the table (counted exactly
+// while the table is small), refreshed every StatsInterval.
+func TestStatsEvents(t *testing.T) {
+	s := openTest(t, Options{StatsInterval: 20 * time.Millisecond})
+	defer s.Close()
+	if n := s.Stats().Events; n != 0 {
+		t.Fatalf("Events = %d in a new store, want 0", n)
+	}
+	rng := rand.New(rand.NewPCG(5, 6))
+	var evs []*nostr.Event
+	for i := 0; i < 25; i++ {
+		evs = append(evs, storetest.NewEvent(rng, storetest.Key(i%4), 1, storetest.BaseTime+int64(i), nil, "n"))
+	}
+	if _, err := s.Save(context.Background(), evs); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for s.Stats().Events != 25 {
+		if time.Now().After(deadline) {
+			t.Fatalf("Events = %d after 25 stored, want 25", s.Stats().Events)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -1,0 +1,245 @@
+package server
+
+import (
+	"compress/gzip"
+	"embed"
+	"encoding/json"
+	"html/template"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/petrel-relay/petrel/internal/relay"
+)
+
+// The dashboard is what GET / shows a browser (a request that accepts
+// text/html): live charts of the relay's counters over the last
+// seriesLen samples, under its NIP-11 identity. The page, its script and
+// its style are embedded (no third-party host, works offline); the script
+// polls /stats/series, which holds nothing but /stats figures (the
+// series' fields are /stats paths, checked by a test), so that a proxy
+// rule that keeps /stats private (a prefix match on /stats) keeps the
+// dashboard's data private too.
+
+//go:embed dashboard/index.html dashboard/app.js dashboard/app.css
+var dashboardFS embed.FS
+
+var dashboardPage = template.Must(template.ParseFS(dashboardFS, "dashboard/index.html"))
+
+// seriesInterval is the time between two samples; seriesLen samples make
+// the 15 minutes the dashboard shows.
+const (
+	seriesInterval = time.Second
+	seriesLen      = 900
+)
+
+// seriesField is one figure of the series: its /stats path (keys joined
+// with ".", an array index as a number) and how to read it from a
+// document.
+type seriesField struct {
+	path string
+	get  func(*Stats) int64
+}
+
+// seriesFields lists the figures the dashboard charts. Every value is an
+// integer in /stats (counters, gauges, bucket counts).
+func seriesFields(st *Stats) []seriesField {
+	fs := []seriesField{
+		{"uptime_seconds", func(s *Stats) int64 { return int64(s.UptimeSeconds) }},
+		{"events_accepted", func(s *Stats) int64 { return s.EventsAccepted }},
+		{"events_ephemeral", func(s *Stats) int64 { return s.EventsEphemeral }},
+		{"live_deliveries", func(s *Stats) int64 { return s.Deliveries }},
+		{"stored_events_sent", func(s *Stats) int64 { return s.StoredSent }},
+		{"connections_active", func(s *Stats) int64 { return s.ConnectionsActive }},
+		{"subscriptions_active", func(s *Stats) int64 { return s.SubscriptionsActive }},
+		{"verify_queue_depth", func(s *Stats) int64 { return s.VerifyQueueDepth }},
+		{"verify_queue_capacity", func(s *Stats) int64 { return s.VerifyQueueCapacity }},
+		{"db_size_bytes", func(s *Stats) int64 { return s.DBSizeBytes }},
+		{"store_events", func(s *Stats) int64 { return s.StoreEvents }},
+	}
+	for _, r := range relay.ReasonNames() {
+		fs = append(fs, seriesField{"events_rejected." + r, func(s *Stats) int64 { return s.EventsRejected[r] }})
+	}
+	lat := func(name string, pick func(*Stats) *relay.LatencySummary) {
+		fs = append(fs, seriesField{name + ".count", func(s *Stats) int64 { return int64(pick(s).Count) }})
+		for i := range pick(st).Bounds {
+			fs = append(fs, seriesField{name + ".bucket_counts." + strconv.Itoa(i), func(s *Stats) int64 {
+				if c := pick(s).Cumulative; i < len(c) {
+					return int64(c[i])
+				}
+				return 0
+			}})
+		}
+	}
+	lat("ok_latency", func(s *Stats) *relay.LatencySummary { return &s.OKLatency })
+	lat("query_latency", func(s *Stats) *relay.LatencySummary { return &s.QueryLatency })
+	return fs
+}
+
+// series is the ring of samples the dashboard reads. Safe for
+// concurrent use.
+type series struct {
+	fields []seriesField
+	bounds map[string][]float64 // latency histograms' bucket bounds, by /stats key
+
+	mu    sync.Mutex
+	times []int64   // unix milliseconds; ring, next at pos
+	rows  [][]int64 // one value per field
+	pos   int
+	n     int
+}
+
+func newSeries(st *Stats) *series {
+	fs := seriesFields(st)
+	sr := &series{
+		fields: fs,
+		bounds: map[string][]float64{"ok_latency": st.OKLatency.Bounds, "query_latency": st.QueryLatency.Bounds},
+		times:  make([]int64, seriesLen),
+		rows:   make([][]int64, seriesLen),
+	}
+	return sr
+}
+
+// add records st, taken at t.
+func (sr *series) add(t time.Time, st *Stats) {
+	row := make([]int64, len(sr.fields))
+	for i, f := range sr.fields {
+		row[i] = f.get(st)
+	}
+	sr.mu.Lock()
+	sr.times[sr.pos], sr.rows[sr.pos] = t.UnixMilli(), row
+	sr.pos = (sr.pos + 1) % seriesLen
+	sr.n = min(sr.n+1, seriesLen)
+	sr.mu.Unlock()
+}
+
+// seriesDoc is /stats/series: the samples after a time, as columns, each
+// delta-encoded (its first value, then the differences from one sample
+// to the next), which keeps the 15 minutes small.
+type seriesDoc struct {
+	IntervalMS int64                `json:"interval_ms"`
+	Fields     []string             `json:"fields"`
+	Bounds     map[string][]float64 `json:"bucket_bounds_seconds"`
+	Times      []int64              `json:"t"`
+	Columns    [][]int64            `json:"columns"`
+}
+
+// since returns the samples taken after unix millisecond after.
+func (sr *series) since(after int64) seriesDoc {
+	d := seriesDoc{IntervalMS: seriesInterval.Milliseconds(), Bounds: sr.bounds,
+		Fields: make([]string, len(sr.fields)), Columns: make([][]int64, len(sr.fields))}
+	for i, f := range sr.fields {
+		d.Fields[i] = f.path
+		d.Columns[i] = []int64{}
+	}
+	d.Times = []int64{}
+	sr.mu.Lock()
+	defer sr.mu.Unlock()
+	var prevT int64
+	var prev []int64
+	for k := sr.n; k > 0; k-- {
+		i := (sr.pos - k + seriesLen) % seriesLen
+		if sr.times[i] <= after {
+			continue
+		}
+		row := sr.rows[i]
+		d.Times = append(d.Times, sr.times[i]-prevT)
+		for j, v := range row {
+			if prev != nil {
+				v -= prev[j]
+			}
+			d.Columns[j] = append(d.Columns[j], v)
+		}
+		prevT, prev = sr.times[i], row
+	}
+	return d
+}
+
+// sample records a /stats snapshot every seriesInterval until done closes.
+func (s *Server) sample(done <-chan struct{}) {
+	t := time.NewTicker(seriesInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case now := <-t.C:
+			st := s.statsDoc()
+			s.series.add(now, &st)
+		}
+	}
+}
+
+func (s *Server) handleSeries(w http.ResponseWriter, r *http.Request) {
+	after, _ := strconv.ParseInt(r.URL.Query().Get("after"), 10, 64)
+	setCORS(w)
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	writeMaybeGzip(w, r, func(out io.Writer) { _ = json.NewEncoder(out).Encode(s.series.since(after)) })
+}
+
+// writeMaybeGzip writes what body writes, gzipped if the client takes it.
+func writeMaybeGzip(w http.ResponseWriter, r *http.Request, body func(io.Writer)) {
+	w.Header().Add("Vary", "Accept-Encoding")
+	if !strings.Contains(r.Header.Get("Accept-Encoding"), "gzip") {
+		body(w)
+		return
+	}
+	w.Header().Set("Content-Encoding", "gzip")
+	zw, _ := gzip.NewWriterLevel(w, gzip.BestSpeed)
+	body(zw)
+	zw.Close()
+}
+
+// wantsHTML reports whether r accepts text/html (a browser navigating).
+func wantsHTML(r *http.Request) bool {
+	return strings.Contains(r.Header.Get("Accept"), "text/html")
+}
+
+// dashboardCSP allows the page its own script, style and data, nothing
+// else.
+const dashboardCSP = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+
+func (s *Server) serveDashboard(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Content-Security-Policy", dashboardCSP)
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "no-referrer")
+	writeMaybeGzip(w, r, func(out io.Writer) { _ = dashboardPage.Execute(out, s.nip11Doc()) })
+}
+
+// handleDashboardAsset serves the page's script and style.
+func (s *Server) handleDashboardAsset(w http.ResponseWriter, r *http.Request) {
+	name := strings.TrimPrefix(r.URL.Path, "/dashboard/")
+	var ctype string
+	switch name {
+	case "app.js":
+		ctype = "text/javascript; charset=utf-8"
+	case "app.css":
+		ctype = "text/css; charset=utf-8"
+	default:
+		http.NotFound(w, r)
+		return
+	}
+	b, err := dashboardFS.ReadFile("dashboard/" + name)
+	if err != nil {
+		http.NotFound(w, r)
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", ctype)
+	h.Set("X-Content-Type-Options", "nosniff")
+	// The assets change with the binary: revalidate by version.
+	etag := `"` + s.version + "-" + strconv.Itoa(len(b)) + `"`
+	h.Set("ETag", etag)
+	h.Set("Cache-Control", "no-cache")
+	if r.Header.Get("If-None-Match") == etag {
+		w.WriteHeader(http.StatusNotModified)
+		return
+	}
+	writeMaybeGzip(w, r, func(out io.Writer) { out.Write(b) })
+}

@@ -1,0 +1,218 @@
+// petrel dashboard: polls /stats/series (the relay's /stats figures, one
+// sample a second) and draws the last 15 minutes as SVG charts. Every
+// chart writes what it drew into data attributes (data-max, data-points,
+// and per line data-last and data-max), which the browser test reads.
+'use strict';
+(function () {
+  const WINDOW = 15 * 60 * 1000; // what the charts show, ms
+  const LAT = 10;                // latency percentiles over this many samples
+  const POLL = 1000;             // ms between polls
+  const REASONS = ['invalid', 'duplicate', 'blocked', 'rate-limited', 'pow', 'restricted', 'auth-required', 'mute', 'error'];
+
+  const S = { t: [], cols: {}, fields: [], bounds: {}, last: 0 };
+
+  // Series kinds: a counter's rate per second, a gauge, a latency
+  // percentile in ms.
+  const rate = (f) => (i) => {
+    if (i === 0) return null;
+    const c = S.cols[f], dt = S.t[i] - S.t[i - 1];
+    if (!c || dt <= 0) return null;
+    return Math.max(0, c[i] - c[i - 1]) * 1000 / dt;
+  };
+  const gauge = (f) => (i) => { const c = S.cols[f]; return c ? c[i] : null; };
+  const pct = (h, q) => (i) => {
+    const j = Math.max(0, i - LAT), b = S.bounds[h];
+    const n = S.cols[h + '.count'];
+    if (!b || !n || i === j) return null;
+    const count = n[i] - n[j];
+    if (count <= 0) return null;
+    const cum = b.map((_, k) => S.cols[h + '.bucket_counts.' + k][i] - S.cols[h + '.bucket_counts.' + k][j]);
+    return quantile(q, b, cum, count) * 1000;
+  };
+  const sum = (fs) => (i) => {
+    let v = null;
+    for (const f of fs) { const x = f(i); if (x !== null) v = (v || 0) + x; }
+    return v;
+  };
+
+  // quantile is relay.Quantile (internal/relay/latency.go): Prometheus's
+  // histogram_quantile, linear within the bucket the rank falls in.
+  function quantile(q, bounds, cum, count) {
+    const rank = q * count;
+    let lower = 0, below = 0;
+    for (let i = 0; i < bounds.length; i++) {
+      if (cum[i] >= rank) {
+        const n = cum[i] - below;
+        return n === 0 ? bounds[i] : lower + (bounds[i] - lower) * (rank - below) / n;
+      }
+      lower = bounds[i]; below = cum[i];
+    }
+    return bounds[bounds.length - 1];
+  }
+
+  const refused = REASONS.map((r) => ({ name: r, f: rate('events_rejected.' + r), hideZero: true }));
+  const CHARTS = [
+    { id: 'accepted', title: 'Events accepted per second', fmt: num, lines: [
+      { name: 'stored', f: rate('events_accepted') }, { name: 'ephemeral', f: rate('events_ephemeral') }] },
+    { id: 'refused', title: 'Events refused per second, by reason', fmt: num, lines: refused },
+    { id: 'deliveries', title: 'Deliveries per second', fmt: num, lines: [
+      { name: 'live', f: rate('live_deliveries') }, { name: 'stored (REQ)', f: rate('stored_events_sent') }] },
+    { id: 'connections', title: 'Connections and subscriptions', fmt: num, lines: [
+      { name: 'connections', f: gauge('connections_active') }, { name: 'subscriptions', f: gauge('subscriptions_active') }] },
+    { id: 'ok-latency', title: 'OK latency (EVENT to OK)', fmt: ms, lines: [
+      { name: 'p50', f: pct('ok_latency', 0.5) }, { name: 'p99', f: pct('ok_latency', 0.99) }] },
+    { id: 'query-latency', title: 'Stored-query latency (REQ to EOSE)', fmt: ms, lines: [
+      { name: 'p50', f: pct('query_latency', 0.5) }, { name: 'p99', f: pct('query_latency', 0.99) }] },
+    { id: 'verify-queue', title: 'Verify queue', fmt: num, lines: [
+      { name: 'waiting', f: gauge('verify_queue_depth') }, { name: 'capacity', f: gauge('verify_queue_capacity'), dash: true }] },
+    { id: 'store-events', title: 'Stored events', fmt: num, lines: [{ name: 'events', f: gauge('store_events') }] },
+    { id: 'store-size', title: 'Store size', fmt: bytes, lines: [{ name: 'size', f: gauge('db_size_bytes') }] },
+  ];
+  const TILES = [
+    { id: 'accepted', label: 'accepted /s', f: sum([rate('events_accepted'), rate('events_ephemeral')]), fmt: num },
+    { id: 'refused', label: 'refused /s', f: sum(refused.map((l) => l.f)), fmt: num },
+    { id: 'deliveries', label: 'deliveries /s', f: rate('live_deliveries'), fmt: num },
+    { id: 'connections', label: 'connections', f: gauge('connections_active'), fmt: num },
+    { id: 'subscriptions', label: 'subscriptions', f: gauge('subscriptions_active'), fmt: num },
+    { id: 'ok-p99', label: 'OK p99, last 10 s', f: pct('ok_latency', 0.99), fmt: ms },
+    { id: 'events', label: 'stored events', f: gauge('store_events'), fmt: num },
+    { id: 'size', label: 'store size', fmt: bytes, f: gauge('db_size_bytes') },
+    { id: 'uptime', label: 'uptime', f: gauge('uptime_seconds'), fmt: dur },
+  ];
+
+  function num(v) {
+    if (v === null || v === undefined) return '–';
+    const a = Math.abs(v);
+    if (a >= 1e9) return (v / 1e9).toFixed(2) + 'G';
+    if (a >= 1e6) return (v / 1e6).toFixed(2) + 'M';
+    if (a >= 1e4) return (v / 1e3).toFixed(1) + 'k';
+    if (a >= 100 || Number.isInteger(v)) return Math.round(v).toString();
+    return v.toFixed(a >= 10 ? 1 : 2);
+  }
+  function ms(v) { return v === null ? '–' : (v >= 100 ? Math.round(v) : v.toFixed(v >= 10 ? 1 : 2)) + ' ms'; }
+  function bytes(v) {
+    if (v === null) return '–';
+    const u = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
+    let i = 0;
+    while (v >= 1024 && i < u.length - 1) { v /= 1024; i++; }
+    return (i ? v.toFixed(v >= 100 ? 0 : 1) : v) + ' ' + u[i];
+  }
+  function dur(s) {
+    if (s === null) return '–';
+    const d = Math.floor(s / 86400), h = Math.floor(s % 86400 / 3600), m = Math.floor(s % 3600 / 60);
+    return d ? d + 'd ' + h + 'h' : h ? h + 'h ' + m + 'm' : m + 'm ' + Math.floor(s % 60) + 's';
+  }
+  // nice rounds a maximum up to 1, 2 or 5 times a power of ten.
+  function nice(v) {
+    if (!(v > 0)) return 1;
+    const p = Math.pow(10, Math.floor(Math.log10(v))), m = v / p;
+    return (m <= 1 ? 1 : m <= 2 ? 2 : m <= 5 ? 5 : 10) * p;
+  }
+
+  const NS = 'http://www.w3.org/2000/svg';
+  function el(tag, attrs, parent, ns) {
+    const e = ns ? document.createElementNS(NS, tag) : document.createElement(tag);
+    for (const k in attrs) e.setAttribute(k, attrs[k]);
+    if (parent) parent.appendChild(e);
+    return e;
+  }
+  const W = 600, H = 140;
+
+  function build() {
+    const tiles = document.getElementById('tiles');
+    for (const t of TILES) {
+      const d = el('div', { class: 'tile', id: 'tile-' + t.id }, tiles);
+      t.v = el('b', {}, d);
+      el('span', {}, d).textContent = t.label;
+    }
+    const charts = document.getElementById('charts');
+    for (const c of CHARTS) {
+      c.fig = el('figure', { class: 'chart', id: 'chart-' + c.id }, charts);
+      el('figcaption', {}, c.fig).textContent = c.title;
+      const plot = el('div', { class: 'plot' }, c.fig);
+      const svg = el('svg', { viewBox: '0 0 ' + W + ' ' + H, preserveAspectRatio: 'none', role: 'img', 'aria-label': c.title }, plot, true);
+      for (const y of [0.25, 0.5, 0.75]) el('line', { class: 'grid', x1: 0, x2: W, y1: H * y, y2: H * y }, svg, true);
+      c.ymax = el('span', { class: 'ymax' }, plot);
+      const xa = el('div', { class: 'xaxis' }, c.fig);
+      for (const l of ['−15 min', '−10', '−5', 'now']) el('span', {}, xa).textContent = l;
+      const legend = el('div', { class: 'legend' }, c.fig);
+      c.lines.forEach((l, k) => {
+        l.path = el('path', { class: 'c' + (k % 9) + (l.dash ? ' dash' : ''), 'data-line': l.name }, svg, true);
+        l.key = el('span', { class: 'c' + (k % 9) }, legend);
+        el('i', {}, l.key);
+        l.key.appendChild(document.createTextNode(l.name + ' '));
+        l.val = el('b', {}, l.key);
+      });
+    }
+  }
+
+  function draw() {
+    const n = S.t.length, now = n ? S.t[n - 1] : Date.now(), t0 = now - WINDOW;
+    let first = 0;
+    while (first < n && S.t[first] < t0) first++;
+    for (const c of CHARTS) {
+      const vals = c.lines.map((l) => { const a = []; for (let i = first; i < n; i++) a.push(l.f(i)); return a; });
+      let max = 0;
+      vals.forEach((a) => a.forEach((v) => { if (v !== null && v > max) max = v; }));
+      const top = nice(max);
+      c.lines.forEach((l, k) => {
+        let d = '', pen = false, lmax = 0, last = null;
+        vals[k].forEach((v, j) => {
+          if (v === null) { pen = false; return; }
+          const x = (S.t[first + j] - t0) / WINDOW * W, y = H - v / top * H;
+          d += (pen ? 'L' : 'M') + x.toFixed(1) + ' ' + y.toFixed(1);
+          pen = true; last = v; if (v > lmax) lmax = v;
+        });
+        l.path.setAttribute('d', d);
+        l.path.setAttribute('data-last', last === null ? '' : last);
+        l.path.setAttribute('data-max', lmax);
+        l.val.textContent = c.fmt(last);
+        l.key.hidden = !!l.hideZero && lmax === 0;
+      });
+      c.ymax.textContent = c.fmt(top);
+      c.fig.setAttribute('data-max', max);
+      c.fig.setAttribute('data-points', n - first);
+    }
+    for (const t of TILES) {
+      const v = n ? t.f(n - 1) : null;
+      t.v.textContent = t.fmt(v);
+      t.v.setAttribute('data-value', v === null ? '' : v);
+    }
+  }
+
+  // ingest appends a /stats/series document: columns delta-encoded.
+  function ingest(doc) {
+    if (!S.fields.length) { S.fields = doc.fields; S.bounds = doc.bucket_bounds_seconds; for (const f of doc.fields) S.cols[f] = []; }
+    // Each document's first value is absolute, the others differences.
+    let t = 0;
+    doc.t.forEach((d, i) => { t = i === 0 ? d : t + d; S.t.push(t); });
+    doc.fields.forEach((f, k) => {
+      const c = S.cols[f], col = doc.columns[k];
+      let v = 0;
+      col.forEach((d, i) => { v = i === 0 ? d : v + d; c.push(v); });
+    });
+    if (S.t.length) S.last = S.t[S.t.length - 1];
+    // Keep the window plus what the latency percentiles look back on.
+    let drop = 0;
+    while (drop < S.t.length - LAT - 2 && S.t[drop + LAT + 1] < S.last - WINDOW) drop++;
+    if (drop) { S.t.splice(0, drop); for (const f of S.fields) S.cols[f].splice(0, drop); }
+  }
+
+  const main = document.getElementById('dash'), status = document.getElementById('status');
+  async function poll() {
+    try {
+      const r = await fetch('/stats/series?after=' + S.last, { cache: 'no-store' });
+      if (!r.ok) throw new Error('/stats/series answered HTTP ' + r.status);
+      ingest(await r.json());
+      draw();
+      main.dataset.state = 'live';
+      status.textContent = 'Live: one sample a second, the last 15 minutes. Updated ' + new Date(S.last).toLocaleTimeString() + '.';
+    } catch (e) {
+      main.dataset.state = 'error';
+      status.textContent = 'No figures: ' + e.message + ' (retrying).';
+    }
+    setTimeout(poll, POLL);
+  }
+  build();
+  poll();
+})();

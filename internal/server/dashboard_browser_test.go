@@ -1,0 +1,177 @@
+package server_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/petrel-relay/petrel/internal/relaytest"
+)
+
+// chromium finds Debian's chromium (scripts/setup.sh installs it) or
+// another Chromium-family browser, or skips the test saying so.
+func chromium(t *testing.T) string {
+	t.Helper()
+	if p := os.Getenv("PETREL_CHROMIUM"); p != "" {
+		return p
+	}
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	t.Skip("no chromium found (scripts/setup.sh installs Debian's chromium; PETREL_CHROMIUM names another): the dashboard's browser test did not run")
+	return ""
+}
+
+// runChromium runs headless chromium with args on url and returns its
+// standard output. The virtual time budget lets the page's script run
+// (its timers advance in virtual time; its fetches are real).
+func runChromium(t *testing.T, bin, url string, args ...string) []byte {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	all := append([]string{
+		"--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
+		"--disable-extensions", "--disable-background-networking", "--hide-scrollbars",
+		"--user-data-dir=" + t.TempDir(), "--virtual-time-budget=4000",
+	}, args...)
+	cmd := exec.CommandContext(ctx, bin, append(all, url)...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("%s %s: %v\n%s", bin, strings.Join(args, " "), err, errb.Bytes())
+	}
+	return out.Bytes()
+}
+
+// attr returns the value of attribute name in the first tag of dom
+// matching the tag regexp (an element with that id).
+func attr(t *testing.T, dom, tagRE, name string) string {
+	t.Helper()
+	tag := regexp.MustCompile(tagRE).FindString(dom)
+	if tag == "" {
+		t.Fatalf("no element %s in the page", tagRE)
+	}
+	m := regexp.MustCompile(`\s` + regexp.QuoteMeta(name) + `="([^"]*)"`).FindStringSubmatch(tag)
+	if m == nil {
+		t.Fatalf("%s has no %s: %s", tagRE, name, tag)
+	}
+	return m[1]
+}
+
+func attrNum(t *testing.T, dom, tagRE, name string) float64 {
+	t.Helper()
+	v, err := strconv.ParseFloat(attr(t, dom, tagRE, name), 64)
+	if err != nil {
+		t.Fatalf("%s %s: %v", tagRE, name, err)
+	}
+	return v
+}
+
+// TestDashboardInBrowser loads the dashboard in headless Chromium against
+// a running relay after a burst of events, and checks from the page's
+// DOM that each chart drew non-zero data; it saves screenshots (desktop
+// and phone widths) and prints where.
+func TestDashboardInBrowser(t *testing.T) {
+	bin := chromium(t)
+	r := relaytest.Start(t, relaytest.Options{})
+	sub := relaytest.Dial(t, r.URL)
+	sub.Req("all", `{}`)
+	c := relaytest.Dial(t, r.URL)
+	alice := relaytest.NewKey("browser")
+	const n = 150
+	for i := range n {
+		c.SendRaw(`["EVENT",` + string(alice.Note(fmt.Sprint("burst ", i)).Raw) + `]`)
+	}
+	for range 5 { // refused: a bad signature
+		c.SendRaw(`["EVENT",` + strings.Replace(string(alice.Note("bad").Raw), `"sig":"`, `"sig":"0`, 1) + `]`)
+	}
+	for range n + 5 {
+		c.ExpectType("OK")
+	}
+	for range n {
+		sub.ExpectType("EVENT")
+	}
+	// Wait for a sample that saw the burst (the first, taken at start,
+	// saw none of it, so the rates are non-zero between the two).
+	deadline := time.Now().Add(relaytest.DefaultTimeout)
+	for {
+		_, last := getSeries(t, r, 0).last()
+		if last["store_events"] == n && last["events_rejected.invalid"] == 5 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no sample with the burst: %v", last)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	dom := string(runChromium(t, bin, r.HTTPURL()+"/", "--dump-dom"))
+	if st := attr(t, dom, `<main[^>]*id="dash"[^>]*>`, "data-state"); st != "live" {
+		t.Fatalf("dashboard state %q, want live:\n%s", st, dom)
+	}
+	chart := func(id string) string { return `<figure[^>]*id="chart-` + id + `"[^>]*>` }
+	for _, id := range []string{"accepted", "refused", "deliveries", "connections", "ok-latency", "query-latency", "verify-queue", "store-events", "store-size"} {
+		if pts := attrNum(t, dom, chart(id), "data-points"); pts < 2 {
+			t.Fatalf("chart %s drew %v samples, want >= 2", id, pts)
+		}
+		if max := attrNum(t, dom, chart(id), "data-max"); max <= 0 {
+			t.Fatalf("chart %s drew nothing above 0 (data-max %v)", id, max)
+		}
+	}
+	line := func(id, name string) string {
+		return chart(id) + `(?s:.*?)<path[^>]*data-line="` + regexp.QuoteMeta(name) + `"[^>]*>`
+	}
+	pathAttr := func(id, name, a string) float64 {
+		t.Helper()
+		re := regexp.MustCompile(line(id, name))
+		m := re.FindString(dom)
+		if m == "" {
+			t.Fatalf("chart %s has no line %s", id, name)
+		}
+		tag := m[strings.LastIndex(m, "<path"):]
+		return attrNum(t, tag, `<path[^>]*>`, a)
+	}
+	for _, l := range [][2]string{{"accepted", "stored"}, {"refused", "invalid"}, {"deliveries", "live"}, {"ok-latency", "p99"}, {"query-latency", "p50"}} {
+		if v := pathAttr(l[0], l[1], "data-max"); v <= 0 {
+			t.Fatalf("chart %s line %s: data-max %v, want > 0", l[0], l[1], v)
+		}
+	}
+	if v := pathAttr("store-events", "events", "data-last"); v != n {
+		t.Fatalf("stored events drawn last %v, want %d", v, n)
+	}
+	if v := pathAttr("connections", "connections", "data-last"); v < 2 {
+		t.Fatalf("connections drawn last %v, want >= 2", v)
+	}
+	// The tiles show the latest sample: every stored event.
+	if v := attrNum(t, dom, `<div[^>]*id="tile-events"[^>]*><b[^>]*>`, "data-value"); v != n {
+		t.Fatalf("stored events tile %v, want %d", v, n)
+	}
+
+	dir := os.Getenv("PETREL_TEST_ARTIFACTS")
+	if dir == "" {
+		dir = filepath.Join(os.TempDir(), "petrel-test-artifacts")
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, shot := range []struct{ name, size string }{{"dashboard.png", "1280,1700"}, {"dashboard-phone.png", "412,2600"}} {
+		p := filepath.Join(dir, shot.name)
+		os.Remove(p)
+		runChromium(t, bin, r.HTTPURL()+"/", "--screenshot="+p, "--window-size="+shot.size)
+		b, err := os.ReadFile(p)
+		if err != nil || len(b) < 1000 || !bytes.HasPrefix(b, []byte("\x89PNG")) {
+			t.Fatalf("screenshot %s: %d bytes, %v", p, len(b), err)
+		}
+		t.Logf("screenshot: %s", p)
+	}
+}

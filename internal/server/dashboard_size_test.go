@@ -1,0 +1,84 @@
+package server
+
+import (
+	"bytes"
+	"compress/gzip"
+	"encoding/json"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/petrel-relay/petrel/internal/relay"
+)
+
+// TestDashboardFirstLoadSize: the page, its script and style and a full
+// 15 minutes of samples of a busy relay (every counter moving every
+// second) come to less than 150 KB transferred, as a browser gets them
+// (gzipped).
+func TestDashboardFirstLoadSize(t *testing.T) {
+	gz := func(b []byte) int {
+		var buf bytes.Buffer
+		zw, _ := gzip.NewWriterLevel(&buf, gzip.BestSpeed)
+		zw.Write(b)
+		zw.Close()
+		return buf.Len()
+	}
+	bounds := make([]float64, 16)
+	for i := range bounds {
+		bounds[i] = 0.0001 * float64(int(1)<<i)
+	}
+	st := Stats{Snapshot: relay.Snapshot{
+		EventsRejected: map[string]int64{},
+		OKLatency:      relay.LatencySummary{Bounds: bounds, Cumulative: make([]uint64, 16)},
+		QueryLatency:   relay.LatencySummary{Bounds: bounds, Cumulative: make([]uint64, 16)},
+	}}
+	sr := newSeries(&st)
+	rng := rand.New(rand.NewPCG(1, 2))
+	t0 := time.Unix(1_700_000_000, 0)
+	for i := range seriesLen {
+		s := &st.Snapshot
+		s.UptimeSeconds = float64(3600 + i)
+		s.EventsAccepted += 2000 + rng.Int64N(1000)
+		s.EventsEphemeral += rng.Int64N(100)
+		s.Deliveries += 50_000 + rng.Int64N(20_000)
+		s.StoredSent += 10_000 + rng.Int64N(5000)
+		s.ConnectionsActive = 20_000 + rng.Int64N(500)
+		s.SubscriptionsActive = 150_000 + rng.Int64N(5000)
+		s.VerifyQueueDepth, s.VerifyQueueCapacity = rng.Int64N(512), 512
+		s.DBSizeBytes += 1_000_000 + rng.Int64N(100_000)
+		s.StoreEvents = 50_000_000 + int64(i)*2500
+		for _, r := range relay.ReasonNames() {
+			s.EventsRejected[r] += rng.Int64N(50)
+		}
+		for _, l := range []*relay.LatencySummary{&s.OKLatency, &s.QueryLatency} {
+			var c uint64
+			for k := range l.Cumulative {
+				c += uint64(rng.Int64N(300))
+				l.Cumulative[k] += c
+			}
+			l.Count = l.Cumulative[15] + uint64(rng.Int64N(3))
+		}
+		sr.add(t0.Add(time.Duration(i)*time.Second), &st)
+	}
+	feed, err := json.Marshal(sr.since(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc seriesDoc
+	json.Unmarshal(feed, &doc)
+	if len(doc.Times) != seriesLen {
+		t.Fatalf("%d samples, want %d", len(doc.Times), seriesLen)
+	}
+	total := gz(feed)
+	for _, f := range []string{"dashboard/index.html", "dashboard/app.js", "dashboard/app.css"} {
+		b, err := dashboardFS.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		total += gz(b)
+	}
+	t.Logf("first load: %d bytes gzipped (the series alone %d bytes raw)", total, len(feed))
+	if total >= 150_000 {
+		t.Fatalf("first load transfers %d bytes, want < 150 KB", total)
+	}
+}

@@ -230,8 +230,9 @@ func (t *Transfer) RefusedTotal() int {
 const (
 	// ModeNegentropy: the local store reconciled with the remote.
 	ModeNegentropy = "negentropy"
-	// ModeList: two relays listed with negentropy (Options.From).
-	ModeList = "list"
+	// ModeBridge: two relays reconciled with each other, a negentropy
+	// session with each (Options.From).
+	ModeBridge = "bridge"
 	// ModePaging: the remote paged through with REQ
 	// (Options.FallbackPaging).
 	ModePaging = "paging"
@@ -239,11 +240,11 @@ const (
 
 // Result says what Run did.
 type Result struct {
-	// Mode is ModeNegentropy, ModeList or ModePaging.
+	// Mode is ModeNegentropy, ModeBridge or ModePaging.
 	Mode string `json:"mode"`
-	// LocalItems is the number of local events matching the filter (for
-	// "list": the From relay's), RemoteItems the remote's when known
-	// ("list" only).
+	// LocalItems is the number of local events matching the filter;
+	// RemoteItems the remote's when known. Neither is known in bridge
+	// mode, where no side's set is ever listed.
 	LocalItems  int `json:"local_items"`
 	RemoteItems int `json:"remote_items,omitempty"`
 	// Have is the number of ids the local side has and the remote lacks;
@@ -276,11 +277,14 @@ type Result struct {
 // String is the one-line summary `petrel sync` prints.
 func (r *Result) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s: local %d", r.Mode, r.LocalItems)
-	if r.RemoteItems > 0 {
-		fmt.Fprintf(&b, ", remote %d", r.RemoteItems)
+	fmt.Fprintf(&b, "%s: ", r.Mode)
+	if r.Mode != ModeBridge {
+		fmt.Fprintf(&b, "local %d, ", r.LocalItems)
+		if r.RemoteItems > 0 {
+			fmt.Fprintf(&b, "remote %d, ", r.RemoteItems)
+		}
 	}
-	fmt.Fprintf(&b, ", have %d, need %d, %d rounds", r.Have, r.Need, r.Rounds)
+	fmt.Fprintf(&b, "have %d, need %d, %d rounds", r.Have, r.Need, r.Rounds)
 	if r.PagingGaps > 0 {
 		fmt.Fprintf(&b, " (%d gaps)", r.PagingGaps)
 	}

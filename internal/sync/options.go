@@ -126,6 +126,12 @@ type Options struct {
 	// Verifier checks downloaded signatures. Default
 	// nostr.DefaultVerifier().
 	Verifier nostr.Verifier
+	// Claim, if set, is asked about every id before it is moved (dir is
+	// Down or Up); false leaves the id out (counted in Transfer.Skipped).
+	// `petrel stream` uses it so that an event its live feed has already
+	// forwarded is not sent again by the catch-up. It is called from
+	// Run's goroutine.
+	Claim func(dir Direction, id nostr.ID) bool
 	// Progress receives progress reports; nil: none.
 	Progress Progress
 	// Logger receives warnings (paging gaps, unexpected messages). Default:
@@ -161,6 +167,12 @@ func (o *Options) normalize() error {
 		return fmt.Errorf("%w: a search filter cannot be synced", ErrOptions)
 	}
 	o.Filter.HasLimit, o.Filter.Limit = false, 0
+	o.defaults()
+	return nil
+}
+
+// defaults sets the zero fields that have a default.
+func (o *Options) defaults() {
 	def := func(v *int, d int) {
 		if *v <= 0 {
 			*v = d
@@ -186,7 +198,6 @@ func (o *Options) normalize() error {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	return nil
 }
 
 // Transfer counts the events moved one way.
@@ -200,6 +211,9 @@ type Transfer struct {
 	// Missing counts ids the source did not return (deleted or expired
 	// meanwhile, or withheld).
 	Missing int `json:"missing"`
+	// Skipped counts ids Options.Claim left out; they are not in
+	// Wanted.
+	Skipped int `json:"skipped,omitempty"`
 	// Invalid counts downloaded events whose id or signature is wrong, or
 	// that were not asked for. They are never saved.
 	Invalid int `json:"invalid"`
@@ -299,6 +313,9 @@ func (r *Result) String() string {
 		}
 		if t.Missing > 0 {
 			extra = append(extra, fmt.Sprintf("missing %d", t.Missing))
+		}
+		if t.Skipped > 0 {
+			extra = append(extra, fmt.Sprintf("skipped %d", t.Skipped))
 		}
 		if t.Invalid > 0 {
 			extra = append(extra, fmt.Sprintf("invalid %d", t.Invalid))

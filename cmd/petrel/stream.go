@@ -125,15 +125,15 @@ func runStream(ctx context.Context, f *streamFlags, remote string, stdout io.Wri
 	if err := s.Run(ctx); err != nil {
 		return err
 	}
-	return printStreamStats(stdout, f.jsonOut, []stream.Stats{s.Stats()})
+	return printStreamStats(stdout, f.jsonOut, []stream.Stats{s.Stats()}, false)
 }
 
-// printStreamStats prints the counters of streams, one line each or one
-// JSON object (an array for the router).
-func printStreamStats(w io.Writer, jsonOut bool, stats []stream.Stats) error {
+// printStreamStats prints the counters of streams, one line each, or as
+// JSON: one object, or an array with many.
+func printStreamStats(w io.Writer, jsonOut bool, stats []stream.Stats, many bool) error {
 	if jsonOut {
 		enc := json.NewEncoder(w)
-		if len(stats) == 1 {
+		if !many && len(stats) == 1 {
 			return enc.Encode(stats[0])
 		}
 		return enc.Encode(stats)

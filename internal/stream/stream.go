@@ -240,9 +240,14 @@ type pipe struct {
 func (s *Stream) session(ctx context.Context, covered time.Time, log *slog.Logger) (time.Time, error) {
 	o := &s.o
 	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	var conns []*client.Conn
+	var wg gosync.WaitGroup
 	defer func() {
+		// The pipes and the catch-up stop first (an upload waits a little
+		// for the OKs in flight, so that they are counted), then the
+		// connections close.
+		cancel()
+		wg.Wait()
 		for _, c := range conns {
 			c.Close()
 		}
@@ -282,7 +287,7 @@ func (s *Stream) session(ctx context.Context, covered time.Time, log *slog.Logge
 			return covered, err
 		}
 		pipes = append(pipes, p)
-		go func() { errc <- s.forward(ctx, p, rec) }()
+		wg.Go(func() { errc <- s.forward(ctx, p, rec) })
 	}
 	// Every subscription sees new events from its EOSE on: only then does
 	// the catch-up's snapshot leave nothing between it and the live feed.
@@ -305,7 +310,7 @@ func (s *Stream) session(ctx context.Context, covered time.Time, log *slog.Logge
 	caught := make(chan error, 1)
 	if o.CatchUp >= 0 {
 		since := covered.Add(-o.CatchUp).Unix()
-		go func() { caught <- s.catchUp(ctx, since, rec, log) }()
+		wg.Go(func() { caught <- s.catchUp(ctx, since, rec, log) })
 	} else {
 		caught <- nil
 	}

@@ -90,7 +90,7 @@ func running(t testing.TB, s *Stream) (stop func()) {
 func fastOptions(local, remote string, dir Direction) Options {
 	return Options{Local: local, Remote: remote, Direction: dir,
 		MinBackoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond,
-		PingInterval: 200 * time.Millisecond, Timeout: 10 * time.Second}
+		PingInterval: 2 * time.Second, Timeout: 10 * time.Second}
 }
 
 // TestStreamDirections: down copies what arrives at the remote to the

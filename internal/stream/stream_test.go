@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/petrel-relay/petrel/internal/nostr"
+	"github.com/petrel-relay/petrel/internal/relay"
 	"github.com/petrel-relay/petrel/internal/relaytest"
 	"github.com/petrel-relay/petrel/internal/server"
 	"github.com/petrel-relay/petrel/internal/store"
@@ -232,4 +233,37 @@ func TestStreamOptions(t *testing.T) {
 	f(Options{Local: "ws://a", Remote: "ws://a", Direction: psync.Down}, "the same")
 	f(Options{Local: "ws://a", Remote: "ws://b"}, "direction")
 	f(Options{Local: "ws://a", Remote: "ws://b", Direction: psync.Down, Filter: nostr.Filter{Search: "x"}}, "search")
+}
+
+// TestStreamCatchUpSplits: a catch-up window holding more events than
+// a relay allows in one negentropy session (relay.max_neg_items) is
+// halved until each part passes, and every event arrives.
+func TestStreamCatchUpSplits(t *testing.T) {
+	t.Parallel()
+	local := relaytest.Start(t, relaytest.Options{Relay: relay.Config{MaxNegItems: 25}})
+	remote := relaytest.Start(t, relaytest.Options{})
+	k := relaytest.NewKey("catch-up-split")
+	now := time.Now().Unix()
+	var evs []*nostr.Event
+	for i := range 90 { // one every 6 seconds over the last 9 minutes
+		evs = append(evs, k.Event(1, fmt.Sprintf("old %d", i), nil, now-int64(6*i)))
+	}
+	if _, err := local.Store.Save(context.Background(), evs); err != nil {
+		t.Fatal(err)
+	}
+	o := fastOptions(local.URL, remote.URL, psync.Up)
+	o.CatchUp = 20 * time.Minute
+	s, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	running(t, s)
+	waitFor(t, "the catch-up", func() bool { return s.Stats().CatchUps == 1 })
+	st := s.Stats()
+	if got := len(ids(t, remote.Store)); got != 90 || st.Up.CaughtUp != 90 || st.CatchUpGaps != 0 {
+		t.Fatalf("remote holds %d events; %+v", got, st)
+	}
+	if local.Relay.NegStats().Refused == 0 {
+		t.Fatal("the remote never refused a window: the test did not split anything")
+	}
 }

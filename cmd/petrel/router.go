@@ -44,6 +44,7 @@ stream's counters (--json: a JSON array).`,
 		},
 	}
 	f.common.register(cmd)
+	_ = cmd.Flags().MarkHidden("data") // no store is opened
 	cmd.Flags().BoolVar(&f.jsonOut, "json", false, "print the final counters as a JSON array")
 	return cmd
 }

@@ -63,6 +63,7 @@ its counters (--json: as one JSON object).`,
 		},
 	}
 	f.common.register(cmd)
+	_ = cmd.Flags().MarkHidden("data") // no store is opened
 	fs := cmd.Flags()
 	fs.StringVar(&f.dir, "dir", "", "down (from <relay-url> to the local relay), up (the reverse) or both; required")
 	fs.StringVar(&f.local, "local", "", "the local relay's URL (default: ws:// to the config's server.listen)")

@@ -363,7 +363,12 @@ func (s *Stream) forward(ctx context.Context, p *pipe, rec *recent) error {
 			return fmt.Errorf("%s closed the live subscription: %s", p.src.URL(), m.Message)
 		case nostr.LabelEvent:
 			ev := m.Event
-			echo := !o.Filter.Matches(ev) || !rec.claim(ev.ID)
+			if !o.Filter.Matches(ev) {
+				// The relay should not have sent it: not mirrored.
+				o.Logger.Debug("event outside the filter", "stream", s.label(), "from", p.src.URL(), "id", ev.ID.Hex())
+				return nil
+			}
+			echo := !rec.claim(ev.ID)
 			s.update(func(st *Stats) {
 				d := st.dir(p.dir)
 				d.Received++

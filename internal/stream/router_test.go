@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -59,24 +60,12 @@ func TestRouterExample(t *testing.T) {
 		}
 	}
 	tagged := opts[3].Filter
-	if !slicesEqual(tagged.Kinds, []int{1}) || len(tagged.Tags) != 1 || tagged.Tags[0].Values[0] != "nostr" {
+	if !slices.Equal(tagged.Kinds, []int{1}) || len(tagged.Tags) != 1 || tagged.Tags[0].Values[0] != "nostr" {
 		t.Fatalf("hashtag filter %+v", tagged)
 	}
 	if opts[0].Local != "ws://127.0.0.1:7447" || opts[0].Remember != 100000 || opts[0].Window != 64 {
 		t.Fatalf("defaults not applied: %+v", opts[0])
 	}
-}
-
-func slicesEqual(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // TestRouterConfigErrors: what a router file may not say.

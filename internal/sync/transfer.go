@@ -34,7 +34,7 @@ type sink interface {
 // fetches chunks (at most two ahead) while this one puts them.
 func (s *syncer) transfer(ctx context.Context, phase string, ids []nostr.ID, src source, dst sink, t *Transfer) error {
 	if claim := s.o.Claim; claim != nil {
-		dir := Down
+		dir := Down // the transfers are s.res.Down and s.res.Up
 		if t == &s.res.Up {
 			dir = Up
 		}

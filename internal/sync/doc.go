@@ -37,6 +37,12 @@
 // Relays are reached through internal/client (one client.Conn per relay,
 // with its NIP-11 limits read first).
 //
+// For internal/stream, which runs Run as the catch-up of a live mirror:
+// Options.Claim is asked about every id before it is moved (an id the
+// live feed carried already is left out), and Uploader publishes over a
+// connection the caller holds with the same window and retries as Run's
+// uploads.
+//
 // The package holds no global state. Run may be called concurrently with
 // different Options; a Progress is called from Run's goroutine only.
 package sync

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"strings"
 	gosync "sync"
 	"time"
 
@@ -426,8 +427,13 @@ func (s *Stream) forward(ctx context.Context, p *pipe, rec *recent) error {
 }
 
 // minWindow is the narrowest catch-up window split further when the
-// relays refuse a negentropy session as too large.
-const minWindow = 1
+// relays refuse a negentropy session as too large, and maxSplits the
+// most splits one catch-up makes (a window refused whatever its size
+// ends as a gap, not as thousands of sessions).
+const (
+	minWindow = 1
+	maxSplits = 64
+)
 
 // catchUp reconciles the two relays over the filter for events created
 // at or after since, in the stream's directions, halving the window while
@@ -447,6 +453,7 @@ func (s *Stream) catchUp(ctx context.Context, since int64, rec *recent, log *slo
 		until = f.Until
 	}
 	todo := []window{{f.Since, until}}
+	splits := 0
 	for len(todo) > 0 {
 		w := todo[len(todo)-1]
 		todo = todo[:len(todo)-1]
@@ -472,12 +479,17 @@ func (s *Stream) catchUp(ctx context.Context, since int64, rec *recent, log *slo
 			if top < 0 {
 				top = max(time.Now().Unix(), w.since)
 			}
-			if top-w.since < minWindow {
-				log.Error("catch-up refused even for one second: events of that second may be missing; run petrel sync for it",
+			// Only a "blocked:" refusal (too many events, relay busy) may
+			// pass in a narrower window; auth-required:, restricted: and
+			// the like would be refused for every one.
+			sized := strings.Contains(err.Error(), `NEG-ERR "blocked:`)
+			if !sized || top-w.since < minWindow || splits >= maxSplits {
+				log.Error("catch-up refused: events of this window published while disconnected may be missing; run petrel sync --from for it",
 					"since", w.since, "until", w.until, "err", err)
 				s.update(func(st *Stats) { st.CatchUpGaps++ })
 				continue
 			}
+			splits++
 			mid := w.since + (top-w.since)/2
 			log.Info("catch-up window refused as too large; halving it", "since", w.since, "until", w.until, "err", err)
 			todo = append(todo, window{mid + 1, w.until}, window{w.since, mid})

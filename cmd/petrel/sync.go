@@ -57,6 +57,12 @@ or both (--dir both). Downloaded events are checked (id and signature)
 and saved in batches, so an interrupted sync keeps its progress: run it
 again to carry on.
 
+With --from, both sides are relays: sync opens a NIP-77 session with each
+and reconciles them with each other (neither relay's ids are listed; the
+bytes follow the difference), then moves the difference between them:
+--dir down copies what <relay-url> has to the --from relay, up the
+reverse. Both relays must speak NIP-77.
+
 With a relay that does not speak NIP-77, sync stops with a clear message,
 or with --fallback-paging pages through the relay's events with REQ
 (newest first, bounded by --since/--until) and downloads those the local

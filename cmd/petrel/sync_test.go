@@ -189,3 +189,31 @@ func TestSyncCommandFallbackPaging(t *testing.T) {
 		t.Fatalf("result %+v", res)
 	}
 }
+
+// TestSyncCommandFrom syncs two running relays with --from: the events
+// only on A arrive on B (--dir up), counts exact, one NEG-OPEN on each.
+func TestSyncCommandFrom(t *testing.T) {
+	common, onlyA, onlyB := syncEvents("from-common", 200, 1), syncEvents("from-a", 25, 1), syncEvents("from-b", 15, 1)
+	a := relaytest.Start(t, relaytest.Options{})
+	b := relaytest.Start(t, relaytest.Options{})
+	saveAll(t, a.Store, common, onlyA)
+	saveAll(t, b.Store, common, onlyB)
+	out, err := runSyncCmd(t, nil, b.URL, "--from", a.URL, "--dir", "up", "--quiet")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(out, "bridge: have 25, need 15") || !strings.Contains(out, "uploaded 25/25") || strings.Contains(out, "downloaded") {
+		t.Fatalf("output %q", out)
+	}
+	if n := countItems(t, b.Store, `{}`); n != 240 {
+		t.Fatalf("B: %d events, want 240", n)
+	}
+	if n := countItems(t, a.Store, `{}`); n != 225 {
+		t.Fatalf("A: %d events, want 225 (nothing comes down with --dir up)", n)
+	}
+	for _, r := range []*relaytest.Relay{a, b} {
+		if st := r.Relay.NegStats(); st.Opened != 1 {
+			t.Fatalf("%s: %+v", r.URL, st)
+		}
+	}
+}

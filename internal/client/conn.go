@@ -81,6 +81,12 @@ type Options struct {
 	// InboxWait makes the reader wait while the inbox is full, instead of
 	// dropping what arrives (for a consumer that reads every message).
 	InboxWait bool
+	// PingInterval, if positive, makes the Conn send a WebSocket ping
+	// every interval and end the connection when nothing (no frame, no
+	// pong) has come from the relay for two intervals, so that a relay or
+	// network that vanished without closing is noticed (Err then says
+	// so). Default 0: no pings.
+	PingInterval time.Duration
 	// Paused dials without reading: the reader starts at Resume. Until
 	// then nothing is read from the socket, so the relay's messages pile
 	// up in the kernel's buffers.
@@ -153,6 +159,8 @@ type Conn struct {
 	wbuf []byte // the frame being built; c.wmu must be held
 
 	sent, recv, dropped atomic.Int64
+	pongs               atomic.Int64 // pongs received (PingInterval)
+	silent              atomic.Bool  // the pinger ended the connection
 
 	mu        sync.Mutex
 	subs      map[string]*Sub
@@ -205,10 +213,40 @@ func Dial(ctx context.Context, rawURL string, o Options) (*Conn, error) {
 		stop:  make(chan struct{}),
 		done:  make(chan struct{}),
 	}
+	if o.PingInterval > 0 {
+		// Called on the reader goroutine, inside a read.
+		ws.SetPongHandler(func(string) error { c.pongs.Add(1); return nil })
+	}
 	if !o.Paused {
 		c.Resume()
 	}
 	return c, nil
+}
+
+// ping sends a ping every Options.PingInterval and closes the socket
+// when nothing has come from the relay for two intervals. It stops when
+// the connection ends.
+func (c *Conn) ping() {
+	t := time.NewTicker(c.o.PingInterval)
+	defer t.Stop()
+	heard := func() int64 { return c.recv.Load() + c.pongs.Load() }
+	last, quiet := heard(), 0
+	for {
+		select {
+		case <-t.C:
+		case <-c.done:
+			return
+		}
+		if h := heard(); h != last {
+			last, quiet = h, 0
+		} else if quiet++; quiet >= 2 {
+			c.silent.Store(true)
+			_ = c.ws.Close() // the reader fails and finishes the Conn
+			return
+		}
+		// WriteControl may run concurrently with a writer.
+		_ = c.ws.WriteControl(websocket.PingMessage, nil, time.Now().Add(c.o.PingInterval))
+	}
 }
 
 // CheckURL returns nil if rawURL is a ws:// or wss:// URL with a host, an
@@ -229,7 +267,14 @@ func (c *Conn) URL() string { return c.url }
 
 // Resume starts the reader of a Conn dialled with Options.Paused. It does
 // nothing on a Conn that reads already or has been closed.
-func (c *Conn) Resume() { c.start.Do(func() { go c.read() }) }
+func (c *Conn) Resume() {
+	c.start.Do(func() {
+		go c.read()
+		if c.o.PingInterval > 0 {
+			go c.ping()
+		}
+	})
+}
 
 // Close ends the connection: it sends a close frame (normal closure),
 // closes the socket and waits for the reader to stop. It is idempotent,
@@ -314,6 +359,8 @@ func (c *Conn) read() {
 	}
 	if c.closing.Load() {
 		err = ErrClosed
+	} else if c.silent.Load() {
+		err = fmt.Errorf("%w: %s: nothing received for %v, not even a pong", ErrClosed, c.url, 2*c.o.PingInterval)
 	} else {
 		err = fmt.Errorf("%w: %s: %w", ErrClosed, c.url, err)
 	}

@@ -426,3 +426,36 @@ func TestPrefix(t *testing.T) {
 	f("two words: no", "")
 	f(": empty", "")
 }
+
+// TestPingInterval: with PingInterval a relay that answers pings keeps
+// the connection, one that goes silent (never reads, so never answers a
+// ping) has it ended with an error that says so.
+func TestPingInterval(t *testing.T) {
+	t.Parallel()
+	answering := script(t, func(ws *websocket.Conn) {
+		for { // reading answers pings (gorilla's default ping handler)
+			if _, _, err := ws.ReadMessage(); err != nil {
+				return
+			}
+		}
+	})
+	// Intervals long enough that a loaded machine answers within one.
+	c := dial(t, answering, client.Options{PingInterval: 150 * time.Millisecond})
+	time.Sleep(time.Second) // several intervals
+	if err := c.Err(); err != nil {
+		t.Fatalf("connection to a relay that answers pings ended: %v", err)
+	}
+
+	hold := make(chan struct{})
+	t.Cleanup(func() { close(hold) })
+	silent := script(t, func(ws *websocket.Conn) { <-hold })
+	c = dial(t, silent, client.Options{PingInterval: 20 * time.Millisecond})
+	select {
+	case <-c.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("connection to a silent relay still open")
+	}
+	if err := c.Err(); !errors.Is(err, client.ErrClosed) || !strings.Contains(err.Error(), "not even a pong") {
+		t.Fatalf("Err: %v", err)
+	}
+}

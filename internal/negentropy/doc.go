@@ -23,6 +23,11 @@
 // answer per range, and the answer is bounded by the frame size limit; a
 // relay should always set one.
 //
+// A Bridge reconciles two servers with each other when neither set is at
+// hand (two relays): it is the client of a session with each, and passes
+// each server's description of a range to the other as a fingerprint
+// until every differing range is narrowed to both servers' ids.
+//
 // # Wire format
 //
 //	Message := <version 0x61> <Range>*

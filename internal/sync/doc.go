@@ -14,9 +14,14 @@
 // "rate-limited:").
 //
 // When the local side is another relay (Options.From), neither side's
-// items are at hand, so Run lists both relays' ids with negentropy (each
-// against an empty set: about 32 bytes per event and side) and moves the
-// difference directly between them.
+// items are at hand. Run then opens a negentropy session with each relay
+// and reconciles them with each other (negentropy.Bridge): each relay's
+// description of a range (a fingerprint, or the ids of a small range) is
+// passed to the other as a fingerprint, until every differing range is
+// narrowed to both relays' ids. No relay's ids are ever listed: the
+// bytes follow the difference, as with a local store. It then moves the
+// difference directly between the relays (REQ by ids on one, EVENT on
+// the other).
 //
 // A remote without NIP-77 (it answers NEG-OPEN with NOTICE, CLOSED or
 // NEG-ERR, or not at all within Options.OpenTimeout) makes Run fail with
@@ -31,6 +36,12 @@
 //
 // Relays are reached through internal/client (one client.Conn per relay,
 // with its NIP-11 limits read first).
+//
+// For internal/stream, which runs Run as the catch-up of a live mirror:
+// Options.Claim is asked about every id before it is moved (an id the
+// live feed carried already is left out), and Uploader publishes over a
+// connection the caller holds with the same window and retries as Run's
+// uploads.
 //
 // The package holds no global state. Run may be called concurrently with
 // different Options; a Progress is called from Run's goroutine only.

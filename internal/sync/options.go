@@ -126,6 +126,12 @@ type Options struct {
 	// Verifier checks downloaded signatures. Default
 	// nostr.DefaultVerifier().
 	Verifier nostr.Verifier
+	// Claim, if set, is asked about every id before it is moved (dir is
+	// Down or Up); false leaves the id out (counted in Transfer.Skipped).
+	// `petrel stream` uses it so that an event its live feed has already
+	// forwarded is not sent again by the catch-up. It is called from
+	// Run's goroutine.
+	Claim func(dir Direction, id nostr.ID) bool
 	// Progress receives progress reports; nil: none.
 	Progress Progress
 	// Logger receives warnings (paging gaps, unexpected messages). Default:
@@ -161,6 +167,12 @@ func (o *Options) normalize() error {
 		return fmt.Errorf("%w: a search filter cannot be synced", ErrOptions)
 	}
 	o.Filter.HasLimit, o.Filter.Limit = false, 0
+	o.defaults()
+	return nil
+}
+
+// defaults sets the zero fields that have a default.
+func (o *Options) defaults() {
 	def := func(v *int, d int) {
 		if *v <= 0 {
 			*v = d
@@ -186,7 +198,6 @@ func (o *Options) normalize() error {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	return nil
 }
 
 // Transfer counts the events moved one way.
@@ -200,6 +211,9 @@ type Transfer struct {
 	// Missing counts ids the source did not return (deleted or expired
 	// meanwhile, or withheld).
 	Missing int `json:"missing"`
+	// Skipped counts ids Options.Claim left out; they are not in
+	// Wanted.
+	Skipped int `json:"skipped,omitempty"`
 	// Invalid counts downloaded events whose id or signature is wrong, or
 	// that were not asked for. They are never saved.
 	Invalid int `json:"invalid"`
@@ -230,8 +244,9 @@ func (t *Transfer) RefusedTotal() int {
 const (
 	// ModeNegentropy: the local store reconciled with the remote.
 	ModeNegentropy = "negentropy"
-	// ModeList: two relays listed with negentropy (Options.From).
-	ModeList = "list"
+	// ModeBridge: two relays reconciled with each other, a negentropy
+	// session with each (Options.From).
+	ModeBridge = "bridge"
 	// ModePaging: the remote paged through with REQ
 	// (Options.FallbackPaging).
 	ModePaging = "paging"
@@ -239,11 +254,11 @@ const (
 
 // Result says what Run did.
 type Result struct {
-	// Mode is ModeNegentropy, ModeList or ModePaging.
+	// Mode is ModeNegentropy, ModeBridge or ModePaging.
 	Mode string `json:"mode"`
-	// LocalItems is the number of local events matching the filter (for
-	// "list": the From relay's), RemoteItems the remote's when known
-	// ("list" only).
+	// LocalItems is the number of local events matching the filter;
+	// RemoteItems the remote's when known. Neither is known in bridge
+	// mode, where no side's set is ever listed.
 	LocalItems  int `json:"local_items"`
 	RemoteItems int `json:"remote_items,omitempty"`
 	// Have is the number of ids the local side has and the remote lacks;
@@ -276,11 +291,14 @@ type Result struct {
 // String is the one-line summary `petrel sync` prints.
 func (r *Result) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s: local %d", r.Mode, r.LocalItems)
-	if r.RemoteItems > 0 {
-		fmt.Fprintf(&b, ", remote %d", r.RemoteItems)
+	fmt.Fprintf(&b, "%s: ", r.Mode)
+	if r.Mode != ModeBridge {
+		fmt.Fprintf(&b, "local %d, ", r.LocalItems)
+		if r.RemoteItems > 0 {
+			fmt.Fprintf(&b, "remote %d, ", r.RemoteItems)
+		}
 	}
-	fmt.Fprintf(&b, ", have %d, need %d, %d rounds", r.Have, r.Need, r.Rounds)
+	fmt.Fprintf(&b, "have %d, need %d, %d rounds", r.Have, r.Need, r.Rounds)
 	if r.PagingGaps > 0 {
 		fmt.Fprintf(&b, " (%d gaps)", r.PagingGaps)
 	}
@@ -295,6 +313,9 @@ func (r *Result) String() string {
 		}
 		if t.Missing > 0 {
 			extra = append(extra, fmt.Sprintf("missing %d", t.Missing))
+		}
+		if t.Skipped > 0 {
+			extra = append(extra, fmt.Sprintf("skipped %d", t.Skipped))
 		}
 		if t.Invalid > 0 {
 			extra = append(extra, fmt.Sprintf("invalid %d", t.Invalid))

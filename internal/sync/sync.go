@@ -60,7 +60,7 @@ func (s *syncer) run(ctx context.Context) error {
 		if s.from, s.finfo, err = s.connect(ctx, o.From); err != nil {
 			return err
 		}
-		return s.runList(ctx)
+		return s.runBridge(ctx)
 	}
 
 	have, need, err := s.reconcileStore(ctx)
@@ -106,33 +106,21 @@ func (s *syncer) connect(ctx context.Context, url string) (*client.Conn, client.
 	return c, inf, err
 }
 
-// runList syncs two relays: it lists both sides' ids and moves the
-// difference.
-func (s *syncer) runList(ctx context.Context) error {
+// runBridge syncs two relays: it reconciles their sets with a
+// negentropy session on each, passing each relay's range descriptions to
+// the other (negentropy.Bridge), and moves the difference.
+func (s *syncer) runBridge(ctx context.Context) error {
 	o := &s.o
-	s.res.Mode = ModeList
+	s.res.Mode = ModeBridge
 	t0 := time.Now()
-	s.phase(ModeList, -1)
-	local, err := s.list(ctx, s.from, &s.finfo)
-	if err != nil {
-		return fmt.Errorf("list %s: %w", o.From, err)
-	}
-	remote, err := s.list(ctx, s.remote, &s.rinfo)
-	if err != nil {
-		return fmt.Errorf("list %s: %w", o.Remote, err)
-	}
+	s.phase("reconcile", -1)
+	beforeF, beforeR := s.from.Stats(), s.remote.Stats()
+	have, need, err := s.bridge(ctx)
+	s.countReconcile(s.from, beforeF)
+	s.countReconcile(s.remote, beforeR)
 	s.res.ReconcileTime = time.Since(t0)
-	s.res.LocalItems, s.res.RemoteItems = len(local), len(remote)
-	var have, need []nostr.ID
-	for id := range local {
-		if _, ok := remote[id]; !ok {
-			have = append(have, id)
-		}
-	}
-	for id := range remote {
-		if _, ok := local[id]; !ok {
-			need = append(need, id)
-		}
+	if err != nil {
+		return err
 	}
 	s.res.Have, s.res.Need = len(have), len(need)
 	if o.Direction&Down != 0 {
@@ -152,13 +140,77 @@ func (s *syncer) runList(ctx context.Context) error {
 	return nil
 }
 
-// list returns the ids of the events matching the filter on one relay,
-// reconciling an empty set against it.
-func (s *syncer) list(ctx context.Context, c *client.Conn, inf *client.Info) (map[nostr.ID]struct{}, error) {
-	before := c.Stats()
-	_, need, err := s.reconcile(ctx, c, inf, nil)
-	s.countReconcile(c, before)
-	return need, err
+// bridge runs the two negentropy sessions of runBridge (side A: the From
+// relay, side B: the remote) and returns the ids only each one holds.
+func (s *syncer) bridge(ctx context.Context) (onlyFrom, onlyRemote []nostr.ID, err error) {
+	type side struct {
+		c      *client.Conn
+		id     string
+		sub    *client.Sub
+		opened bool // its answer to NEG-OPEN has come
+	}
+	sides := [2]*side{{c: s.from}, {c: s.remote}}
+	br, err := negentropy.NewBridge(min(s.frameLimit(&s.finfo), s.frameLimit(&s.rinfo)))
+	if err != nil {
+		return nil, nil, err
+	}
+	defer func() {
+		for _, sd := range sides {
+			if sd.sub != nil {
+				_ = sd.sub.Close() // NEG-CLOSE, also when the session failed
+			}
+		}
+	}()
+	for !br.Done() {
+		var waiting []negentropy.Side
+		for i, sd := range sides {
+			msg := br.Next(negentropy.Side(i))
+			if msg == nil {
+				continue
+			}
+			if sd.sub == nil {
+				sd.id = s.nextSubID("neg")
+				drainInbox(sd.c) // a NOTICE from before is no answer to this NEG-OPEN
+				if sd.sub, err = sd.c.NegOpen(sd.id, &s.o.Filter, msg); err != nil {
+					return nil, nil, err
+				}
+			} else if err := sd.c.NegMsg(sd.id, msg); err != nil {
+				return nil, nil, err
+			}
+			waiting = append(waiting, negentropy.Side(i))
+		}
+		if len(waiting) == 0 {
+			panic("BUG: sync: negentropy bridge has nothing to send and is not done")
+		}
+		// Both answers are awaited at once: the second wait costs nothing
+		// once the first is in.
+		for _, i := range waiting {
+			sd := sides[i]
+			reply, err := s.awaitNeg(ctx, sd.c, sd.sub, !sd.opened)
+			if err != nil {
+				return nil, nil, fmt.Errorf("%s: %w", sd.c.URL(), err)
+			}
+			sd.opened = true
+			oa, ob, err := br.Reply(i, reply)
+			if errors.Is(err, negentropy.ErrUnsupportedVersion) {
+				return nil, nil, fmt.Errorf("%w: %s speaks another negentropy version (%v)", ErrUnsupported, sd.c.URL(), err)
+			}
+			if err != nil {
+				return nil, nil, fmt.Errorf("negentropy with %s: %w", sd.c.URL(), err)
+			}
+			s.res.Rounds++
+			if s.o.Progress != nil {
+				s.o.Progress.Add(1)
+			}
+			for _, id := range oa {
+				onlyFrom = append(onlyFrom, id)
+			}
+			for _, id := range ob {
+				onlyRemote = append(onlyRemote, id)
+			}
+		}
+	}
+	return onlyFrom, onlyRemote, nil
 }
 
 // countReconcile adds what c sent and received since before to the

@@ -107,25 +107,76 @@ func TestSyncAllEvents(t *testing.T) {
 	}
 }
 
-// TestSyncFromRelay syncs two relays (Options.From) both ways.
+// TestSyncFromRelay syncs two relays (Options.From) both ways: one
+// negentropy session on each relay, no id listing.
 func TestSyncFromRelay(t *testing.T) {
 	t.Parallel()
 	common, local, remote, otherLocal, otherRemote := sets()
+	f := func(dir Direction, negLimit int) {
+		t.Helper()
+		rcfg := relay.Config{NegFrameLimit: negLimit}
+		a := relaytest.Start(t, relaytest.Options{Relay: rcfg})
+		b := relaytest.Start(t, relaytest.Options{Relay: rcfg})
+		fill(t, a.Store, common, local, otherLocal)
+		fill(t, b.Store, common, remote, otherRemote)
+		res, err := Run(context.Background(), Options{Remote: b.URL, From: a.URL, Direction: dir, IDsPerReq: 70, Window: 16})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s: %s", dir, res.String())
+		onlyA, onlyB := len(local)+len(otherLocal), len(remote)+len(otherRemote)
+		if res.Mode != "bridge" || res.Have != onlyA || res.Need != onlyB {
+			t.Fatalf("%s: %s", dir, res.String())
+		}
+		wantA, wantB := want(common, local, otherLocal), want(common, remote, otherRemote)
+		all := want(common, local, remote, otherLocal, otherRemote)
+		if dir&Down != 0 {
+			wantA = all
+			if res.Down.Moved != onlyB || res.Down.Wanted != onlyB {
+				t.Fatalf("%s: down %+v", dir, res.Down)
+			}
+		}
+		if dir&Up != 0 {
+			wantB = all
+			if res.Up.Moved != onlyA || res.Up.Wanted != onlyA {
+				t.Fatalf("%s: up %+v", dir, res.Up)
+			}
+		}
+		sameItems(t, "from", a.Store, nostr.Filter{}, wantA)
+		sameItems(t, "remote", b.Store, nostr.Filter{}, wantB)
+		for _, r := range []*relaytest.Relay{a, b} {
+			if st := r.Relay.NegStats(); st.Opened != 1 || st.Refused != 0 {
+				t.Fatalf("%s: negentropy sessions on %s: %+v", dir, r.URL, st)
+			}
+		}
+	}
+	f(Both, 0)
+	f(Down, 4096)
+	f(Up, 0)
+}
+
+// TestSyncFromRelaySmallDifference: two relays that share 3000 events
+// and differ by 6 reconcile in bytes that follow the difference: a
+// fraction of what listing either relay's ids (32 bytes each) would take.
+func TestSyncFromRelaySmallDifference(t *testing.T) {
+	t.Parallel()
+	common := signed("bridge-common", 3000, 1, base, 13)
+	onlyA := signed("bridge-a", 2, 1, base+500, 1000)
+	onlyB := signed("bridge-b", 4, 1, base+700, 2000)
 	a := relaytest.Start(t, relaytest.Options{})
 	b := relaytest.Start(t, relaytest.Options{})
-	fill(t, a.Store, common, local, otherLocal)
-	fill(t, b.Store, common, remote, otherRemote)
-	res, err := Run(context.Background(), Options{Remote: b.URL, From: a.URL, Direction: Both, IDsPerReq: 70, Window: 16})
+	fill(t, a.Store, common, onlyA)
+	fill(t, b.Store, common, onlyB)
+	res, err := Run(context.Background(), Options{Remote: b.URL, From: a.URL, Direction: Both})
 	if err != nil {
 		t.Fatal(err)
 	}
-	all := want(common, local, remote, otherLocal, otherRemote)
-	sameItems(t, "from", a.Store, nostr.Filter{}, all)
-	sameItems(t, "remote", b.Store, nostr.Filter{}, all)
-	if res.Mode != "list" || res.LocalItems != len(common)+len(local)+len(otherLocal) ||
-		res.RemoteItems != len(common)+len(remote)+len(otherRemote) ||
-		res.Down.Moved != len(remote)+len(otherRemote) || res.Up.Moved != len(local)+len(otherLocal) {
-		t.Fatal(res.String())
+	t.Log(res.String())
+	sameItems(t, "from", a.Store, nostr.Filter{}, want(common, onlyA, onlyB))
+	sameItems(t, "remote", b.Store, nostr.Filter{}, want(common, onlyA, onlyB))
+	listing := int64(len(common)) * 32 * 2 // hex: 64 characters per id, one relay only
+	if res.Have != 2 || res.Need != 4 || res.ReconcileReceived > listing/4 {
+		t.Fatalf("reconcile received %d bytes (listing one relay: %d): %s", res.ReconcileReceived, listing, res.String())
 	}
 }
 

@@ -33,6 +33,22 @@ type sink interface {
 // transfer moves the events with ids from src to dst: one goroutine
 // fetches chunks (at most two ahead) while this one puts them.
 func (s *syncer) transfer(ctx context.Context, phase string, ids []nostr.ID, src source, dst sink, t *Transfer) error {
+	if claim := s.o.Claim; claim != nil {
+		dir := Down // the transfers are s.res.Down and s.res.Up
+		if t == &s.res.Up {
+			dir = Up
+		}
+		kept := ids[:0:0]
+		for _, id := range ids {
+			if claim(dir, id) {
+				kept = append(kept, id)
+			} else {
+				t.Skipped++
+			}
+		}
+		ids = kept
+		t.Wanted = len(ids)
+	}
 	if len(ids) == 0 {
 		return nil
 	}
@@ -262,6 +278,31 @@ func (s *syncer) save(ctx context.Context, events []*nostr.Event, t *Transfer) e
 type relaySink struct {
 	s *syncer
 	c *client.Conn
+}
+
+// Uploader publishes events to a relay over a connection its caller
+// holds, as Run uploads them: at most Options.Window events awaiting
+// their OK, "rate-limited:" refusals retried after a growing pause
+// (Options.MaxRetries), no OK within Options.Timeout an error. It is for
+// `petrel stream`, which forwards a live feed. Only Window, Timeout,
+// MaxRetries and Logger of the Options are used. An Uploader is not safe
+// for concurrent use.
+type Uploader struct {
+	sink relaySink
+}
+
+// NewUploader returns an Uploader publishing on c.
+func NewUploader(c *client.Conn, o Options) *Uploader {
+	o.defaults()
+	return &Uploader{sink: relaySink{s: &syncer{o: o}, c: c}}
+}
+
+// Upload publishes events and waits for their OKs, counting the outcomes
+// in t. It returns early with an error when the connection ends, an OK
+// does not come within Options.Timeout, or ctx ends (after waiting a
+// little for the OKs of the events in flight).
+func (u *Uploader) Upload(ctx context.Context, events []*nostr.Event, t *Transfer) error {
+	return u.sink.put(ctx, events, t)
 }
 
 // pendingEvent is an event being uploaded.

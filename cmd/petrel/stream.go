@@ -97,7 +97,7 @@ func runStream(ctx context.Context, f *streamFlags, remote string, stdout io.Wri
 	if err != nil {
 		return fmt.Errorf("--dir: %w", err)
 	}
-	flt, err := nostr.ParseFilter([]byte(f.filter), nil)
+	flt, err := nostr.ParseFilterStrict([]byte(f.filter), nil)
 	if err != nil {
 		return fmt.Errorf("--filter: %w", err)
 	}

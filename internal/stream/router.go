@@ -107,7 +107,7 @@ func (c RouterConfig) Streams(local string, normalize func(string) string, log *
 			if err != nil {
 				return nil, fail("filter: %v", err)
 			}
-			if f, err = nostr.ParseFilter(raw, nil); err != nil {
+			if f, err = nostr.ParseFilterStrict(raw, nil); err != nil {
 				return nil, fail("filter %s: %v", raw, err)
 			}
 		}

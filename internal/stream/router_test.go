@@ -89,6 +89,8 @@ func TestRouterConfigErrors(t *testing.T) {
 	f("[groups.a]\ndir = \"down\"\nurls = [\"ws://x:1\"]\nfilter = { kinds = \"one\" }", "filter")
 	f("[groups.a]\ndir = \"down\"\nurls = [\"ws://x:1\"]\nfliter = { kinds = [1] }", "unknown keys: groups.a.fliter")
 	f("lcoal = \"ws://x:2\"\n[groups.a]\ndir = \"down\"\nurls = [\"ws://x:1\"]", "unknown keys: lcoal")
+	// A typo inside the filter would otherwise widen it to every event.
+	f("[groups.a]\ndir = \"down\"\nurls = [\"ws://x:1\"]\nfilter = { kind = [1] }", `unknown filter key "kind"`)
 	f("catchup = \"soon\"\n[groups.a]\ndir = \"down\"\nurls = [\"ws://x:1\"]", "catchup")
 }
 

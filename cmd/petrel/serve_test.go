@@ -97,8 +97,12 @@ func TestServeLockedDataDir(t *testing.T) {
 		}
 	}
 	f("serve", "--listen", "127.0.0.1:0")
-	f("scan", "--count")
+	f("delete", "--dry-run", "--filter", `{"kinds":[1]}`)
 	f("compact")
+	// scan and export ask the running relay instead (TestToolsOnRunningServe).
+	if line, status := run("scan", "--count", "--data", data); status != 0 || line != "" {
+		t.Fatalf("scan --count beside the running relay: exit %d, last stderr line %q", status, line)
+	}
 
 	// The refused serve did not take the running relay's control socket.
 	if fi, err := os.Lstat(filepath.Join(data, controlSocketName)); err != nil || fi.Mode()&fs.ModeSocket == 0 {

@@ -42,7 +42,7 @@ var (
 	dSubsTotal    = desc("subscriptions_total", "Subscriptions opened since start.")
 	dEvRecv       = desc("events_received_total", "EVENT messages received.")
 	dEvAcc        = desc("events_accepted_total", "Events committed to the store.")
-	dEvDup        = desc("events_duplicate_total", "Events that were already stored.")
+	dEvDup        = desc("events_duplicate_total", "Events answered with the duplicate: prefix: already stored (OK true) or an older version of a stored replaceable or addressable event (OK false).")
 	dEvEph        = desc("events_ephemeral_total", "Ephemeral events accepted and fanned out.")
 	dEvRej        = desc("events_rejected_total", "Events refused, by NIP-01 reason prefix.", "reason")
 	dDropped      = desc("buffers_dropped_total", "Subscriptions closed because the client's out-queue overflowed.")

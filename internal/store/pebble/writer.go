@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"slices"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/petrel-relay/petrel/internal/nostr"
@@ -19,6 +20,9 @@ const (
 	opDelete                       // ids; n
 	opPurge                        // now; n, more
 	opTombstones                   // tombs
+	opHold                         // one event, held unverified; callback
+	opRelease                      // one held event, now verified; callback
+	opReject                       // one held event, found invalid; rejected
 )
 
 // request is one unit of work for the writer. The writer owns it from
@@ -27,6 +31,7 @@ type request struct {
 	op       opKind
 	events   []*nostr.Event
 	callback func(store.SaveResult)
+	rejected func(error) // opReject's callback
 	ids      []nostr.ID
 	tombs    []store.Tombstone
 	now      int64
@@ -44,7 +49,7 @@ type request struct {
 // weight is the request's share of a batch, in events and bytes.
 func (r *request) weight() (int, int) {
 	switch r.op {
-	case opSave, opSubmit:
+	case opSave, opSubmit, opHold, opRelease:
 		b := 0
 		for _, ev := range r.events {
 			if ev != nil {
@@ -56,6 +61,8 @@ func (r *request) weight() (int, int) {
 		return len(r.ids), 0
 	case opTombstones:
 		return len(r.tombs), 0
+	case opReject:
+		return 1, 0
 	}
 	return purgeChunk, 0
 }
@@ -325,16 +332,22 @@ func (w *writer) report(r *request, err error) {
 	if err != nil {
 		r.err = err
 		r.n, r.more = 0, false
-		if r.op == opSave || r.op == opSubmit {
+		if r.op == opSave || r.op == opSubmit || r.op == opHold || r.op == opRelease {
 			r.results = make([]store.SaveResult, len(r.events))
 			for i := range r.results {
 				r.results[i] = store.SaveResult{Outcome: store.Failed, Err: err}
 			}
 		}
 	}
-	if r.op == opSubmit {
+	switch r.op {
+	case opSubmit, opHold, opRelease:
 		if r.callback != nil {
 			r.callback(r.results[0])
+		}
+		return
+	case opReject:
+		if r.rejected != nil {
+			r.rejected(err)
 		}
 		return
 	}
@@ -367,6 +380,70 @@ func (w *writer) apply(r *request) error {
 		return w.purge(r)
 	case opTombstones:
 		return w.restoreTombstones(r.tombs)
+	case opHold:
+		res, err := w.hold(r.events[0])
+		if err != nil {
+			return err
+		}
+		r.results = []store.SaveResult{res}
+	case opRelease:
+		ev := r.events[0]
+		res, err := w.save(ev, r)
+		if err != nil {
+			return err
+		}
+		if ev != nil {
+			if err := w.unhold(&ev.ID); err != nil {
+				return err
+			}
+		}
+		r.results = []store.SaveResult{res}
+	case opReject:
+		if ev := r.events[0]; ev != nil {
+			return w.b.Delete(heldKey(&ev.ID, &ev.Sig), nil)
+		}
+	}
+	return nil
+}
+
+// hold keeps ev unverified (store.Unverified): a U key, and nothing else,
+// so that no query, rule or tombstone sees it until it is released.
+func (w *writer) hold(ev *nostr.Event) (store.SaveResult, error) {
+	if err := store.CheckEvent(ev); err != nil {
+		return store.SaveResult{Outcome: store.Failed, Err: err}, nil
+	}
+	if ok, err := w.has(idKey(&ev.ID)); err != nil || ok {
+		return store.SaveResult{Outcome: store.Duplicate}, err
+	}
+	k := heldKey(&ev.ID, &ev.Sig)
+	raw := ev.Raw
+	if len(raw) == 0 {
+		raw = nostr.Serialize(ev)
+	}
+	if err := w.b.Set(k, raw, nil); err != nil {
+		return store.SaveResult{}, err
+	}
+	return store.SaveResult{Outcome: store.Held}, nil
+}
+
+// unhold removes every held copy of id (whatever its signature).
+func (w *writer) unhold(id *nostr.ID) error {
+	lo := append([]byte{pfxHeld}, id[:]...)
+	it, err := w.b.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: prefixEnd(lo)})
+	if err != nil {
+		return err
+	}
+	var keys [][]byte
+	for it.First(); it.Valid(); it.Next() {
+		keys = append(keys, slices.Clone(it.Key()))
+	}
+	if err := closeIter(it); err != nil {
+		return err
+	}
+	for _, k := range keys {
+		if err := w.b.Delete(k, nil); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -356,22 +356,41 @@ func TestOptimisticRace(t *testing.T) {
 
 	var stop atomic.Bool
 	var wg sync.WaitGroup
-	// Readers racing the checks.
+	// Readers racing the checks. Their subscriptions stay live after
+	// EOSE, so every EVENT they read, for whichever subscription, is
+	// checked.
 	forgedIDs := `{"ids":` + idsJSON(forged) + `}`
 	for i := 0; i < 2; i++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			c := relaytest.Dial(t, r.URL)
+			// until reads until the message that ends the request subID.
+			until := func(typ, subID string) *nostr.RelayMessage {
+				for {
+					m := c.Read()
+					switch {
+					case m.Type == "EVENT":
+						check("REQ "+m.SubID, m.Event)
+						if strings.HasPrefix(m.SubID, "f") {
+							t.Errorf("REQ by forged ids got %.12s", m.Event.ID.Hex())
+						}
+					case m.Type == typ && m.SubID == subID:
+						return m
+					case m.Type == "CLOSED" || m.Type == "NOTICE":
+						t.Errorf("reader: %s", describe(m))
+						return m
+					}
+				}
+			}
 			for n := 0; !stop.Load(); n++ {
-				for _, ev := range c.Req(fmt.Sprintf("r%d", n), `{"#t":["race"]}`) {
-					check("REQ", ev)
-				}
-				if got := c.Req(fmt.Sprintf("f%d", n), forgedIDs); len(got) != 0 {
-					t.Errorf("REQ by forged ids returned %d", len(got))
-				}
-				if k := count(t, c, fmt.Sprintf("c%d", n), forgedIDs).Count; k != 0 {
-					t.Errorf("COUNT of forged ids = %d", k)
+				c.SendRaw(fmt.Sprintf(`["REQ","r%d",{"#t":["race"]}]`, n))
+				until("EOSE", fmt.Sprintf("r%d", n))
+				c.SendRaw(fmt.Sprintf(`["REQ","f%d",%s]`, n, forgedIDs))
+				until("EOSE", fmt.Sprintf("f%d", n))
+				c.SendRaw(fmt.Sprintf(`["COUNT","c%d",%s]`, n, forgedIDs))
+				if m := until("COUNT", fmt.Sprintf("c%d", n)); m.Count != 0 {
+					t.Errorf("COUNT of forged ids = %d", m.Count)
 				}
 				c.SendRaw(fmt.Sprintf(`["CLOSE","r%d"]`, n))
 				c.SendRaw(fmt.Sprintf(`["CLOSE","f%d"]`, n))

@@ -238,6 +238,9 @@ func (b *behind) checked(j verifyJob, valid bool) {
 	r := b.r
 	b.inflight.Add(1)
 	if valid {
+		if s := j.s; s != nil && s.badSigs.Load() != 0 {
+			s.badSigs.Store(0) // as in sync mode: a valid event ends a run of bad ones
+		}
 		err := b.st.SubmitVerified(r.ctx, j.ev, func(res store.SaveResult) {
 			defer b.inflight.Done()
 			b.free()

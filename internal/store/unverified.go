@@ -36,14 +36,19 @@ import (
 //     the genuine one out (nor can a rejection of the forged copy).
 //   - SubmitVerified, once its signature is checked, saves it exactly as
 //     Submit does (the Outcome, Seq and Removed mean the same) and, in the
-//     same commit, removes every held copy of its id (a copy with another
-//     signature could only ever be Duplicate now).
+//     same commit, removes its held copy (its id and signature). A held
+//     copy of the id with another signature stays until it is released
+//     (Duplicate now) or rejected in turn.
 //   - SubmitRejected, when its signature is found invalid, removes that
 //     held copy (its id and signature) in a commit. Nothing of it remains
 //     that could be served or released later.
 //
 // All three go through the store's writer, so a release or a rejection
-// queued after a hold commits after it. Each step is idempotent, so a
+// queued after a hold commits after it. A hold is durable when reported,
+// like a save; a commit that holds only releases and rejections need not
+// be synced (a backend may skip waiting for the disk): if a crash takes
+// it back, the held copy is back too, and is checked again at the next
+// start. Each step is idempotent, so a
 // crash between any two leaves something the next start can finish:
 // Unverified lists what is still held, the relay checks each signature
 // again and releases or rejects it; releasing an event that is stored

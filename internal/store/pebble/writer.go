@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
-	"slices"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/petrel-relay/petrel/internal/nostr"
@@ -283,7 +282,7 @@ func (w *writer) commit(reqs []*request) {
 	}
 	if err == nil && !w.b.Empty() {
 		opt := pebble.Sync
-		if w.s.opts.NoSync {
+		if w.s.opts.NoSync || !needSync(reqs) {
 			opt = pebble.NoSync
 		}
 		err = w.b.Commit(opt)
@@ -317,6 +316,18 @@ func (w *writer) commit(reqs []*request) {
 	for _, r := range reqs {
 		w.report(r, err)
 	}
+}
+
+// needSync reports whether a batch must be synced: unless it holds only
+// releases and rejections of held events (store.Unverified), which need
+// not be, as the next start checks again whatever a crash took back.
+func needSync(reqs []*request) bool {
+	for _, r := range reqs {
+		if r.op != opRelease && r.op != opReject {
+			return true
+		}
+	}
+	return false
 }
 
 // keepVanish makes the batch's requests to vanish part of w.vanished once
@@ -393,7 +404,7 @@ func (w *writer) apply(r *request) error {
 			return err
 		}
 		if ev != nil {
-			if err := w.unhold(&ev.ID); err != nil {
+			if err := w.b.Delete(heldKey(&ev.ID, &ev.Sig), nil); err != nil {
 				return err
 			}
 		}
@@ -426,27 +437,6 @@ func (w *writer) hold(ev *nostr.Event) (store.SaveResult, error) {
 	return store.SaveResult{Outcome: store.Held}, nil
 }
 
-// unhold removes every held copy of id (whatever its signature).
-func (w *writer) unhold(id *nostr.ID) error {
-	lo := append([]byte{pfxHeld}, id[:]...)
-	it, err := w.b.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: prefixEnd(lo)})
-	if err != nil {
-		return err
-	}
-	var keys [][]byte
-	for it.First(); it.Valid(); it.Next() {
-		keys = append(keys, slices.Clone(it.Key()))
-	}
-	if err := closeIter(it); err != nil {
-		return err
-	}
-	for _, k := range keys {
-		if err := w.b.Delete(k, nil); err != nil {
-			return err
-		}
-	}
-	return nil
-}
 
 // get reads key through the batch (so it sees this batch's writes). The
 // returned value is a copy.

@@ -25,11 +25,11 @@ import (
 type batch struct {
 	items []*item
 	// Events held unverified (store.Unverified), in the same transaction:
-	// holds, rejected held copies, and the ids of released events, whose
-	// held copies go.
+	// holds, rejected held copies, and released events, whose held
+	// copies go.
 	holds    []heldItem
 	rejects  []*nostr.Event
-	released [][]byte
+	released []*nostr.Event
 }
 
 // item is one event of a batch and what the rules and tables need of it.

@@ -14,7 +14,7 @@ import (
 // Holding, releasing and rejecting go through the writer, in its
 // transactions: a hold is a row inserted (unless the id is stored), a
 // rejection deletes its (id, sig) row, and a release saves the event as
-// any Submit does and deletes the rows of its id in the same transaction.
+// any Submit does and deletes its row in the same transaction.
 // Each is idempotent, so the writer may retry its transaction as a whole.
 
 var _ store.Unverified = (*Store)(nil)
@@ -80,7 +80,16 @@ func (w *writer) writeHeld(ctx context.Context, tx pgx.Tx, b *batch) error {
 		q.Queue(`DELETE FROM unverified_events WHERE (id, sig) IN (SELECT * FROM unnest($1::bytea[], $2::bytea[]))`, ids, sigs)
 	}
 	if len(b.released) > 0 {
-		q.Queue(`DELETE FROM unverified_events WHERE id = ANY($1)`, b.released)
+		ids, sigs := make([][]byte, len(b.released)), make([][]byte, len(b.released))
+		for i, ev := range b.released {
+			ids[i], sigs[i] = ev.ID[:], ev.Sig[:]
+		}
+		q.Queue(`DELETE FROM unverified_events WHERE (id, sig) IN (SELECT * FROM unnest($1::bytea[], $2::bytea[]))`, ids, sigs)
+	}
+	if len(b.holds) == 0 && len(b.items) == len(b.released) {
+		// Only releases and rejections: no need to wait for the WAL flush
+		// (store.Unverified), a crash leaves the held rows to check again.
+		q.Queue(`SET LOCAL synchronous_commit TO off`)
 	}
 	if err := tx.SendBatch(ctx, q).Close(); err != nil {
 		return err

@@ -176,7 +176,7 @@ func (w *writer) prepare(reqs []*request) *batch {
 				b.holds = append(b.holds, heldItem{ev: ev, res: &r.results[i]})
 				continue
 			case heldRelease:
-				b.released = append(b.released, ev.ID[:])
+				b.released = append(b.released, ev)
 			}
 			b.items = append(b.items, w.newItem(ev, &r.results[i]))
 		}

@@ -251,13 +251,17 @@ func testUnverifiedReject(t *testing.T, st store.Store) {
 	u.hold(forged(genuine), store.Duplicate)
 	u.held()
 	// Released with the genuine copy still held beside a forged one: the
-	// release removes both held copies (the forged one could only be
-	// Duplicate now).
+	// release removes its own copy; the forged one stays until it is
+	// rejected (or released: Duplicate, since the id is stored).
 	other := u.ev(2, 1, BaseTime)
+	fakeOther := forged(other)
 	u.hold(other, store.Held)
-	u.hold(forged(other), store.Held)
+	u.hold(fakeOther, store.Held)
 	u.release(other, store.Stored)
+	u.held(fakeOther)
+	u.reject(fakeOther)
 	u.held()
+	u.expect(fs(nostr.Filter{Authors: []nostr.PubKey{Key(2)}}), other)
 	// A rejected event never becomes visible, even to a later query.
 	bad := u.ev(3, 1, BaseTime)
 	u.hold(bad, store.Held)

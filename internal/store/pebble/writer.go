@@ -437,7 +437,6 @@ func (w *writer) hold(ev *nostr.Event) (store.SaveResult, error) {
 	return store.SaveResult{Outcome: store.Held}, nil
 }
 
-
 // get reads key through the batch (so it sees this batch's writes). The
 // returned value is a copy.
 func (w *writer) get(key []byte) ([]byte, bool, error) { return getValue(w.b, key) }

@@ -417,14 +417,29 @@ func (w *writer) apply(r *request) error {
 	return nil
 }
 
+// absent reports, without a pebble lookup, that no event with id is
+// stored, when the filter of stored ids (Store.seen) can tell: once
+// built it holds the id of every committed event (the writer adds each
+// batch's ids before it applies the next batch), so an id it does not
+// contain, and that the current batch does not store, is absent. False
+// means "look it up". For the events the writer gets without a HasAt
+// token (held events, and their release), whose lookups cost as much as
+// the rest of their write.
+func (w *writer) absent(id *nostr.ID) bool {
+	f := w.s.seen.Load()
+	return f != nil && !f.mayContain(id) && !w.recent.inBatch(id)
+}
+
 // hold keeps ev unverified (store.Unverified): a U key, and nothing else,
 // so that no query, rule or tombstone sees it until it is released.
 func (w *writer) hold(ev *nostr.Event) (store.SaveResult, error) {
 	if err := store.CheckEvent(ev); err != nil {
 		return store.SaveResult{Outcome: store.Failed, Err: err}, nil
 	}
-	if ok, err := w.has(idKey(&ev.ID)); err != nil || ok {
-		return store.SaveResult{Outcome: store.Duplicate}, err
+	if !w.absent(&ev.ID) {
+		if ok, err := w.has(idKey(&ev.ID)); err != nil || ok {
+			return store.SaveResult{Outcome: store.Duplicate}, err
+		}
 	}
 	k := heldKey(&ev.ID, &ev.Sig)
 	raw := ev.Raw

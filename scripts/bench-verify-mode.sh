@@ -12,7 +12,10 @@
 # covers only the timed part).
 #
 # Usage: scripts/bench-verify-mode.sh   Environment: ROUNDS (default 2),
-# EVENTS1 (window-1 ingest, default 1000), EVENTS (default 10000).
+# EVENTS1 (window-1 ingest, default 1000), EVENTS (default 10000),
+# NOSYNC=1 (store.no_sync = true for both modes: commits not synced),
+# RELAY_CPUS (taskset list for the relay, default 0; the client stays on
+# CPU 1), SCENARIOS (default "ingest-w1 ingest-w64 parallel-8").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export GOTOOLCHAIN=local
@@ -28,6 +31,9 @@ ROUNDS=${ROUNDS:-2}
 EVENTS1=${EVENTS1:-1000}
 EVENTS=${EVENTS:-10000}
 TCK=$(getconf CLK_TCK)
+RELAY_CPUS=${RELAY_CPUS:-0}
+SCENARIOS=${SCENARIOS:-ingest-w1 ingest-w64 parallel-8}
+NOSYNC=$([ "${NOSYNC:-}" = 1 ] && echo true || echo false)
 trap 'stop; rm -rf "$DATA"' EXIT
 
 stop() { if [ -n "${RPID:-}" ]; then kill "$RPID" 2>/dev/null || true; wait "$RPID" 2>/dev/null || true; RPID=; fi; }
@@ -36,7 +42,7 @@ stop() { if [ -n "${RPID:-}" ]; then kill "$RPID" 2>/dev/null || true; wait "$RP
 start() {
 	stop
 	rm -rf "$DATA"/*
-	PETREL_RELAY_VERIFY_MODE=$1 taskset -c 0 "$BIN" serve --listen 127.0.0.1:$PORT --data "$DATA/store" >"$OUT/serve.log" 2>&1 &
+	PETREL_STORE_NO_SYNC=$NOSYNC PETREL_RELAY_VERIFY_MODE=$1 taskset -c "$RELAY_CPUS" "$BIN" serve --listen 127.0.0.1:$PORT --data "$DATA/store" >"$OUT/serve.log" 2>&1 &
 	RPID=$!
 	for _ in $(seq 200); do
 		if curl -s -o /dev/null "http://127.0.0.1:$PORT/stats"; then
@@ -69,9 +75,14 @@ run() {
 for round in $(seq "$ROUNDS"); do
 	echo "== round $round"
 	for mode in sync optimistic; do
-		run $mode ingest-w1 "$EVENTS1" ingest --window 1
-		run $mode ingest-w64 "$EVENTS" ingest --window 64
-		run $mode parallel-8 "$EVENTS" parallel --conns 8 --window 64
+		for sc in $SCENARIOS; do
+			case $sc in
+			ingest-w1) run $mode ingest-w1 "$EVENTS1" ingest --window 1 ;;
+			ingest-w64) run $mode ingest-w64 "$EVENTS" ingest --window 64 ;;
+			parallel-8) run $mode parallel-8 "$EVENTS" parallel --conns 8 --window 64 ;;
+			*) echo "unknown scenario $sc" >&2; exit 2 ;;
+			esac
+		done
 	done
 done
 stop

@@ -6,7 +6,11 @@ package relay_test
 // checks back, so that it can look at the relay while events are held.
 
 import (
+	"context"
 	"fmt"
+	"io"
+	"log/slog"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,6 +20,10 @@ import (
 	"github.com/petrel-relay/petrel/internal/nostr"
 	"github.com/petrel-relay/petrel/internal/relay"
 	"github.com/petrel-relay/petrel/internal/relaytest"
+	"github.com/petrel-relay/petrel/internal/store"
+	"github.com/petrel-relay/petrel/internal/store/postgres"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // gateVerifier is the default verifier behind a gate: while the gate is
@@ -67,8 +75,48 @@ func startOptimistic(t *testing.T, cfg relay.Config, v nostr.Verifier) *relaytes
 // delivered live (once) and stored, the forged one never, its sender gets
 // a NOTICE, and its pubkey's later events are verified before their OK.
 func TestOptimisticServesOnlyVerified(t *testing.T) {
+	testServesOnlyVerified(t, nil)
+}
+
+// TestOptimisticServesOnlyVerifiedPostgres is the same over the
+// PostgreSQL store (the real server; its held events are rows of
+// unverified_events, its hand-off a transaction snapshot).
+func TestOptimisticServesOnlyVerifiedPostgres(t *testing.T) {
+	testServesOnlyVerified(t, openPostgres(t))
+}
+
+// openPostgres opens a PostgreSQL store in a fresh schema, closed and
+// dropped when the test ends (after the relay stops).
+func openPostgres(t *testing.T) store.Store {
+	t.Helper()
+	url := os.Getenv("PETREL_TEST_POSTGRES_URL")
+	if url == "" {
+		url = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+	}
+	schema := fmt.Sprintf("petrel_relay_test_%d_%d", os.Getpid(), time.Now().UnixNano())
+	ctx := context.Background()
+	st, err := postgres.Open(ctx, postgres.Options{URL: url, Schema: schema, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatalf("PostgreSQL at %s: %v", url, err)
+	}
+	t.Cleanup(func() {
+		st.Close()
+		c, err := pgx.Connect(ctx, url)
+		if err != nil {
+			t.Errorf("drop schema: %v", err)
+			return
+		}
+		defer c.Close(ctx)
+		if _, err := c.Exec(ctx, "DROP SCHEMA IF EXISTS "+schema+" CASCADE"); err != nil {
+			t.Errorf("drop schema: %v", err)
+		}
+	})
+	return st
+}
+
+func testServesOnlyVerified(t *testing.T, backend store.Store) {
 	g := newGate()
-	r := startOptimistic(t, relay.Config{}, g)
+	r := relaytest.Start(t, relaytest.Options{Relay: relay.Config{VerifyMode: relay.VerifyOptimistic}, Verifier: g, Store: backend})
 	alice := relaytest.NewKey("optimistic alice")
 	sub := relaytest.Dial(t, r.URL)
 	sub.Req("live", authorFilter(alice, ""))
@@ -315,8 +363,13 @@ func TestOptimisticPendingLimit(t *testing.T) {
 // connections at once while others query, count and subscribe, with the
 // checks running freely: no forged event is ever delivered, returned or
 // counted, and every valid one is delivered live exactly once and stored.
-func TestOptimisticRace(t *testing.T) {
-	r := startOptimistic(t, relay.Config{}, nil)
+func TestOptimisticRace(t *testing.T) { testRace(t, nil) }
+
+// TestOptimisticRacePostgres is the same over the PostgreSQL store.
+func TestOptimisticRacePostgres(t *testing.T) { testRace(t, openPostgres(t)) }
+
+func testRace(t *testing.T, backend store.Store) {
+	r := relaytest.Start(t, relaytest.Options{Relay: relay.Config{VerifyMode: relay.VerifyOptimistic}, Store: backend})
 	const pubs, per = 4, 60
 	var valid, forged []*nostr.Event
 	plan := make([][]*nostr.Event, pubs)

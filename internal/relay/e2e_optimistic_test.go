@@ -146,6 +146,9 @@ func testServesOnlyVerified(t *testing.T, backend store.Store) {
 	if n := count(t, q, "c1", both).Count; n != 0 {
 		t.Fatalf("COUNT of held events = %d", n)
 	}
+	if res := negRun(t, q, "neg1", authorFilter(alice, ""), nil, 0); len(res.need) != 0 {
+		t.Fatalf("NEG offers %d held events", len(res.need))
+	}
 	expectQuiet(t, sub)
 	g.open()
 
@@ -170,6 +173,7 @@ func testServesOnlyVerified(t *testing.T, backend store.Store) {
 	if n := count(t, q, "c2", both).Count; n != 1 {
 		t.Fatalf("COUNT after the checks = %d, want 1", n)
 	}
+	negCheck(t, "NEG after the checks", negRun(t, q, "neg2", authorFilter(alice, ""), nil, 0).need, []*nostr.Event{good})
 
 	// Quarantined: alice's later events are verified before their OK. With
 	// the checks held back, no OK can come.

@@ -123,8 +123,10 @@ type Config struct {
 	// checked at the next start. Optimistic mode needs a store that can
 	// hold events (both backends can) and is off, with a warning, while a
 	// write-policy plugin or the per-pubkey event rate limit is set (they
-	// need the signature first). See docs/nips.md for the trade-off.
-	// Default "sync".
+	// need the signature first). Every event is still verified, only
+	// later, at the cost of a second pass through the store's writer: on
+	// the 2-core dev machine it did not pay (docs/BENCHMARKS.md); see
+	// docs/nips.md for the trade-off. Default "sync".
 	VerifyMode string `toml:"verify_mode"`
 	// VerifyPending is the most events held unverified at once, relay-wide,
 	// in optimistic mode (answered OK:true, signature not checked yet);

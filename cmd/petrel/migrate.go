@@ -182,6 +182,10 @@ type migrateResult struct {
 	Vanished     int64 `json:"vanished"`
 	// Meta is the number of named blobs (NIP-86 state) copied.
 	Meta int `json:"policy_entries"`
+	// Held is the number of events held unverified (relay.verify_mode
+	// "optimistic", store.Unverified) copied as held: a relay started on
+	// the destination checks them.
+	Held int64 `json:"held"`
 	// The counts verified at the end: the source's events before and
 	// after the copy, the destination's before and after.
 	SourceBefore int64   `json:"source_before"`
@@ -272,6 +276,9 @@ func (r *migrateResult) String() string {
 	}
 	fmt.Fprintf(&b, "tombstones: %d deleted ids, %d deleted addresses, %d vanished authors; policy state: %d entries\n",
 		r.DeletedIDs, r.DeletedAddrs, r.Vanished, r.Meta)
+	if r.Held > 0 {
+		fmt.Fprintf(&b, "held unverified (verify_mode optimistic): %d events, copied as held: a relay started on the destination checks them\n", r.Held)
+	}
 	if r.Verified {
 		fmt.Fprintf(&b, "verified: the destination holds %d events (the source %d), the same tombstones and the same policy state", r.DestAfter, r.SourceAfter)
 	} else {
@@ -373,12 +380,54 @@ func migrateStores(ctx context.Context, src, dst store.Store, o migrateOptions) 
 		}
 		res.Meta++
 	}
+	if err := copyHeld(ctx, src, dst, res); err != nil {
+		return res, err
+	}
 	if err := syncToolStore(dst); err != nil {
 		return res, err
 	}
 	res.Seconds = time.Since(start).Seconds()
 	res.EventsPerSec = rate(res.Events, time.Since(start))
 	return res, verifyMigration(ctx, src, dst, srcM, dstM, names, copied, empty, res)
+}
+
+// copyHeld copies the events src holds unverified (answered OK:true by
+// a relay in optimistic mode, their signatures not checked yet) into dst,
+// still held: whoever starts a relay on dst checks them, as one started
+// on src would have. Without it they would be lost with the source.
+func copyHeld(ctx context.Context, src, dst store.Store, res *migrateResult) error {
+	su, ok1 := src.(store.Unverified)
+	du, ok2 := dst.(store.Unverified)
+	if !ok1 {
+		return nil
+	}
+	var evs []*nostr.Event
+	if err := su.Unverified(ctx, func(ev *nostr.Event) error { evs = append(evs, ev); return nil }); err != nil {
+		return fmt.Errorf("list held events: %w", err)
+	}
+	if len(evs) == 0 {
+		return nil
+	}
+	if !ok2 {
+		return fmt.Errorf("the source holds %d unverified events and the destination cannot hold them: start a relay on the source first, which checks them", len(evs))
+	}
+	results := make(chan store.SaveResult, len(evs))
+	for _, ev := range evs {
+		if err := du.SubmitUnverified(ctx, ev, func(r store.SaveResult) { results <- r }); err != nil {
+			return fmt.Errorf("copy held events: %w", err)
+		}
+	}
+	for range evs {
+		r := <-results
+		switch r.Outcome {
+		case store.Held:
+			res.Held++
+		case store.Duplicate: // stored in the destination already
+		default:
+			return fmt.Errorf("copy held events: %v (%v)", r.Outcome, r.Err)
+		}
+	}
+	return nil
 }
 
 // copyEvents saves every event of src into dst, o.Batch at a time; one

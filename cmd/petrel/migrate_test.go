@@ -175,6 +175,15 @@ func TestMigrateRoundTrip(t *testing.T) {
 	if len(want.tombs) != 5 || len(want.meta) != 2 || len(want.items) != 2500+7 {
 		t.Fatalf("the history left %d events, %d tombstones, %d blobs", len(want.items), len(want.tombs), len(want.meta))
 	}
+	// Two events held unverified (a relay in optimistic mode answered
+	// them OK:true): a valid one and a forged one, copied as held both
+	// ways, never counted as events.
+	hk := relaytest.NewKey("mig-held")
+	heldOK := hk.Event(1, "held", nil, fixtureBase+7000)
+	heldBad := hk.Event(1, "held, forged", nil, fixtureBase+7001)
+	heldBad.Sig[0] ^= 1
+	heldBad.Raw = nostr.Serialize(heldBad)
+	holdAll(t, src, heldOK, heldBad)
 	if err := src.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -193,10 +202,14 @@ func TestMigrateRoundTrip(t *testing.T) {
 	if strings.Contains(out, "test?") || strings.Contains(out, "sslmode") {
 		t.Fatalf("the summary prints the URL's query:\n%s", out)
 	}
+	if !strings.Contains(out, "held unverified (verify_mode optimistic): 2 events") {
+		t.Fatalf("summary does not report the held events:\n%s", out)
+	}
 	pgStore := openPG(t, schema)
 	if err := readState(t, pgStore).equal(want); err != nil {
 		t.Fatalf("postgres copy: %v", err)
 	}
+	checkHeld(t, pgStore, heldOK, heldBad)
 	pgStore.Close()
 
 	back := filepath.Join(t.TempDir(), "back")
@@ -207,16 +220,57 @@ func TestMigrateRoundTrip(t *testing.T) {
 	if !strings.Contains(out, `"verified":true`) || !strings.Contains(out, `"events":2507`) || !strings.Contains(out, `"deleted_ids":3`) {
 		t.Fatalf("--json: %s", out)
 	}
+	if !strings.Contains(out, `"held":2`) {
+		t.Fatalf("--json does not report the held events: %s", out)
+	}
 	again := openStoreAt(t, back)
 	if err := readState(t, again).equal(want); err != nil {
 		t.Fatalf("pebble copy of the postgres copy: %v", err)
 	}
+	checkHeld(t, again, heldOK, heldBad)
 	checkRefuses(t, again, deleted, superseded)
 	pgStore = openPG(t, schema)
 	checkRefuses(t, pgStore, deleted, superseded)
 	// And they accept what comes after.
 	k := relaytest.NewKey("mig-after")
 	saveAll(t, pgStore, []*nostr.Event{k.Event(1, "after the migration", nil, fixtureBase+9000)})
+}
+
+// holdAll holds evs unverified in st.
+func holdAll(t *testing.T, st store.Store, evs ...*nostr.Event) {
+	t.Helper()
+	u := st.(store.Unverified)
+	for _, ev := range evs {
+		c := make(chan store.SaveResult, 1)
+		if err := u.SubmitUnverified(context.Background(), ev, func(r store.SaveResult) { c <- r }); err != nil {
+			t.Fatal(err)
+		}
+		if r := <-c; r.Outcome != store.Held {
+			t.Fatalf("hold: %v (%v)", r.Outcome, r.Err)
+		}
+	}
+}
+
+// checkHeld fails unless st holds exactly want unverified (by id and
+// signature).
+func checkHeld(t *testing.T, st store.Store, want ...*nostr.Event) {
+	t.Helper()
+	got := map[string]bool{}
+	err := st.(store.Unverified).Unverified(context.Background(), func(ev *nostr.Event) error {
+		got[string(ev.Raw)] = true
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%d held events, want %d", len(got), len(want))
+	}
+	for _, ev := range want {
+		if !got[string(ev.Raw)] {
+			t.Fatalf("held event %.12s not copied", ev.ID.Hex())
+		}
+	}
 }
 
 // TestMigrateRefuses: a destination that is not empty needs --force

@@ -112,6 +112,28 @@ type Config struct {
 	// before refusing). Default 512 (about 0.15 s of work at the 2-core
 	// dev machine's capacity).
 	VerifyQueue int `toml:"verify_queue"`
+	// VerifyMode is when an EVENT's signature is checked: "sync" checks it
+	// before the event is stored and answered; "optimistic" holds the
+	// event durably as unverified, answers OK:true once the hold is
+	// committed, and checks the signature behind. Only verified events
+	// are ever served (stored queries, live fan-out, COUNT, NEG, export,
+	// sync, scan), and replacement, deletion and vanishing are applied
+	// only once an event is verified; a held event that fails is removed,
+	// its sender gets a NOTICE, and its pubkey's later events are
+	// verified before their OK. Events held when the relay stopped are
+	// checked at the next start. Optimistic mode needs a store that can
+	// hold events (both backends can) and is off, with a warning, while a
+	// write-policy plugin or the per-pubkey event rate limit is set (they
+	// need the signature first). Every event is still verified, only
+	// later, at the cost of a second pass through the store's writer: on
+	// the 2-core dev machine it did not pay (docs/BENCHMARKS.md); see
+	// docs/nips.md for the trade-off. Default "sync".
+	VerifyMode string `toml:"verify_mode"`
+	// VerifyPending is the most events held unverified at once, relay-wide,
+	// in optimistic mode (answered OK:true, signature not checked yet);
+	// past it events are verified before their OK, as in sync mode
+	// (counted in limits_tripped.verify_pending). Default 4096.
+	VerifyPending int `toml:"verify_pending"`
 	// MaxPendingEvents is the number of EVENTs one connection may have
 	// awaiting their OK; beyond it they are refused with "rate-limited:".
 	// It is each connection's share of the relay-wide budgets (the verify
@@ -183,6 +205,10 @@ func (c Config) Normalize() Config {
 	def(&c.QueryWorkers, runtime.NumCPU())
 	def(&c.VerifyWorkers, runtime.NumCPU())
 	def(&c.VerifyQueue, 512)
+	if c.VerifyMode == "" {
+		c.VerifyMode = VerifySync
+	}
+	def(&c.VerifyPending, 4096)
 	def(&c.MaxPendingEvents, max(1, c.VerifyQueue/2))
 	def(&c.MaxBadSignatures, 100)
 	def(&c.MaxInflightEvents, 1024)
@@ -228,3 +254,9 @@ func (c Config) Normalize() Config {
 	}
 	return c
 }
+
+// Values of Config.VerifyMode.
+const (
+	VerifySync       = "sync"
+	VerifyOptimistic = "optimistic"
+)

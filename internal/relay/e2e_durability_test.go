@@ -52,11 +52,12 @@ type petrelProc struct {
 var listenRE = regexp.MustCompile(`url"?[=:]"?ws://([0-9.]+:[0-9]+)`)
 
 // startPetrel runs `petrel serve` on a free loopback port over dataDir and
-// waits until it listens.
-func startPetrel(t *testing.T, bin, dataDir string) *petrelProc {
+// waits until it listens. env adds environment variables (PETREL_...
+// configuration overrides).
+func startPetrel(t *testing.T, bin, dataDir string, env ...string) *petrelProc {
 	t.Helper()
 	cmd := exec.Command(bin, "serve", "--data", dataDir, "--listen", "127.0.0.1:0", "--log-level", "info")
-	cmd.Env = os.Environ()
+	cmd.Env = append(os.Environ(), env...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

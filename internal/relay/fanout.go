@@ -20,6 +20,8 @@ type dispatchItem struct {
 	stored   bool // res is meaningful
 	accepted bool // ephemeral: accepted without the store
 	announce bool // accepted here without an OK (Announce): tell the bus
+	held     bool // held unverified (optimistic.go): OK:true, no fan-out yet
+	release  bool // a held event released after its check: fan out, no OK
 }
 
 // dispatcher is the single goroutine that writes OKs and fans committed
@@ -142,7 +144,7 @@ func (d *dispatcher) handle(it dispatchItem) {
 		var okv bool
 		var msg string
 		switch {
-		case it.accepted:
+		case it.accepted, it.held:
 			okv = true
 		case it.stored:
 			switch it.res.Outcome {
@@ -193,7 +195,7 @@ func (d *dispatcher) handle(it dispatchItem) {
 		r.stats.EventsAccepted.Add(1) // its OK was lost with the commit's reply
 	}
 	if fanout {
-		local := it.okTo != nil || it.announce
+		local := it.okTo != nil || it.announce || it.release
 		if r.gate == nil || r.gate.FirstFanout(it.ev, local) {
 			d.fanout(it.ev, it.res.Seq)
 		}

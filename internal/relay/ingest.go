@@ -106,7 +106,7 @@ func (in *ingest) run() {
 	r := in.r
 	jobs := make([]verifyJob, 0, verifyBatch)
 	evs := make([]*nostr.Event, 0, verifyBatch)
-	var ok [verifyBatch]bool
+	var ok, opt [verifyBatch]bool
 	for {
 		ticket, open := in.take(&jobs)
 		if !open {
@@ -114,16 +114,70 @@ func (in *ingest) run() {
 		}
 		evs = evs[:0]
 		for i := range jobs {
-			evs = append(evs, jobs[i].ev)
+			if opt[i] = in.optimistic(&jobs[i]); !opt[i] {
+				evs = append(evs, jobs[i].ev)
+			}
 		}
-		nostr.VerifyEvents(r.verifier, evs, ok[:])
+		if len(evs) > 0 {
+			nostr.VerifyEvents(r.verifier, evs, ok[:])
+		}
 		in.waitTurn(ticket)
+		k := 0
 		for i := range jobs {
-			in.verified(jobs[i], ok[i])
+			if opt[i] {
+				in.hold(jobs[i])
+				continue
+			}
+			in.verified(jobs[i], ok[k])
+			k++
 		}
 		in.endTurn()
 		clear(jobs)
 		clear(evs)
+	}
+}
+
+// optimistic reports whether j is answered before its signature check
+// (optimistic.go), and if so takes its slot in the behind pool. Events
+// are verified first in sync mode, when the pool is full (counted in
+// limits_tripped.verify_pending), and for a quarantined pubkey; ephemeral
+// events are never held.
+func (in *ingest) optimistic(j *verifyJob) bool {
+	r := in.r
+	if !r.optimistic || j.ev.Class() == nostr.Ephemeral || r.behind.quarantined(&j.ev.PubKey) {
+		return false
+	}
+	if !r.behind.reserve() {
+		r.stats.LimitTrips[limVerifyPending].Add(1)
+		return false
+	}
+	return true
+}
+
+// hold asks the store to hold j's event unverified; once the hold is
+// committed the sender gets OK:true and the event goes to the behind
+// pool. It runs in the job's turn and may block (backpressure from the
+// writer). j's slot in the pool is reserved.
+func (in *ingest) hold(j verifyJob) {
+	r := in.r
+	in.inflight.Add(1)
+	err := r.behind.st.SubmitUnverified(r.ctx, j.ev, func(res store.SaveResult) {
+		defer in.inflight.Done()
+		if res.Outcome != store.Held {
+			r.behind.free()
+			r.dispatch.push(dispatchItem{ev: j.ev, okTo: j.s, t0: j.t0, res: res, stored: true})
+			return
+		}
+		r.stats.EventsHeld.Add(1)
+		// The OK first: the release, a later commit, cannot overtake it.
+		r.dispatch.push(dispatchItem{ev: j.ev, okTo: j.s, t0: j.t0, held: true})
+		r.behind.push(j)
+	})
+	if err != nil {
+		in.inflight.Done()
+		r.behind.free()
+		r.stats.DBErrors.Add(1)
+		j.s.finishEvent(j, nostr.Reject(nostr.PrefixError, "could not store event: "+err.Error()), "")
 	}
 }
 

@@ -101,6 +101,12 @@ type Relay struct {
 	queries  *queryScheduler
 	ingest   *ingest
 	dispatch *dispatcher
+	// behind checks held events (optimistic.go): nil unless the store
+	// implements store.Unverified. optimistic: events are held before
+	// their check (Config.VerifyMode, and nothing that needs the
+	// signature first: a write-policy plugin, the per-pubkey rate limit).
+	behind     *behind
+	optimistic bool
 
 	stats        Stats
 	OKLatency    prometheus.Histogram // EVENT received -> OK queued
@@ -136,6 +142,15 @@ func New(cfg Config, opts Options) (*Relay, error) {
 		return nil, errors.New("relay: a store is required")
 	}
 	cfg = cfg.Normalize()
+	switch cfg.VerifyMode {
+	case VerifySync:
+	case VerifyOptimistic:
+		if _, ok := opts.Store.(store.Unverified); !ok {
+			return nil, errors.New("relay: verify_mode optimistic needs a store that can hold unverified events")
+		}
+	default:
+		return nil, fmt.Errorf("relay: verify_mode %q: want %q or %q", cfg.VerifyMode, VerifySync, VerifyOptimistic)
+	}
 	r := &Relay{
 		cfg:      cfg,
 		store:    opts.Store,
@@ -191,6 +206,14 @@ func New(cfg Config, opts Options) (*Relay, error) {
 	r.flusher = newFlusher(max(2, cfg.QueryWorkers))
 	r.dispatch = newDispatcher(r)
 	r.queries = newQueryScheduler(r)
+	if u, ok := r.store.(store.Unverified); ok {
+		r.behind = newBehind(r, u)
+		r.optimistic = cfg.VerifyMode == VerifyOptimistic
+		if r.optimistic && (r.pol.plugin != nil || r.pol.limEventPK != nil) {
+			r.optimistic = false
+			r.log.Warn("relay: verify_mode optimistic is off: a write-policy plugin and the per-pubkey event rate limit need the signature checked first")
+		}
+	}
 	r.ingest = newIngest(r)
 	r.wg.Add(1)
 	go r.sweep()
@@ -209,6 +232,9 @@ func (r *Relay) VerifierName() string { return r.verifier.Name() }
 // Stats returns a snapshot of the counters.
 func (r *Relay) Stats() Snapshot {
 	s := r.stats.snapshot()
+	if r.behind != nil {
+		s.QuarantinedPubKeys = r.behind.nQuar.Load()
+	}
 	s.Verifier = r.verifier.Name()
 	st := r.store.Stats()
 	s.DBSizeBytes = st.SizeBytes
@@ -371,7 +397,10 @@ func (r *Relay) sweep() {
 // every connection is closed with 1001. The store is not closed.
 func (r *Relay) Shutdown(ctx context.Context) {
 	r.closed.Do(func() {
-		r.ingest.close()   // verify queue drained, submitted events committed
+		r.ingest.close() // verify queue drained, submitted events committed
+		if r.behind != nil {
+			r.behind.close() // held events checked, released or rejected
+		}
 		r.dispatch.close() // OKs and fan-out written to out-queues
 		r.queries.close()  // stored queries stopped
 		for {              // let out-queues drain

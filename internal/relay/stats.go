@@ -33,6 +33,7 @@ var limitNames = [...]string{
 	"control_backlog", "max_limit_clamped",
 	"event_rate_ip", "event_rate_pubkey", "req_rate_ip", "max_auth_pubkeys",
 	"count_scan_limit", "max_inflight_events", "bad_signatures",
+	"verify_pending",
 }
 
 const (
@@ -64,6 +65,7 @@ const (
 	limCountScan
 	limInflightEvents
 	limBadSignatures
+	limVerifyPending
 	numLimits
 )
 
@@ -101,6 +103,11 @@ type Stats struct {
 	AuthRejected         atomic.Int64 // NIP-42 AUTH answered OK false
 	ConnectionsBlocked   atomic.Int64 // sessions closed for a blocked address or banned pubkey
 	EventsShadowRejected atomic.Int64 // answered OK true, neither stored nor broadcast (plugin)
+	// Optimistic verification (optimistic.go).
+	EventsHeld          atomic.Int64 // held unverified and answered OK true
+	EventsHeldInvalid   atomic.Int64 // held, then found to have a bad signature (never served)
+	EventsHeldRecovered atomic.Int64 // held by an earlier run, checked at start
+	HeldPending         atomic.Int64 // held events not yet released or rejected
 	// ReqRefused counts REQ, COUNT and NEG-OPEN refused by policy
 	// (authentication, read protection, rate limits), by prefix.
 	ReqRefused [len(reasonNames)]atomic.Int64
@@ -177,6 +184,11 @@ type Snapshot struct {
 	AuthRejected         int64            `json:"auth_rejected"`
 	ConnectionsBlocked   int64            `json:"connections_blocked"`
 	EventsShadowRejected int64            `json:"events_shadow_rejected"`
+	EventsHeld           int64            `json:"events_held"`
+	EventsHeldInvalid    int64            `json:"events_held_invalid"`
+	EventsHeldRecovered  int64            `json:"events_held_recovered"`
+	HeldPending          int64            `json:"held_pending"`
+	QuarantinedPubKeys   int64            `json:"quarantined_pubkeys"`
 	RequestsRefused      map[string]int64 `json:"requests_refused"`
 	Policy               PolicyStats      `json:"policy"`
 }
@@ -212,6 +224,10 @@ func (st *Stats) snapshot() Snapshot {
 		AuthRejected:         st.AuthRejected.Load(),
 		ConnectionsBlocked:   st.ConnectionsBlocked.Load(),
 		EventsShadowRejected: st.EventsShadowRejected.Load(),
+		EventsHeld:           st.EventsHeld.Load(),
+		EventsHeldInvalid:    st.EventsHeldInvalid.Load(),
+		EventsHeldRecovered:  st.EventsHeldRecovered.Load(),
+		HeldPending:          st.HeldPending.Load(),
 		RequestsRefused:      make(map[string]int64, len(reasonNames)),
 	}
 	for i, n := range reasonNames {

@@ -197,10 +197,16 @@ func (c *Client) next(d time.Duration) (*client.Message, error) {
 		c.queue = c.queue[1:]
 		return m, nil
 	}
-	return nil, c.c.Err()
+	if err := c.c.Err(); err != nil {
+		return nil, err
+	}
+	return nil, errEnded
 }
 
-var errTimeout = errors.New("relaytest: timeout waiting for a message")
+var (
+	errTimeout = errors.New("relaytest: timeout waiting for a message")
+	errEnded   = errors.New("relaytest: connection ended")
+)
 
 // IsTimeout reports whether err is the client's wait timeout.
 func IsTimeout(err error) bool { return errors.Is(err, errTimeout) }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/petrel-relay/petrel/internal/nostr"
 	"github.com/petrel-relay/petrel/internal/policy"
 	"github.com/petrel-relay/petrel/internal/relay"
 	"github.com/petrel-relay/petrel/internal/server"
@@ -32,6 +33,9 @@ type Options struct {
 	Plugin    *policy.Plugin
 	// Bus is passed to the relay (relay.Options.Bus).
 	Bus relay.Bus
+	// Verifier is passed to the relay (relay.Options.Verifier): nil for
+	// the default.
+	Verifier nostr.Verifier
 }
 
 // OpenStore opens the default store for test relays in dir: the embedded
@@ -72,7 +76,7 @@ func Start(t testing.TB, opts Options) *Relay {
 		log = testLogger()
 	}
 	rl, err := relay.New(opts.Relay, relay.Options{Store: st, Logger: log, Info: opts.Info,
-		Policy: opts.Policy, Persister: opts.Persister, Plugin: opts.Plugin, Bus: opts.Bus})
+		Policy: opts.Policy, Persister: opts.Persister, Plugin: opts.Plugin, Bus: opts.Bus, Verifier: opts.Verifier})
 	if err != nil {
 		t.Fatalf("relay: %v", err)
 	}

@@ -79,6 +79,11 @@ var (
 	dAuth         = desc("auth_total", "NIP-42 AUTH messages answered, by result.", "result")
 	dConnBlocked  = desc("connections_blocked_total", "Connections closed for a blocked address or a banned pubkey.")
 	dEvShadow     = desc("events_shadow_rejected_total", "Events answered OK but neither stored nor broadcast (plugin shadowReject).")
+	dEvHeld       = desc("events_held_total", "Events held unverified and answered OK before their signature check (verify_mode optimistic).")
+	dEvHeldBad    = desc("events_held_invalid_total", "Held events whose signature failed the check behind: removed, never served.")
+	dEvHeldRecov  = desc("events_held_recovered_total", "Events held by an earlier run, checked at start.")
+	dHeldPending  = desc("held_pending", "Held events not yet released or rejected.")
+	dQuarantined  = desc("quarantined_pubkeys", "Pubkeys whose events are verified before their OK after a held event of theirs failed.")
 	dReqRefused   = desc("requests_refused_total", "REQ, COUNT and NEG-OPEN refused by policy, by NIP-01 reason prefix.", "reason")
 	dPlugin       = desc("plugin_decisions_total", "Write-policy plugin outcomes, by outcome.", "outcome")
 )
@@ -163,6 +168,11 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 	k(dAuth, st.AuthRejected, "rejected")
 	k(dConnBlocked, st.ConnectionsBlocked)
 	k(dEvShadow, st.EventsShadowRejected)
+	k(dEvHeld, st.EventsHeld)
+	k(dEvHeldBad, st.EventsHeldInvalid)
+	k(dEvHeldRecov, st.EventsHeldRecovered)
+	g(dHeldPending, float64(st.HeldPending))
+	g(dQuarantined, float64(st.QuarantinedPubKeys))
 	for r, v := range st.RequestsRefused {
 		k(dReqRefused, v, r)
 	}

@@ -56,6 +56,9 @@ const (
 	Deleted
 	// Failed: an internal error; Err says what. Nothing changed.
 	Failed
+	// Held: the event is held unverified (Unverified.SubmitUnverified):
+	// durable, but not served and not applied until it is released.
+	Held
 )
 
 // String names the outcome.
@@ -71,6 +74,8 @@ func (o Outcome) String() string {
 		return "deleted"
 	case Failed:
 		return "failed"
+	case Held:
+		return "held"
 	}
 	return "outcome(?)"
 }

@@ -32,13 +32,14 @@ const (
 	pfxVanish   = 'W'  // W pubkey(32) -> created_at(8)
 	pfxSearch   = 'S'  // S len(1) term ^minSerial(8) -> posting block: count(uvarint) postings, newest first
 	pfxDoc      = 'F'  // F ^serial(8) -> id(32) created_at(8) meta: searchable events
+	pfxHeld     = 'U'  // U id(32) sig(64) -> raw: events held unverified (store.Unverified)
 )
 
 // tables are the key prefixes above: every key the store writes starts
 // with one of them (TestKeyspace checks it against a store that has used
 // every table).
 var tables = []byte{pfxMeta, pfxBody, pfxID, pfxCreated, pfxAuthor, pfxKind, pfxAuthKind, pfxTag,
-	pfxAddr, pfxExpiry, pfxDelID, pfxDelAddr, pfxVanish, pfxSearch, pfxDoc}
+	pfxAddr, pfxExpiry, pfxDelID, pfxDelAddr, pfxVanish, pfxSearch, pfxDoc, pfxHeld}
 
 // keyspace returns the range [start, end) that holds every key of every
 // table, and so every key the store writes (and their tombstones).
@@ -187,6 +188,11 @@ func delIDKey(id *nostr.ID, deleter *nostr.PubKey) []byte {
 	k := make([]byte, 0, 65)
 	k = append(append(k, pfxDelID), id[:]...)
 	return append(k, deleter[:]...)
+}
+
+// heldKey is the key of an event held unverified: U id(32) sig(64).
+func heldKey(id *nostr.ID, sig *nostr.Sig) []byte {
+	return append(append(append(make([]byte, 0, 97), pfxHeld), id[:]...), sig[:]...)
 }
 
 func vanishKey(pk *nostr.PubKey) []byte {
@@ -351,6 +357,7 @@ type KeyInfo struct {
 	DType     byte
 	D         []byte
 	Exp       int64
+	Sig       nostr.Sig // U keys
 }
 
 // DecodeKey decodes any key of the store. It never panics; malformed keys
@@ -481,6 +488,12 @@ func DecodeKey(k []byte) (KeyInfo, error) {
 			return ki, bad
 		}
 		ki.Serial = ^binary.BigEndian.Uint64(b)
+	case pfxHeld:
+		if len(b) != 96 {
+			return ki, bad
+		}
+		copy(ki.ID[:], b)
+		copy(ki.Sig[:], b[32:])
 	case pfxSearch:
 		if len(b) < 1 || int(b[0]) == 0 || int(b[0]) > search.MaxTermLen || len(b) != 1+int(b[0])+8 {
 			return ki, bad

@@ -47,6 +47,8 @@ func encodeKey(ki *KeyInfo) []byte {
 		k = append(append(k, ki.ID[:]...), ki.PubKey[:]...)
 	case pfxVanish:
 		k = append(k, ki.PubKey[:]...)
+	case pfxHeld:
+		k = append(append(k, ki.ID[:]...), ki.Sig[:]...)
 	case pfxSearch:
 		k = appendPostingKey(k[:0], ki.Term, ki.Serial)
 	case pfxDoc:
@@ -76,6 +78,7 @@ func FuzzDecodeKey(f *testing.F) {
 	f.Add(expiryKey(1800000000, 3))
 	f.Add(delIDKey(&id, &pk))
 	f.Add(vanishKey(&pk))
+	f.Add(heldKey(&id, &nostr.Sig{5, 6}))
 	f.Add(appendPostingKey(nil, []byte("bitcoin"), 7))
 	f.Add(appendPostingKey(nil, []byte("東京"), 1<<40))
 	f.Add(appendPostingKey(nil, bytes.Repeat([]byte("x"), 128), 0))

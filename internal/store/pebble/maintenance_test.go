@@ -58,6 +58,13 @@ func TestKeyspace(t *testing.T) {
 		storetest.NewEvent(rng, b, 62, ts+5, nostr.Tags{{"relay", "ALL_RELAYS"}}, ""),
 	}
 	saveAll(t, s, evs...)
+	held := make(chan store.SaveResult, 1)
+	if err := s.SubmitUnverified(context.Background(), storetest.NewEvent(rng, b, 1, ts, nil, "held"), func(r store.SaveResult) { held <- r }); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-held; r.Outcome != store.Held {
+		t.Fatalf("hold: %v", r.Outcome)
+	}
 	start, end := keyspace()
 	seen := map[byte]bool{}
 	it, err := s.db.NewIter(nil)

@@ -46,6 +46,13 @@ func newRecentIDs(n int) *recentIDs {
 // stored records that the current batch stores id.
 func (r *recentIDs) stored(id *nostr.ID) { r.batch[recentKey(id)] = struct{}{} }
 
+// inBatch reports whether the current batch may store id (a false match
+// is possible, a miss is not).
+func (r *recentIDs) inBatch(id *nostr.ID) bool {
+	_, ok := r.batch[recentKey(id)]
+	return ok
+}
+
 // absentSince reports whether id is certainly absent, given that it was
 // absent when token commits were visible: not stored by any commit since
 // (all of which are remembered) nor earlier in the current batch.

@@ -17,6 +17,8 @@ func (w *writer) save(ev *nostr.Event, r *request) (store.SaveResult, error) {
 	}
 	if r.checked && w.recent.absentSince(&ev.ID, r.token) {
 		w.s.precheckHits.Add(1)
+	} else if r.op == opRelease && w.absent(&ev.ID) {
+		// Held events come without a token: the filter may tell.
 	} else if ok, err := w.has(idKey(&ev.ID)); err != nil || ok {
 		return store.SaveResult{Outcome: store.Duplicate}, err
 	}

@@ -19,6 +19,9 @@ const (
 	opDelete                       // ids; n
 	opPurge                        // now; n, more
 	opTombstones                   // tombs
+	opHold                         // one event, held unverified; callback
+	opRelease                      // one held event, now verified; callback
+	opReject                       // one held event, found invalid; rejected
 )
 
 // request is one unit of work for the writer. The writer owns it from
@@ -27,6 +30,7 @@ type request struct {
 	op       opKind
 	events   []*nostr.Event
 	callback func(store.SaveResult)
+	rejected func(error) // opReject's callback
 	ids      []nostr.ID
 	tombs    []store.Tombstone
 	now      int64
@@ -44,7 +48,7 @@ type request struct {
 // weight is the request's share of a batch, in events and bytes.
 func (r *request) weight() (int, int) {
 	switch r.op {
-	case opSave, opSubmit:
+	case opSave, opSubmit, opHold, opRelease:
 		b := 0
 		for _, ev := range r.events {
 			if ev != nil {
@@ -56,6 +60,8 @@ func (r *request) weight() (int, int) {
 		return len(r.ids), 0
 	case opTombstones:
 		return len(r.tombs), 0
+	case opReject:
+		return 1, 0
 	}
 	return purgeChunk, 0
 }
@@ -325,7 +331,7 @@ func (w *writer) commit(reqs []*request) {
 	}
 	if err == nil && !w.b.Empty() {
 		opt := pebble.Sync
-		if w.s.opts.NoSync {
+		if w.s.opts.NoSync || !needSync(reqs) {
 			opt = pebble.NoSync
 		}
 		err = w.b.Commit(opt)
@@ -365,6 +371,18 @@ func (w *writer) commit(reqs []*request) {
 	}
 }
 
+// needSync reports whether a batch must be synced: unless it holds only
+// releases and rejections of held events (store.Unverified), which need
+// not be, as the next start checks again whatever a crash took back.
+func needSync(reqs []*request) bool {
+	for _, r := range reqs {
+		if r.op != opRelease && r.op != opReject {
+			return true
+		}
+	}
+	return false
+}
+
 // keepVanish makes the batch's requests to vanish part of w.vanished once
 // the batch is applied.
 func (w *writer) keepVanish() {
@@ -378,16 +396,22 @@ func (w *writer) report(r *request, err error) {
 	if err != nil {
 		r.err = err
 		r.n, r.more = 0, false
-		if r.op == opSave || r.op == opSubmit {
+		if r.op == opSave || r.op == opSubmit || r.op == opHold || r.op == opRelease {
 			r.results = make([]store.SaveResult, len(r.events))
 			for i := range r.results {
 				r.results[i] = store.SaveResult{Outcome: store.Failed, Err: err}
 			}
 		}
 	}
-	if r.op == opSubmit {
+	switch r.op {
+	case opSubmit, opHold, opRelease:
 		if r.callback != nil {
 			r.callback(r.results[0])
+		}
+		return
+	case opReject:
+		if r.rejected != nil {
+			r.rejected(err)
 		}
 		return
 	}
@@ -420,8 +444,65 @@ func (w *writer) apply(r *request) error {
 		return w.purge(r)
 	case opTombstones:
 		return w.restoreTombstones(r.tombs)
+	case opHold:
+		res, err := w.hold(r.events[0])
+		if err != nil {
+			return err
+		}
+		r.results = []store.SaveResult{res}
+	case opRelease:
+		ev := r.events[0]
+		res, err := w.save(ev, r)
+		if err != nil {
+			return err
+		}
+		if ev != nil {
+			if err := w.b.Delete(heldKey(&ev.ID, &ev.Sig), nil); err != nil {
+				return err
+			}
+		}
+		r.results = []store.SaveResult{res}
+	case opReject:
+		if ev := r.events[0]; ev != nil {
+			return w.b.Delete(heldKey(&ev.ID, &ev.Sig), nil)
+		}
 	}
 	return nil
+}
+
+// absent reports, without a pebble lookup, that no event with id is
+// stored, when the filter of stored ids (Store.seen) can tell: once
+// built it holds the id of every committed event (the writer adds each
+// batch's ids before it applies the next batch), so an id it does not
+// contain, and that the current batch does not store, is absent. False
+// means "look it up". For the events the writer gets without a HasAt
+// token (held events, and their release), whose lookups cost as much as
+// the rest of their write.
+func (w *writer) absent(id *nostr.ID) bool {
+	f := w.s.seen.Load()
+	return f != nil && !f.mayContain(id) && !w.recent.inBatch(id)
+}
+
+// hold keeps ev unverified (store.Unverified): a U key, and nothing else,
+// so that no query, rule or tombstone sees it until it is released.
+func (w *writer) hold(ev *nostr.Event) (store.SaveResult, error) {
+	if err := store.CheckEvent(ev); err != nil {
+		return store.SaveResult{Outcome: store.Failed, Err: err}, nil
+	}
+	if !w.absent(&ev.ID) {
+		if ok, err := w.has(idKey(&ev.ID)); err != nil || ok {
+			return store.SaveResult{Outcome: store.Duplicate}, err
+		}
+	}
+	k := heldKey(&ev.ID, &ev.Sig)
+	raw := ev.Raw
+	if len(raw) == 0 {
+		raw = nostr.Serialize(ev)
+	}
+	if err := w.b.Set(k, raw, nil); err != nil {
+		return store.SaveResult{}, err
+	}
+	return store.SaveResult{Outcome: store.Held}, nil
 }
 
 // get reads key through the batch (so it sees this batch's writes). The

@@ -24,6 +24,12 @@ import (
 // batch is the valid events of one writer batch, in order.
 type batch struct {
 	items []*item
+	// Events held unverified (store.Unverified), in the same transaction:
+	// holds, rejected held copies, and released events, whose held
+	// copies go.
+	holds    []heldItem
+	rejects  []*nostr.Event
+	released []*nostr.Event
 }
 
 // item is one event of a batch and what the rules and tables need of it.

@@ -191,7 +191,7 @@ func (s *Store) maintain() {
 }
 
 // sizeTables are the tables SizeBytes counts.
-var sizeTables = []string{"events", "tags", "deleted_ids", "deleted_addrs", "vanished", "search_stats", "meta", "schema_version"}
+var sizeTables = []string{"events", "tags", "deleted_ids", "deleted_addrs", "vanished", "search_stats", "meta", "schema_version", "unverified_events"}
 
 // refreshSize reads the size of the store's tables (with their indexes
 // and TOAST) into sizeBytes.

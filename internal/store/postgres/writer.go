@@ -18,8 +18,10 @@ import (
 // The writer owns it from enqueue until it closes done (or calls
 // callback).
 type request struct {
+	op       heldOp
 	events   []*nostr.Event
 	callback func(store.SaveResult)
+	rejected func(error) // heldReject's callback
 
 	// Set by the writer before done is closed.
 	results []store.SaveResult
@@ -98,7 +100,7 @@ func (w *writer) run() {
 func (w *writer) commit(reqs []*request) {
 	b := w.prepare(reqs)
 	var err error
-	if len(b.items) > 0 {
+	if len(b.items) > 0 || len(b.holds) > 0 || len(b.rejects) > 0 {
 		for attempt := 0; ; attempt++ {
 			err = w.s.note(w.attempt(b))
 			var d *inDoubt
@@ -137,6 +139,12 @@ func (w *writer) commit(reqs []*request) {
 				r.results[i] = store.SaveResult{Outcome: store.Failed, Err: err}
 			}
 		}
+		if r.op == heldReject {
+			if r.rejected != nil {
+				r.rejected(err)
+			}
+			continue
+		}
 		if r.callback != nil {
 			r.callback(r.results[0])
 			continue
@@ -153,9 +161,22 @@ func (w *writer) prepare(reqs []*request) *batch {
 	for _, r := range reqs {
 		r.results = make([]store.SaveResult, len(r.events))
 		for i, ev := range r.events {
+			if r.op == heldReject {
+				if ev != nil {
+					b.rejects = append(b.rejects, ev)
+				}
+				continue
+			}
 			if err := store.CheckEvent(ev); err != nil {
 				r.results[i] = store.SaveResult{Outcome: store.Failed, Err: err}
 				continue
+			}
+			switch r.op {
+			case heldHold:
+				b.holds = append(b.holds, heldItem{ev: ev, res: &r.results[i]})
+				continue
+			case heldRelease:
+				b.released = append(b.released, ev)
 			}
 			b.items = append(b.items, w.newItem(ev, &r.results[i]))
 		}
@@ -222,6 +243,12 @@ func (w *writer) attempt(b *batch) error {
 		return err
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
+	if err := w.writeHeld(ctx, tx, b); err != nil {
+		return err
+	}
+	if len(b.items) == 0 {
+		return tx.Commit(ctx)
+	}
 	st := newState()
 	if err := w.read(ctx, tx, b, st); err != nil {
 		return err

@@ -62,6 +62,10 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"SearchLimitOrder", testSearchLimitOrder},
 		{"SearchRemoval", testSearchRemoval},
 		{"SearchExpiration", testSearchExpiration},
+		{"UnverifiedHidden", testUnverifiedHidden},
+		{"UnverifiedRelease", testUnverifiedRelease},
+		{"UnverifiedReject", testUnverifiedReject},
+		{"UnverifiedConcurrent", testUnverifiedConcurrent},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

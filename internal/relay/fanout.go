@@ -39,6 +39,7 @@ type dispatcher struct {
 	touched []*Session
 	mark    map[*Session]struct{}
 	ptrs    []*sub
+	zbody   []byte // the event being fanned out, compressed (compress.go)
 }
 
 func newDispatcher(r *Relay) *dispatcher {
@@ -211,6 +212,9 @@ func (d *dispatcher) fanout(ev *nostr.Event, seq uint64) {
 	d.visits++
 	visit := d.visits
 	d.ptrs = d.ptrs[:0]
+	// The event's compressed body, made for the first subscriber whose
+	// connection negotiated compression and shared by all.
+	zdone := false
 	r.idx.candidates(ev, func(sb *sub) {
 		if sb.stamp == visit {
 			return
@@ -244,7 +248,15 @@ func (d *dispatcher) fanout(ev *nostr.Event, seq uint64) {
 				sb.state = subClosed
 				d.ptrs = append(d.ptrs, sb)
 			} else {
-				o.appendEventFrame(catLive, sb.prefix, ev.Raw)
+				var zbody []byte
+				if s.wantsBody(sb.prefix, ev.Raw) {
+					if !zdone {
+						d.zbody = r.appendBody(d.zbody[:0], ev.Raw)
+						zdone = true
+					}
+					zbody = d.zbody
+				}
+				s.appendEvent(catLive, sb.prefix, ev.Raw, zbody)
 				r.stats.Deliveries.Add(1)
 				r.stats.MessagesOut.Add(1)
 				d.touch(s)

@@ -108,6 +108,8 @@ type Relay struct {
 
 	searchOK bool // the store answers NIP-50 search filters
 
+	zc Compression // compressed EVENT frames (compress.go); set before sessions start
+
 	inflight atomic.Int64 // EVENTs admitted and not yet answered, relay-wide
 
 	infoMu sync.RWMutex

@@ -66,6 +66,7 @@ type connsSpec struct {
 	EventID         string `json:"event_id"` // the liveness event
 	DialConcurrency int    `json:"dial_concurrency"`
 	Deadline        int64  `json:"deadline_unix_ns"`
+	Compress        bool   `json:"compress"`
 }
 
 // connsReady is a process's report after opening.
@@ -218,6 +219,7 @@ func (g *connsGroup) open() *connsReady {
 			c, err := Dial(ctx, DialConfig{
 				URL: g.spec.URL, LocalIP: sourceIP(g.spec.First+i, g.spec.PerIP),
 				BufferSize: 2048, WriteBufferPool: pool, FastEvents: true,
+				Compress: g.spec.Compress,
 			}, func(m *nostr.RelayMessage, at time.Time) { g.handle(s, m, at) })
 			if err != nil {
 				fail(err)
@@ -544,7 +546,8 @@ func Conns(o Options) (*Result, error) {
 		lo := i * o.Conns / procs
 		hi := (i + 1) * o.Conns / procs
 		parts[i] = &connsPart{spec: connsSpec{URL: o.URL, Conns: hi - lo, First: lo, PerIP: perIP, Filter: filter,
-			EventID: ev.ID.Hex(), DialConcurrency: max(o.DialConcurrency/procs, 8), Deadline: openDeadline.UnixNano()}}
+			EventID: ev.ID.Hex(), DialConcurrency: max(o.DialConcurrency/procs, 8), Deadline: openDeadline.UnixNano(),
+			Compress: o.Compress}}
 	}
 	defer func() {
 		for _, p := range parts {

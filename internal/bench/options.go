@@ -120,6 +120,10 @@ type Options struct {
 	SlowSubs       int
 	SlowReadDelay  time.Duration
 	SlowReadBuffer int
+
+	// Compress makes every connection offer permessage-deflate (RFC
+	// 7692); the result's wire figures then count compressed bytes.
+	Compress bool
 }
 
 // Normalize returns o with the defaults for scenario filled in.

@@ -73,6 +73,7 @@ type connsSpec struct {
 type connsReady struct {
 	Opened     int              `json:"opened"`
 	Subscribed int              `json:"subscribed"`
+	Negotiated int              `json:"negotiated"` // connections with permessage-deflate
 	Failed     int              `json:"failed"`
 	Errors     map[string]int   `json:"errors,omitempty"`
 	Connect    *Hist            `json:"connect"`
@@ -245,6 +246,11 @@ func (g *connsGroup) open() *connsReady {
 	}
 	wg.Wait()
 	ready.Opened = int(g.opened.Load())
+	for _, c := range g.conns {
+		if c != nil && c.Compressed() {
+			ready.Negotiated++
+		}
+	}
 	ready.Connect = &Hist{}
 	for _, s := range g.subs {
 		if s != nil && s.ended.Load() && !s.closed.Load() {
@@ -612,6 +618,7 @@ func Conns(o Options) (*Result, error) {
 		}
 		st.Opened += rd.Opened
 		st.Subscribed += rd.Subscribed
+		r.negotiated.Add(int64(rd.Negotiated))
 		st.DialFailed += rd.Failed
 		connect.Merge(rd.Connect)
 		for k, v := range rd.Errors {

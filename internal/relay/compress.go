@@ -2,6 +2,7 @@ package relay
 
 import (
 	"github.com/petrel-relay/petrel/internal/deflate"
+	"github.com/petrel-relay/petrel/internal/nostr"
 )
 
 // Compression (permessage-deflate, RFC 7692). The server negotiates it;
@@ -25,12 +26,21 @@ type Compression struct {
 	// MinBytes: EVENT frames shorter than this are sent uncompressed
 	// without trying.
 	MinBytes int
+	// CacheBytes bounds the cache of recent events' compressed bodies
+	// (bodycache.go); under 64 KiB: no cache.
+	CacheBytes int
 }
 
 // SetCompression sets how sessions that negotiated permessage-deflate
 // (Session.EnableCompression) are sent events. It must be called before
 // any session starts.
-func (r *Relay) SetCompression(c Compression) { r.zc = c }
+func (r *Relay) SetCompression(c Compression) {
+	r.zc = c
+	r.zcache = nil
+	if c.Codec != nil {
+		r.zcache = newBodyCache(c.CacheBytes)
+	}
+}
 
 // EnableCompression marks the session as having negotiated
 // permessage-deflate, with a server window of windowBits (8 to 15): its
@@ -62,6 +72,24 @@ func (r *Relay) appendBody(dst, raw []byte) []byte {
 }
 
 var closeBracket = []byte("]")
+
+// body returns the compressed body of raw (event id): from the cache, or
+// compressed into buf and cached. It returns the body and buf, which the
+// caller keeps for the next call; the body is valid until then.
+func (r *Relay) body(id nostr.ID, raw, buf []byte) (z, newBuf []byte) {
+	c := r.zcache
+	if c != nil {
+		if z := c.get(id, raw); z != nil {
+			r.stats.BodyCacheHits.Add(1)
+			return z, buf
+		}
+	}
+	buf = r.appendBody(buf[:0], raw)
+	if c != nil {
+		c.put(id, raw, buf)
+	}
+	return buf, buf
+}
 
 // countCompressed records one EVENT frame queued compressed: wire is its
 // size, saved what it saved over the uncompressed frame.

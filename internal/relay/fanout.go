@@ -214,7 +214,7 @@ func (d *dispatcher) fanout(ev *nostr.Event, seq uint64) {
 	d.ptrs = d.ptrs[:0]
 	// The event's compressed body, made for the first subscriber whose
 	// connection negotiated compression and shared by all.
-	zdone := false
+	var zb []byte
 	r.idx.candidates(ev, func(sb *sub) {
 		if sb.stamp == visit {
 			return
@@ -250,11 +250,10 @@ func (d *dispatcher) fanout(ev *nostr.Event, seq uint64) {
 			} else {
 				var zbody []byte
 				if s.wantsBody(sb.prefix, ev.Raw) {
-					if !zdone {
-						d.zbody = r.appendBody(d.zbody[:0], ev.Raw)
-						zdone = true
+					if zb == nil {
+						zb, d.zbody = r.body(ev.ID, ev.Raw, d.zbody)
 					}
-					zbody = d.zbody
+					zbody = zb
 				}
 				s.appendEvent(catLive, sb.prefix, ev.Raw, zbody)
 				r.stats.Deliveries.Add(1)

@@ -234,8 +234,7 @@ func (q *queryScheduler) run(j *queryJob) {
 		// Compress outside the lock (the fan-out takes it too).
 		var zbody []byte
 		if s.wantsBody(sb.prefix, rec.Raw) {
-			j.zbuf = r.appendBody(j.zbuf[:0], rec.Raw)
-			zbody = j.zbuf
+			zbody, j.zbuf = r.body(rec.ID, rec.Raw, j.zbuf)
 		}
 		o.mu.Lock()
 		if sb.state == subClosed {

@@ -108,7 +108,8 @@ type Relay struct {
 
 	searchOK bool // the store answers NIP-50 search filters
 
-	zc Compression // compressed EVENT frames (compress.go); set before sessions start
+	zc     Compression // compressed EVENT frames (compress.go); set before sessions start
+	zcache *bodyCache  // recent compressed bodies; nil: none
 
 	inflight atomic.Int64 // EVENTs admitted and not yet answered, relay-wide
 

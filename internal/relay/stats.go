@@ -96,12 +96,15 @@ type Stats struct {
 	FramesCompressed      atomic.Int64
 	BytesCompressed       atomic.Int64
 	BytesCompressionSaved atomic.Int64
-	StoredSent            atomic.Int64
-	Queries               atomic.Int64
-	Counts                atomic.Int64
-	Notices               atomic.Int64
-	LimitTrips            [numLimits]atomic.Int64
-	QueryBytesQueued      atomic.Int64 // stored-query bytes in out-queues, relay-wide
+	// BodyCacheHits counts compressed bodies taken from the cache
+	// instead of compressing the event again.
+	BodyCacheHits    atomic.Int64
+	StoredSent       atomic.Int64
+	Queries          atomic.Int64
+	Counts           atomic.Int64
+	Notices          atomic.Int64
+	LimitTrips       [numLimits]atomic.Int64
+	QueryBytesQueued atomic.Int64 // stored-query bytes in out-queues, relay-wide
 
 	AuthAccepted         atomic.Int64 // NIP-42 AUTH answered OK true
 	AuthRejected         atomic.Int64 // NIP-42 AUTH answered OK false
@@ -151,6 +154,7 @@ type Snapshot struct {
 	FramesCompressed      int64            `json:"frames_compressed"`
 	BytesCompressed       int64            `json:"bytes_compressed_out"`
 	BytesCompressionSaved int64            `json:"bytes_compression_saved"`
+	BodyCacheHits         int64            `json:"compression_cache_hits"`
 	StoredSent            int64            `json:"stored_events_sent"`
 	Queries               int64            `json:"queries"`
 	Counts                int64            `json:"counts"`
@@ -191,6 +195,7 @@ func (st *Stats) snapshot() Snapshot {
 		FramesCompressed:      st.FramesCompressed.Load(),
 		BytesCompressed:       st.BytesCompressed.Load(),
 		BytesCompressionSaved: st.BytesCompressionSaved.Load(),
+		BodyCacheHits:         st.BodyCacheHits.Load(),
 		StoredSent:            st.StoredSent.Load(),
 		Queries:               st.Queries.Load(),
 		Counts:                st.Counts.Load(),

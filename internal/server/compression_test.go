@@ -153,6 +153,11 @@ func TestCompressionDelivers(t *testing.T) {
 	if st.FramesCompressed == 0 || st.BytesCompressionSaved <= 0 || st.BytesCompressed <= 0 {
 		t.Fatalf("stats: %d frames compressed, %d bytes, %d saved", st.FramesCompressed, st.BytesCompressed, st.BytesCompressionSaved)
 	}
+	// The stored answers took the bodies compressed for the live fan-out
+	// from the cache: each event was compressed once in all.
+	if st.BodyCacheHits < int64(len(notes)) {
+		t.Fatalf("%d compressed bodies taken from the cache; want %d or more", st.BodyCacheHits, len(notes))
+	}
 }
 
 // TestCompressionOff: with server.compression = false every offer is

@@ -92,6 +92,13 @@ type Config struct {
 	// so does any frame compression would not make smaller). Default 256;
 	// negative: try every event.
 	CompressionMinBytes int `toml:"compression_min_bytes"`
+	// CompressionCacheBytes is the memory for the compressed bodies of
+	// recent events (about 60% of an event's size, plus 96 bytes each), so
+	// that an event that many REQs return, or that a REQ asks for after
+	// its live fan-out, is compressed once. Held only while compressed
+	// connections ask for events, whatever their number. Default 16 MiB;
+	// negative: no cache (every REQ compresses what it returns).
+	CompressionCacheBytes int `toml:"compression_cache_bytes"`
 	// PprofListen, when set, serves Go's net/http/pprof profiles on this
 	// separate address (keep it on loopback: profiles expose internals).
 	// Default "": off.
@@ -124,6 +131,9 @@ func (c Config) Normalize() Config {
 	}
 	if c.CompressionLevel == 0 {
 		c.CompressionLevel = 1
+	}
+	if c.CompressionCacheBytes == 0 {
+		c.CompressionCacheBytes = 16 << 20
 	}
 	if c.CompressionMinBytes == 0 {
 		c.CompressionMinBytes = 256

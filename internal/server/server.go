@@ -105,7 +105,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 		if err != nil {
 			return nil, fmt.Errorf("server: compression_level: %w", err)
 		}
-		s.relay.SetCompression(relay.Compression{Codec: codec, MinBytes: cfg.CompressionMinBytes})
+		s.relay.SetCompression(relay.Compression{Codec: codec, MinBytes: cfg.CompressionMinBytes, CacheBytes: cfg.CompressionCacheBytes})
 		s.upgrader.EnableCompression(true)
 	}
 	s.upgrader.OnMessage(s.onMessage)

@@ -95,9 +95,10 @@ type Config struct {
 	// CompressionCacheBytes is the memory for the compressed bodies of
 	// recent events (about 60% of an event's size, plus 96 bytes each), so
 	// that an event that many REQs return, or that a REQ asks for after
-	// its live fan-out, is compressed once. Held only while compressed
-	// connections ask for events, whatever their number. Default 16 MiB;
-	// negative: no cache (every REQ compresses what it returns).
+	// its live fan-out, is compressed once. It fills only with events
+	// sent to connections that negotiated compression, and its size does
+	// not depend on how many there are. Default 16 MiB; negative: no cache
+	// (every REQ compresses what it returns).
 	CompressionCacheBytes int `toml:"compression_cache_bytes"`
 	// PprofListen, when set, serves Go's net/http/pprof profiles on this
 	// separate address (keep it on loopback: profiles expose internals).

@@ -20,4 +20,5 @@ ws.on('message', (data) => {
   }
 });
 ws.on('error', (err) => { console.error(String(err)); process.exit(1); });
-setTimeout(() => { console.error('timeout'); process.exit(2); }, 30000);
+// A guard against hanging forever; the Go test's own waits (60 s) come first.
+setTimeout(() => { console.error('timeout'); process.exit(2); }, 180000);

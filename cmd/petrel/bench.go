@@ -73,6 +73,7 @@ func (f *benchFlags) register(cmd *cobra.Command) {
 	fs.BoolVar(&f.jsonOut, "json", false, "print one JSON object on stdout instead of the table")
 	fs.BoolVarP(&f.quiet, "quiet", "q", false, "no progress bar")
 	fs.StringVar(&f.cpuProf, "cpuprofile", "", "write the bench client's own CPU profile to this file (to check the client is not the bottleneck)")
+	fs.BoolVar(&o.Compress, "compress", false, "offer permessage-deflate on every connection (the wire figures then count compressed bytes)")
 	fs.IntVar(&o.SlowSubs, "slow-subs", 0, "fanout: make this many subscribers slow readers")
 	fs.DurationVar(&o.SlowReadDelay, "slow-read-delay", 20*time.Millisecond, "fanout: delay per message of a slow subscriber")
 	fs.IntVar(&o.SlowReadBuffer, "slow-read-buffer", 4096, "fanout: socket receive buffer of a slow subscriber, bytes")

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -47,6 +48,24 @@ type DialConfig struct {
 	// path cannot read with certainty (escapes in the subscription id, no
 	// `"id":"<64 hex>"` member) is parsed in full as usual.
 	FastEvents bool
+	// Compress offers permessage-deflate (RFC 7692, without context
+	// takeover); Conn.Compressed says whether the relay accepted.
+	Compress bool
+	// WireIn, if set, is added the bytes read from the TCP connection
+	// (what the relay sent on the wire, compressed or not).
+	WireIn *atomic.Int64
+}
+
+// countingConn adds the bytes it reads to n.
+type countingConn struct {
+	net.Conn
+	n *atomic.Int64
+}
+
+func (c countingConn) Read(p []byte) (int, error) {
+	k, err := c.Conn.Read(p)
+	c.n.Add(int64(k))
+	return k, err
 }
 
 // Handler receives each relay message of a connection, on the
@@ -72,7 +91,8 @@ type Conn struct {
 	done    chan struct{}
 	err     error // set before done is closed
 
-	fast bool
+	fast       bool
+	compressed bool // permessage-deflate was negotiated
 
 	// BadMessages counts relay messages that could not be parsed;
 	// FirstBad holds the first one's error (guarded by badMu).
@@ -80,6 +100,10 @@ type Conn struct {
 	badMu       sync.Mutex
 	firstBad    string
 }
+
+// Compressed reports whether the relay accepted permessage-deflate
+// (DialConfig.Compress).
+func (c *Conn) Compressed() bool { return c.compressed }
 
 // Dial connects to cfg.URL and starts the reader. h must not be nil.
 func Dial(ctx context.Context, cfg DialConfig, h Handler) (*Conn, error) {
@@ -106,12 +130,23 @@ func Dial(ctx context.Context, cfg DialConfig, h Handler) (*Conn, error) {
 			return serr
 		}
 	}
+	dial := nd.DialContext
+	if cfg.WireIn != nil {
+		dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := nd.DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			return countingConn{Conn: c, n: cfg.WireIn}, nil
+		}
+	}
 	d := websocket.Dialer{
-		NetDialContext:   nd.DialContext,
-		HandshakeTimeout: cfg.HandshakeTimeout,
-		ReadBufferSize:   cfg.BufferSize,
-		WriteBufferSize:  cfg.BufferSize,
-		WriteBufferPool:  cfg.WriteBufferPool,
+		NetDialContext:    dial,
+		HandshakeTimeout:  cfg.HandshakeTimeout,
+		ReadBufferSize:    cfg.BufferSize,
+		WriteBufferSize:   cfg.BufferSize,
+		WriteBufferPool:   cfg.WriteBufferPool,
+		EnableCompression: cfg.Compress,
 	}
 	ws, resp, err := d.DialContext(ctx, cfg.URL, http.Header{})
 	if resp != nil && resp.Body != nil {
@@ -125,6 +160,7 @@ func Dial(ctx context.Context, cfg DialConfig, h Handler) (*Conn, error) {
 	}
 	ws.SetReadLimit(-1)
 	c := &Conn{ws: ws, h: h, done: make(chan struct{}), fast: cfg.FastEvents}
+	c.compressed = cfg.Compress && resp != nil && strings.Contains(resp.Header.Get("Sec-WebSocket-Extensions"), "permessage-deflate")
 	go c.readLoop()
 	return c, nil
 }

@@ -66,12 +66,14 @@ type connsSpec struct {
 	EventID         string `json:"event_id"` // the liveness event
 	DialConcurrency int    `json:"dial_concurrency"`
 	Deadline        int64  `json:"deadline_unix_ns"`
+	Compress        bool   `json:"compress"`
 }
 
 // connsReady is a process's report after opening.
 type connsReady struct {
 	Opened     int              `json:"opened"`
 	Subscribed int              `json:"subscribed"`
+	Negotiated int              `json:"negotiated"` // connections with permessage-deflate
 	Failed     int              `json:"failed"`
 	Errors     map[string]int   `json:"errors,omitempty"`
 	Connect    *Hist            `json:"connect"`
@@ -218,6 +220,7 @@ func (g *connsGroup) open() *connsReady {
 			c, err := Dial(ctx, DialConfig{
 				URL: g.spec.URL, LocalIP: sourceIP(g.spec.First+i, g.spec.PerIP),
 				BufferSize: 2048, WriteBufferPool: pool, FastEvents: true,
+				Compress: g.spec.Compress,
 			}, func(m *nostr.RelayMessage, at time.Time) { g.handle(s, m, at) })
 			if err != nil {
 				fail(err)
@@ -243,6 +246,11 @@ func (g *connsGroup) open() *connsReady {
 	}
 	wg.Wait()
 	ready.Opened = int(g.opened.Load())
+	for _, c := range g.conns {
+		if c != nil && c.Compressed() {
+			ready.Negotiated++
+		}
+	}
 	ready.Connect = &Hist{}
 	for _, s := range g.subs {
 		if s != nil && s.ended.Load() && !s.closed.Load() {
@@ -544,7 +552,8 @@ func Conns(o Options) (*Result, error) {
 		lo := i * o.Conns / procs
 		hi := (i + 1) * o.Conns / procs
 		parts[i] = &connsPart{spec: connsSpec{URL: o.URL, Conns: hi - lo, First: lo, PerIP: perIP, Filter: filter,
-			EventID: ev.ID.Hex(), DialConcurrency: max(o.DialConcurrency/procs, 8), Deadline: openDeadline.UnixNano()}}
+			EventID: ev.ID.Hex(), DialConcurrency: max(o.DialConcurrency/procs, 8), Deadline: openDeadline.UnixNano(),
+			Compress: o.Compress}}
 	}
 	defer func() {
 		for _, p := range parts {
@@ -609,6 +618,7 @@ func Conns(o Options) (*Result, error) {
 		}
 		st.Opened += rd.Opened
 		st.Subscribed += rd.Subscribed
+		r.negotiated.Add(int64(rd.Negotiated))
 		st.DialFailed += rd.Failed
 		connect.Merge(rd.Connect)
 		for k, v := range rd.Errors {

@@ -315,3 +315,60 @@ func TestRefusesRemote(t *testing.T) {
 		}
 	}
 }
+
+// TestE2ECompress: with --compress every connection negotiates
+// permessage-deflate, deliveries and answers are exact, and fewer bytes
+// cross the wire per delivery and per REQ than in the same run without.
+func TestE2ECompress(t *testing.T) {
+	rl := relaytest.Start(t, relaytest.Options{})
+	fan := func(compress bool) *Result {
+		o := testOptions(rl.URL)
+		o.Events = 100
+		o.Subs = 10
+		o.Compress = compress
+		if compress {
+			o.Seed++ // other events: the first run's would be duplicates
+		}
+		res, err := Fanout(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		exact(t, res)
+		if d := res.Deliveries; d.Received != 1000 || d.Missing != 0 {
+			t.Fatalf("compress %v: deliveries %+v", compress, d)
+		}
+		return res
+	}
+	plain, z := fan(false), fan(true)
+	if plain.Wire == nil || z.Wire == nil {
+		t.Fatal("no wire figures")
+	}
+	if plain.Wire.Negotiated != 0 || z.Wire.Negotiated != 11 {
+		t.Fatalf("negotiated on %d and %d connections; want 0 and 11", plain.Wire.Negotiated, z.Wire.Negotiated)
+	}
+	if !(z.Wire.PerDelivery > 0 && z.Wire.PerDelivery < plain.Wire.PerDelivery) {
+		t.Fatalf("bytes per delivery: %.1f compressed, %.1f plain", z.Wire.PerDelivery, plain.Wire.PerDelivery)
+	}
+	feed := func(compress bool) *Result {
+		o := testOptions(rl.URL)
+		o.Authors = 40
+		o.Fill = -1 // what the fan-outs stored
+		o.Requests = 4
+		o.Conns = 1
+		o.Compress = compress
+		res, err := Feed(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		exact(t, res)
+		return res
+	}
+	pf, zf := feed(false), feed(true)
+	if pf.Queries.EventsTotal != zf.Queries.EventsTotal || zf.Queries.EventsTotal == 0 {
+		t.Fatalf("feed events: %d plain, %d compressed", pf.Queries.EventsTotal, zf.Queries.EventsTotal)
+	}
+	if !(zf.Wire.PerRequest > 0 && zf.Wire.PerRequest < pf.Wire.PerRequest) {
+		t.Fatalf("bytes per REQ: %.0f compressed, %.0f plain", zf.Wire.PerRequest, pf.Wire.PerRequest)
+	}
+	t.Logf("per delivery %.1f / %.1f B, per REQ %.0f / %.0f B (compressed / plain)", z.Wire.PerDelivery, plain.Wire.PerDelivery, zf.Wire.PerRequest, pf.Wire.PerRequest)
+}

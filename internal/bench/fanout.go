@@ -336,6 +336,12 @@ func Fanout(o Options) (*Result, error) {
 	dl.Expected = int64(o.Subs) * accepted
 	perUnit(res.Relay, c.Accepted, dl.Received)
 	perUnit(res.Client, c.Accepted, dl.Received)
+	if w := res.Wire; w != nil {
+		w.PerDelivery = 0
+		if dl.Received > 0 {
+			w.PerDelivery = float64(w.BytesIn) / float64(dl.Received)
+		}
+	}
 	res.OK = c
 	res.Deliveries = &dl
 	res.Rates = map[string]float64{"accepted_events": r.rate(c.Accepted, end), "deliveries": r.rate(dl.Received, end)}

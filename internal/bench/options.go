@@ -130,6 +130,9 @@ type Options struct {
 	// at start + i/Rate; Window still caps the events in flight). Default
 	// 0: as fast as the window allows.
 	Rate float64
+	// Compress makes every connection offer permessage-deflate (RFC
+	// 7692); the result's wire figures then count compressed bytes.
+	Compress bool
 }
 
 // Normalize returns o with the defaults for scenario filled in.

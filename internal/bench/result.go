@@ -51,6 +51,24 @@ type Result struct {
 	// process's (worker subprocesses of the conns scenario not included).
 	Relay  *Usage `json:"relay,omitempty"`
 	Client *Usage `json:"client,omitempty"`
+
+	// Wire is what the relay sent on the wire during the timed part.
+	Wire *WireStats `json:"wire,omitempty"`
+}
+
+// WireStats are the bytes the scenario's connections read from the relay
+// (TCP payload: WebSocket frames, compressed where negotiated) during the
+// timed part.
+type WireStats struct {
+	// Compress: the connections offered permessage-deflate (--compress);
+	// Negotiated counts those the relay accepted it on.
+	Compress   bool  `json:"compress"`
+	Negotiated int64 `json:"negotiated"`
+	BytesIn    int64 `json:"bytes_in"`
+	// PerDelivery is BytesIn per live delivery (fanout); PerRequest per
+	// answered REQ (req, feed, search).
+	PerDelivery float64 `json:"per_delivery,omitempty"`
+	PerRequest  float64 `json:"per_request,omitempty"`
 }
 
 // OKCounts tallies EVENTs sent and the OKs that answered them.
@@ -242,6 +260,20 @@ func (r *Result) WriteText(w io.Writer) error {
 	}
 	if u := r.Relay; u != nil {
 		row("relay", "%s", formatUsage(u))
+	}
+	if w := r.Wire; w != nil && w.BytesIn > 0 {
+		z := "off"
+		if w.Compress {
+			z = fmt.Sprintf("offered, negotiated on %d connections", w.Negotiated)
+		}
+		per := ""
+		if w.PerDelivery > 0 {
+			per += fmt.Sprintf("  %.1f B per delivery", w.PerDelivery)
+		}
+		if w.PerRequest > 0 {
+			per += fmt.Sprintf("  %s per REQ", humanBytes(int64(w.PerRequest)))
+		}
+		row("wire", "%s read from the relay%s  (compression %s)", humanBytes(w.BytesIn), per, z)
 	}
 	if u := r.Client; u != nil {
 		row("client", "%s", formatUsage(u))

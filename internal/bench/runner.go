@@ -32,6 +32,9 @@ type runner struct {
 
 	relayS, selfS *Sampler
 	t0            time.Time
+	wire          atomic.Int64 // bytes read from the relay by every connection
+	wire0         int64        // wire at startMeasure
+	negotiated    atomic.Int64 // connections that negotiated compression
 	short         atomic.Int64 // query answers with fewer events than expected
 }
 
@@ -126,6 +129,8 @@ func (r *runner) dial(ctx context.Context, cfg DialConfig, h func(m *nostr.Relay
 	if cfg.URL == "" {
 		cfg.URL = r.o.URL
 	}
+	cfg.Compress = r.o.Compress
+	cfg.WireIn = &r.wire
 	c, err := Dial(ctx, cfg, func(m *nostr.RelayMessage, at time.Time) {
 		if h != nil && h(m, at) {
 			return
@@ -134,6 +139,9 @@ func (r *runner) dial(ctx context.Context, cfg DialConfig, h func(m *nostr.Relay
 	})
 	if err != nil {
 		return nil, err
+	}
+	if c.Compressed() {
+		r.negotiated.Add(1)
 	}
 	r.mu.Lock()
 	r.conns = append(r.conns, c)
@@ -227,6 +235,10 @@ func (r *runner) startMeasure() {
 			}
 		}
 	}
+	if r.o.Compress {
+		r.param("compress", true)
+	}
+	r.wire0 = r.wire.Load()
 	r.t0 = time.Now()
 }
 
@@ -237,6 +249,11 @@ func (r *runner) stopMeasure(end time.Time, accepted, deliveries int64) {
 		end = time.Now()
 	}
 	r.res.Seconds = end.Sub(r.t0).Seconds()
+	w := &WireStats{Compress: r.o.Compress, Negotiated: r.negotiated.Load(), BytesIn: r.wire.Load() - r.wire0}
+	if deliveries > 0 {
+		w.PerDelivery = float64(w.BytesIn) / float64(deliveries)
+	}
+	r.res.Wire = w
 	per := func(u *Usage) {
 		if accepted > 0 {
 			u.CPUMicrosPerEvent = u.CPUSeconds * 1e6 / float64(accepted)
@@ -326,6 +343,9 @@ wait:
 		r.res.Notices = r.notices
 	}
 	r.mu.Unlock()
+	if w, q := r.res.Wire, r.res.Queries; w != nil && q != nil && q.Completed > 0 {
+		w.PerRequest = float64(w.BytesIn) / float64(q.Completed)
+	}
 	r.cancel()
 	if p := r.o.Progress; p != nil {
 		p.Done()

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -91,6 +92,9 @@ type Options struct {
 	// then nothing is read from the socket, so the relay's messages pile
 	// up in the kernel's buffers.
 	Paused bool
+	// Compression offers permessage-deflate (RFC 7692, without context
+	// takeover); Conn.Compressed reports whether the relay accepted.
+	Compression bool
 }
 
 func (o *Options) normalize() {
@@ -151,9 +155,10 @@ type Stats struct {
 // concurrent use. A Conn holds one reader goroutine from Dial (or Resume)
 // until it ends; call Close to end it.
 type Conn struct {
-	url string
-	ws  *websocket.Conn
-	o   Options
+	url        string
+	ws         *websocket.Conn
+	o          Options
+	compressed bool // permessage-deflate was negotiated
 
 	wmu  sync.Mutex
 	wbuf []byte // the frame being built; c.wmu must be held
@@ -189,6 +194,10 @@ func Dial(ctx context.Context, rawURL string, o Options) (*Conn, error) {
 		WriteBufferSize:  bufferSize,
 		NetDialContext:   o.NetDial,
 		TLSClientConfig:  o.TLSConfig,
+		// gorilla offers "permessage-deflate; server_no_context_takeover;
+		// client_no_context_takeover" and sends its own messages
+		// uncompressed unless told otherwise.
+		EnableCompression: o.Compression,
 	}
 	ws, resp, err := d.DialContext(ctx, rawURL, o.Header)
 	if resp != nil && resp.Body != nil {
@@ -203,15 +212,17 @@ func Dial(ctx context.Context, rawURL string, o Options) (*Conn, error) {
 	if o.MaxMessageSize > 0 {
 		ws.SetReadLimit(o.MaxMessageSize)
 	}
+	compressed := o.Compression && resp != nil && strings.Contains(resp.Header.Get("Sec-WebSocket-Extensions"), "permessage-deflate")
 	c := &Conn{
-		url:   rawURL,
-		ws:    ws,
-		o:     o,
-		subs:  make(map[string]*Sub),
-		oks:   make(map[nostr.ID][]chan<- *nostr.RelayMessage),
-		inbox: make(chan *Message, o.InboxSize),
-		stop:  make(chan struct{}),
-		done:  make(chan struct{}),
+		url:        rawURL,
+		ws:         ws,
+		o:          o,
+		compressed: compressed,
+		subs:       make(map[string]*Sub),
+		oks:        make(map[nostr.ID][]chan<- *nostr.RelayMessage),
+		inbox:      make(chan *Message, o.InboxSize),
+		stop:       make(chan struct{}),
+		done:       make(chan struct{}),
 	}
 	if o.PingInterval > 0 {
 		// Called on the reader goroutine, inside a read.
@@ -261,6 +272,10 @@ func CheckURL(rawURL string) error {
 	}
 	return nil
 }
+
+// Compressed reports whether the relay accepted permessage-deflate
+// (Options.Compression).
+func (c *Conn) Compressed() bool { return c.compressed }
 
 // URL returns the URL the Conn was dialled to.
 func (c *Conn) URL() string { return c.url }

@@ -334,6 +334,12 @@ func setValue(f reflect.Value, s string) error {
 		return nil
 	}
 	switch f.Kind() {
+	case reflect.Pointer: // an optional value (*bool): set, it is no longer the default
+		v := reflect.New(f.Type().Elem())
+		if err := setValue(v.Elem(), s); err != nil {
+			return err
+		}
+		f.Set(v)
 	case reflect.String:
 		f.SetString(s)
 	case reflect.Bool:

@@ -105,3 +105,32 @@ func TestStorePathRelativeToFile(t *testing.T) {
 	f("[store]\npath = \"data\"\n", []string{"PETREL_STORE_PATH=here"}, "here")
 	f("", nil, "./petrel-data")
 }
+
+// TestCompressionSwitch: server.compression is on when unset, off when the
+// file or the environment says false, and the environment overrides the
+// file.
+func TestCompressionSwitch(t *testing.T) {
+	dir := t.TempDir()
+	f := func(file string, env []string, want bool) {
+		t.Helper()
+		path := filepath.Join(dir, "petrel.toml")
+		if err := os.WriteFile(path, []byte(file), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		c, err := Load(path, env)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := *c.Normalize().Server.Compression; got != want {
+			t.Errorf("file %q env %v: compression %v; want %v", file, env, got, want)
+		}
+	}
+	f("", nil, true)
+	f("[server]\ncompression = false\n", nil, false)
+	f("[server]\ncompression = true\n", nil, true)
+	f("", []string{"PETREL_SERVER_COMPRESSION=false"}, false)
+	f("[server]\ncompression = false\n", []string{"PETREL_SERVER_COMPRESSION=true"}, true)
+	if _, err := Load(filepath.Join(dir, "petrel.toml"), []string{"PETREL_SERVER_COMPRESSION=maybe"}); err == nil {
+		t.Error("PETREL_SERVER_COMPRESSION=maybe accepted")
+	}
+}

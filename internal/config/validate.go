@@ -21,6 +21,8 @@ var signedKeys = map[string]bool{
 	"server.max_connections":          true,
 	"server.http_reserve":             true,
 	"server.max_connections_per_ip":   true,
+	"server.compression_min_bytes":    true,
+	"server.compression_cache_bytes":  true,
 	"relay.count_scan_limit":          true,
 	"relay.created_at_future":         true,
 	"relay.idle_timeout":              true,
@@ -44,6 +46,7 @@ var signedKeys = map[string]bool{
 // upperBounds are the numeric keys with a largest meaningful value.
 var upperBounds = map[string]int64{
 	"policy.min_pow_difficulty": 256, // bits of an id
+	"server.compression_level":  9,   // DEFLATE's levels
 }
 
 // kindLists are the keys listing event kinds.

@@ -50,6 +50,12 @@ func TestValidate(t *testing.T) {
 	// min_pow_difficulty: at the bound, and just past it.
 	good("[policy]\nmin_pow_difficulty = 256\n")
 	bad("[policy]\nmin_pow_difficulty = 257\n", "policy.min_pow_difficulty = 257: the most it can be is 256")
+	// compression_level: at the bound, and just past it; the
+	// compression sizes' negatives mean "every event" and "no cache".
+	good("[server]\ncompression_level = 9\n")
+	bad("[server]\ncompression_level = 10\n", "server.compression_level = 10: the most it can be is 9")
+	good("[server]\ncompression_min_bytes = -1\ncompression_cache_bytes = -1\n")
+	bad("[relay]\nverify_pending = -1\n", "relay.verify_pending")
 	// Kinds: at the bounds, and just past them.
 	good("[relay]\nprotected_kinds = [0, 65535]\n")
 	bad("[relay]\nprotected_kinds = [65536]\n", "relay.protected_kinds: kind 65536 is not in [0, 65535]")

@@ -41,6 +41,7 @@ type dispatcher struct {
 	touched []*Session
 	mark    map[*Session]struct{}
 	ptrs    []*sub
+	zbody   []byte // the event being fanned out, compressed (compress.go)
 }
 
 func newDispatcher(r *Relay) *dispatcher {
@@ -214,6 +215,9 @@ func (d *dispatcher) fanout(ev *nostr.Event, seq uint64) {
 	d.visits++
 	visit := d.visits
 	d.ptrs = d.ptrs[:0]
+	// The event's compressed body, made for the first subscriber whose
+	// connection negotiated compression and shared by all.
+	var zb []byte
 	r.idx.candidates(ev, func(sb *sub) {
 		if sb.stamp == visit {
 			return
@@ -247,7 +251,14 @@ func (d *dispatcher) fanout(ev *nostr.Event, seq uint64) {
 				sb.state = subClosed
 				d.ptrs = append(d.ptrs, sb)
 			} else {
-				o.appendEventFrame(catLive, sb.prefix, ev.Raw)
+				var zbody []byte
+				if s.wantsBody(sb.prefix, ev.Raw) {
+					if zb == nil {
+						zb, d.zbody = r.body(ev.ID, ev.Raw, d.zbody)
+					}
+					zbody = zb
+				}
+				s.appendEvent(catLive, sb.prefix, ev.Raw, zbody)
 				r.stats.Deliveries.Add(1)
 				r.stats.MessagesOut.Add(1)
 				d.touch(s)

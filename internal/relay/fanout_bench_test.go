@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/petrel-relay/petrel/internal/deflate"
 	"github.com/petrel-relay/petrel/internal/nostr"
 	"github.com/petrel-relay/petrel/internal/store/storetest"
 )
@@ -37,10 +38,23 @@ type fanoutWorld struct {
 }
 
 func newFanoutWorld(tb testing.TB, subs, authors int) *fanoutWorld {
+	return newFanoutWorldZ(tb, subs, authors, false)
+}
+
+// newFanoutWorldZ is newFanoutWorld with every session having negotiated
+// permessage-deflate when compress is set.
+func newFanoutWorldZ(tb testing.TB, subs, authors int, compress bool) *fanoutWorld {
 	tb.Helper()
 	r, err := New(Config{}, Options{Store: storetest.NewModel()})
 	if err != nil {
 		tb.Fatal(err)
+	}
+	if compress {
+		codec, err := deflate.New(1)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		r.SetCompression(Compression{Codec: codec, MinBytes: 256})
 	}
 	tb.Cleanup(func() { r.Shutdown(tb.Context()) })
 	w := &fanoutWorld{r: r}
@@ -60,6 +74,9 @@ func newFanoutWorld(tb testing.TB, subs, authors int) *fanoutWorld {
 		t := &sinkTransport{}
 		s := r.NewSession(t, "192.0.2.1")
 		t.s.Store(s)
+		if compress {
+			s.EnableCompression(15)
+		}
 		s.Start()
 		s.HandleMessage(req, false)
 		w.sinks = append(w.sinks, t)
@@ -100,6 +117,68 @@ func (w *fanoutWorld) drained(tb testing.TB, want int64) {
 			}
 			time.Sleep(50 * time.Microsecond)
 		}
+	}
+}
+
+// idle waits until every session's out-queue is empty and its transport
+// has written everything (for compressed frames, whose sizes the caller
+// does not know).
+func (w *fanoutWorld) idle(tb testing.TB) {
+	deadline := time.Now().Add(30 * time.Second)
+	for _, t := range w.sinks {
+		o := &t.s.Load().out
+		for {
+			o.mu.Lock()
+			busy := o.writing || o.pending()
+			o.mu.Unlock()
+			if !busy && o.inTransp.Load() == 0 && !o.scheduled.Load() {
+				break
+			}
+			if time.Now().After(deadline) {
+				tb.Fatal("out-queues not drained")
+			}
+			time.Sleep(50 * time.Microsecond)
+		}
+	}
+}
+
+// BenchmarkFanoutDeflate is BenchmarkFanout with every subscriber having
+// negotiated permessage-deflate: the event's body is compressed once per
+// event and each subscriber's frame is its stored prefix block plus that
+// body. wire-ratio is the bytes written over the plain frames' bytes.
+func BenchmarkFanoutDeflate(b *testing.B) {
+	for _, subs := range []int{100, 1000} {
+		b.Run(fmt.Sprintf("subs=%d", subs), func(b *testing.B) {
+			w := newFanoutWorldZ(b, subs, 100, true)
+			d := w.r.dispatch
+			base := w.sinks[0].bytes.Load()
+			b.ReportAllocs()
+			b.ResetTimer()
+			var plain int64
+			for i := range b.N {
+				ev := w.events[i%len(w.events)]
+				d.fanout(ev, 1<<40+uint64(i))
+				if i%8 == 7 || i == b.N-1 {
+					d.flushTouched()
+				}
+				n := len(`["EVENT","feed",]`) + len(ev.Raw)
+				plain += int64(n + wsHeaderLen(n))
+				if i%1024 == 1023 {
+					w.idle(b)
+				}
+			}
+			w.idle(b)
+			b.StopTimer()
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(int64(b.N)*int64(subs)), "ns/delivery")
+			b.ReportMetric(float64(w.sinks[0].bytes.Load()-base)/float64(plain), "wire-ratio")
+			st := w.r.Stats()
+			if st.BuffersDropped != 0 {
+				b.Fatalf("%d subscriptions dropped as slow consumers", st.BuffersDropped)
+			}
+			if st.FramesCompressed != int64(b.N)*int64(subs) {
+				b.Fatalf("%d frames compressed; want %d", st.FramesCompressed, int64(b.N)*int64(subs))
+			}
+		})
 	}
 }
 

@@ -129,6 +129,7 @@ type outbox struct {
 	scheduled atomic.Bool  // queued on (or running in) the flusher
 	writing   bool         // a flusher holds part of segs[shead] outside the lock; o.mu
 	wasIdle   bool         // empty at the sweeper's previous pass; o.mu
+	zbits     uint8        // permessage-deflate window bits, 0: off; set before Start (compress.go)
 	inTransp  atomic.Int64 // bytes handed to the transport, not yet on the wire
 	progress  atomic.Int64 // unix nanos of the last write progress
 }

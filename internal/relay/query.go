@@ -25,6 +25,7 @@ type queryJob struct {
 	// EOSE unless the query's snapshot includes them; guarded by
 	// s.out.mu (REQ only).
 	held      []held
+	zbuf      []byte // the record being sent, compressed (compress.go)
 	t0        time.Time
 	sent      int
 	cancelled atomic.Bool
@@ -230,13 +231,18 @@ func (q *queryScheduler) run(j *queryJob) {
 		if !s.canSeeRecord(rec) {
 			continue
 		}
+		// Compress outside the lock (the fan-out takes it too).
+		var zbody []byte
+		if s.wantsBody(sb.prefix, rec.Raw) {
+			zbody, j.zbuf = r.body(rec.ID, rec.Raw, j.zbuf)
+		}
 		o.mu.Lock()
 		if sb.state == subClosed {
 			o.mu.Unlock()
 			j.release()
 			return
 		}
-		size := o.appendEventFrame(catStored, sb.prefix, rec.Raw)
+		size := s.appendEvent(catStored, sb.prefix, rec.Raw, zbody)
 		o.mu.Unlock()
 		if v := r.stats.QueryBytesQueued.Add(int64(size)); v > r.queryBytesPeak.Load() {
 			storeMax(&r.queryBytesPeak, v)
@@ -269,7 +275,7 @@ func (q *queryScheduler) run(j *queryJob) {
 		held := j.unhold(o) // uncounted first: they move to the queue
 		for _, h := range held {
 			if !sb.sawCommit(h.seq) {
-				o.appendEventFrame(catLive, sb.prefix, h.raw)
+				s.appendEvent(catLive, sb.prefix, h.raw, nil)
 				r.stats.Deliveries.Add(1)
 				r.stats.MessagesOut.Add(1)
 			}

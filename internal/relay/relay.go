@@ -114,6 +114,9 @@ type Relay struct {
 
 	searchOK bool // the store answers NIP-50 search filters
 
+	zc     Compression // compressed EVENT frames (compress.go); set before sessions start
+	zcache *bodyCache  // recent compressed bodies; nil: none
+
 	inflight atomic.Int64 // EVENTs admitted and not yet answered, relay-wide
 
 	infoMu sync.RWMutex

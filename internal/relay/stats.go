@@ -92,12 +92,21 @@ type Stats struct {
 	BytesIn             atomic.Int64
 	BytesOut            atomic.Int64
 	Deliveries          atomic.Int64
-	StoredSent          atomic.Int64
-	Queries             atomic.Int64
-	Counts              atomic.Int64
-	Notices             atomic.Int64
-	LimitTrips          [numLimits]atomic.Int64
-	QueryBytesQueued    atomic.Int64 // stored-query bytes in out-queues, relay-wide
+	// FramesCompressed, BytesCompressed and BytesCompressionSaved count
+	// the EVENT frames queued compressed (permessage-deflate), their
+	// bytes, and the bytes they saved over plain frames.
+	FramesCompressed      atomic.Int64
+	BytesCompressed       atomic.Int64
+	BytesCompressionSaved atomic.Int64
+	// BodyCacheHits counts compressed bodies taken from the cache
+	// instead of compressing the event again.
+	BodyCacheHits    atomic.Int64
+	StoredSent       atomic.Int64
+	Queries          atomic.Int64
+	Counts           atomic.Int64
+	Notices          atomic.Int64
+	LimitTrips       [numLimits]atomic.Int64
+	QueryBytesQueued atomic.Int64 // stored-query bytes in out-queues, relay-wide
 
 	AuthAccepted         atomic.Int64 // NIP-42 AUTH answered OK true
 	AuthRejected         atomic.Int64 // NIP-42 AUTH answered OK false
@@ -151,23 +160,27 @@ type Snapshot struct {
 	// prefix: those already stored (OK true) and older versions of a
 	// stored replaceable or addressable event (OK false, also counted in
 	// EventsRejected["duplicate"], which is so never larger).
-	EventsDuplicate  int64            `json:"events_duplicate"`
-	EventsEphemeral  int64            `json:"events_ephemeral"`
-	EventsRejected   map[string]int64 `json:"events_rejected"`
-	BuffersDropped   int64            `json:"buffers_dropped"`
-	DBErrors         int64            `json:"db_errors"`
-	MessagesIn       int64            `json:"messages_in"`
-	MessagesOut      int64            `json:"messages_out"`
-	BytesIn          int64            `json:"bytes_in"`
-	BytesOut         int64            `json:"bytes_out"`
-	Deliveries       int64            `json:"live_deliveries"`
-	StoredSent       int64            `json:"stored_events_sent"`
-	Queries          int64            `json:"queries"`
-	Counts           int64            `json:"counts"`
-	Notices          int64            `json:"notices"`
-	LimitTrips       map[string]int64 `json:"limits_tripped"`
-	QueryBytesQueued int64            `json:"query_bytes_queued"`
-	EventsInflight   int64            `json:"events_inflight"`
+	EventsDuplicate       int64            `json:"events_duplicate"`
+	EventsEphemeral       int64            `json:"events_ephemeral"`
+	EventsRejected        map[string]int64 `json:"events_rejected"`
+	BuffersDropped        int64            `json:"buffers_dropped"`
+	DBErrors              int64            `json:"db_errors"`
+	MessagesIn            int64            `json:"messages_in"`
+	MessagesOut           int64            `json:"messages_out"`
+	BytesIn               int64            `json:"bytes_in"`
+	BytesOut              int64            `json:"bytes_out"`
+	Deliveries            int64            `json:"live_deliveries"`
+	FramesCompressed      int64            `json:"frames_compressed"`
+	BytesCompressed       int64            `json:"bytes_compressed_out"`
+	BytesCompressionSaved int64            `json:"bytes_compression_saved"`
+	BodyCacheHits         int64            `json:"compression_cache_hits"`
+	StoredSent            int64            `json:"stored_events_sent"`
+	Queries               int64            `json:"queries"`
+	Counts                int64            `json:"counts"`
+	Notices               int64            `json:"notices"`
+	LimitTrips            map[string]int64 `json:"limits_tripped"`
+	QueryBytesQueued      int64            `json:"query_bytes_queued"`
+	EventsInflight        int64            `json:"events_inflight"`
 	// VerifyQueueDepth: EVENTs waiting for signature verification now;
 	// VerifyQueueCapacity: the queue's size (relay.verify_queue), past
 	// which EVENTs are refused "rate-limited:".
@@ -195,30 +208,34 @@ type Snapshot struct {
 
 func (st *Stats) snapshot() Snapshot {
 	s := Snapshot{
-		UptimeSeconds:       time.Since(st.start).Seconds(),
-		ConnectionsActive:   st.ConnectionsActive.Load(),
-		ConnectionsTotal:    st.ConnectionsTotal.Load(),
-		ConnectionsRejected: st.ConnectionsRejected.Load(),
-		SubscriptionsActive: st.SubscriptionsActive.Load(),
-		SubscriptionsTotal:  st.SubscriptionsTotal.Load(),
-		EventsReceived:      st.EventsReceived.Load(),
-		EventsAccepted:      st.EventsAccepted.Load(),
-		EventsDuplicate:     st.EventsDuplicate.Load(),
-		EventsEphemeral:     st.EventsEphemeral.Load(),
-		EventsRejected:      make(map[string]int64, len(reasonNames)),
-		BuffersDropped:      st.BuffersDropped.Load(),
-		DBErrors:            st.DBErrors.Load(),
-		MessagesIn:          st.MessagesIn.Load(),
-		MessagesOut:         st.MessagesOut.Load(),
-		BytesIn:             st.BytesIn.Load(),
-		BytesOut:            st.BytesOut.Load(),
-		Deliveries:          st.Deliveries.Load(),
-		StoredSent:          st.StoredSent.Load(),
-		Queries:             st.Queries.Load(),
-		Counts:              st.Counts.Load(),
-		Notices:             st.Notices.Load(),
-		LimitTrips:          make(map[string]int64, numLimits),
-		QueryBytesQueued:    st.QueryBytesQueued.Load(),
+		UptimeSeconds:         time.Since(st.start).Seconds(),
+		ConnectionsActive:     st.ConnectionsActive.Load(),
+		ConnectionsTotal:      st.ConnectionsTotal.Load(),
+		ConnectionsRejected:   st.ConnectionsRejected.Load(),
+		SubscriptionsActive:   st.SubscriptionsActive.Load(),
+		SubscriptionsTotal:    st.SubscriptionsTotal.Load(),
+		EventsReceived:        st.EventsReceived.Load(),
+		EventsAccepted:        st.EventsAccepted.Load(),
+		EventsDuplicate:       st.EventsDuplicate.Load(),
+		EventsEphemeral:       st.EventsEphemeral.Load(),
+		EventsRejected:        make(map[string]int64, len(reasonNames)),
+		BuffersDropped:        st.BuffersDropped.Load(),
+		DBErrors:              st.DBErrors.Load(),
+		MessagesIn:            st.MessagesIn.Load(),
+		MessagesOut:           st.MessagesOut.Load(),
+		BytesIn:               st.BytesIn.Load(),
+		BytesOut:              st.BytesOut.Load(),
+		Deliveries:            st.Deliveries.Load(),
+		FramesCompressed:      st.FramesCompressed.Load(),
+		BytesCompressed:       st.BytesCompressed.Load(),
+		BytesCompressionSaved: st.BytesCompressionSaved.Load(),
+		BodyCacheHits:         st.BodyCacheHits.Load(),
+		StoredSent:            st.StoredSent.Load(),
+		Queries:               st.Queries.Load(),
+		Counts:                st.Counts.Load(),
+		Notices:               st.Notices.Load(),
+		LimitTrips:            make(map[string]int64, numLimits),
+		QueryBytesQueued:      st.QueryBytesQueued.Load(),
 
 		AuthAccepted:         st.AuthAccepted.Load(),
 		AuthRejected:         st.AuthRejected.Load(),

@@ -60,6 +60,8 @@ type DialOptions struct {
 	// LocalIP is the source address to connect from ("127.0.0.2"); empty:
 	// the kernel's choice.
 	LocalIP string
+	// Compression offers permessage-deflate (client.Options.Compression).
+	Compression bool
 }
 
 // HandshakeError is a refused upgrade: the relay answered with an HTTP
@@ -86,6 +88,7 @@ func DialWith(t testing.TB, url string, o DialOptions) (*Client, error) {
 		Header:           o.Header,
 		InboxWait:        true, // the pump below drains it
 		Paused:           o.NoRead || o.Paused,
+		Compression:      o.Compression,
 	}
 	if o.ReadBuffer > 0 || o.LocalIP != "" {
 		nd := &net.Dialer{Timeout: DefaultTimeout}
@@ -142,6 +145,10 @@ func (c *Client) Resume() {
 		c.c.Resume()
 	}
 }
+
+// Compressed reports whether the relay accepted permessage-deflate
+// (DialOptions.Compression).
+func (c *Client) Compressed() bool { return c.c.Compressed() }
 
 // Close closes the connection (idempotent).
 func (c *Client) Close() { c.c.Close() }

@@ -72,6 +72,34 @@ type Config struct {
 	// with NIP-98). Default empty: every call is answered 401, and NIP-11
 	// does not list 86.
 	Admins []string `toml:"admins"`
+	// Compression negotiates permessage-deflate (RFC 7692) with clients
+	// that offer it (browsers and most client libraries do): events are
+	// then sent compressed, each compressed once however many subscribers
+	// it goes to, and clients may send compressed messages, inflated up to
+	// relay.max_message_bytes (past it the connection is closed with 1009).
+	// Neither side keeps a compression window between messages (the
+	// server answers server_no_context_takeover and
+	// client_no_context_takeover), so an idle connection holds no
+	// compression state. Default true; false declines every offer.
+	Compression *bool `toml:"compression"`
+	// CompressionLevel is the DEFLATE level events are compressed at, 1
+	// (fastest) to 9 (smallest). A live event is compressed once for all
+	// its subscribers; a stored one once per REQ that returns it. Default
+	// 1.
+	CompressionLevel int `toml:"compression_level"`
+	// CompressionMinBytes: EVENT frames shorter than this go uncompressed
+	// without trying (control frames, OK, EOSE, CLOSED, NOTICE, always do;
+	// so does any frame compression would not make smaller). Default 256;
+	// negative: try every event.
+	CompressionMinBytes int `toml:"compression_min_bytes"`
+	// CompressionCacheBytes is the memory for the compressed bodies of
+	// recent events (about 60% of an event's size, plus 96 bytes each), so
+	// that an event that many REQs return, or that a REQ asks for after
+	// its live fan-out, is compressed once. It fills only with events
+	// sent to connections that negotiated compression, and its size does
+	// not depend on how many there are. Default 16 MiB; negative: no cache
+	// (every REQ compresses what it returns).
+	CompressionCacheBytes int `toml:"compression_cache_bytes"`
 	// PprofListen, when set, serves Go's net/http/pprof profiles on this
 	// separate address (keep it on loopback: profiles expose internals).
 	// Default "": off.
@@ -97,6 +125,21 @@ func (c Config) Normalize() Config {
 	}
 	if c.ShutdownTimeout <= 0 {
 		c.ShutdownTimeout = 5 * time.Second
+	}
+	if c.Compression == nil {
+		on := true
+		c.Compression = &on
+	}
+	if c.CompressionLevel == 0 {
+		c.CompressionLevel = 1
+	}
+	if c.CompressionCacheBytes == 0 {
+		c.CompressionCacheBytes = 16 << 20
+	}
+	if c.CompressionMinBytes == 0 {
+		c.CompressionMinBytes = 256
+	} else if c.CompressionMinBytes < 0 {
+		c.CompressionMinBytes = 0
 	}
 	return c
 }

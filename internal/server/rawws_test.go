@@ -15,14 +15,22 @@ import (
 // rawWS is a WebSocket client that writes exactly the bytes a test gives
 // it, valid frames or not, and reads the relay's frames as they come.
 type rawWS struct {
-	t testing.TB
-	c net.Conn
-	r *bufio.Reader
+	t   testing.TB
+	c   net.Conn
+	r   *bufio.Reader
+	b0  byte   // the first byte of the last frame read (FIN, RSV, opcode)
+	ext string // the Sec-WebSocket-Extensions the relay answered
 }
 
 // dialRaw connects to addr (host:port) and upgrades with a hand-written
 // handshake.
 func dialRaw(t testing.TB, addr string) *rawWS {
+	t.Helper()
+	return dialRawOffer(t, addr, "")
+}
+
+// dialRawOffer is dialRaw offering the extensions ext ("": none).
+func dialRawOffer(t testing.TB, addr, ext string) *rawWS {
 	t.Helper()
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
@@ -30,7 +38,11 @@ func dialRaw(t testing.TB, addr string) *rawWS {
 	}
 	t.Cleanup(func() { c.Close() })
 	req := "GET / HTTP/1.1\r\nHost: " + addr + "\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n" +
-		"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+		"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
+	if ext != "" {
+		req += "Sec-WebSocket-Extensions: " + ext + "\r\n"
+	}
+	req += "\r\n"
 	if _, err := io.WriteString(c, req); err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +55,7 @@ func dialRaw(t testing.TB, addr string) *rawWS {
 	if res.StatusCode != http.StatusSwitchingProtocols {
 		t.Fatalf("upgrade: %s", res.Status)
 	}
-	return &rawWS{t: t, c: c, r: r}
+	return &rawWS{t: t, c: c, r: r, ext: res.Header.Get("Sec-WebSocket-Extensions")}
 }
 
 // maskKey is the key rawFrame masks with.
@@ -101,6 +113,7 @@ func (w *rawWS) readFrame() (opcode byte, payload []byte, err error) {
 	if h[1]&0x80 != 0 {
 		return 0, nil, errors.New("the relay masked a frame")
 	}
+	w.b0 = h[0]
 	n := uint64(h[1] & 0x7f)
 	switch n {
 	case 126:

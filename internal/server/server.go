@@ -19,6 +19,7 @@ import (
 	"github.com/lesismal/nbio/nbhttp/websocket"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/petrel-relay/petrel/internal/deflate"
 	"github.com/petrel-relay/petrel/internal/nostr"
 	"github.com/petrel-relay/petrel/internal/relay"
 )
@@ -105,6 +106,14 @@ func New(cfg Config, opts Options) (*Server, error) {
 	s.upgrader.MessageLengthLimit = rcfg.MaxMessageBytes
 	s.upgrader.CheckOrigin = func(*http.Request) bool { return true }
 	s.upgrader.EnableCompression(false)
+	if *cfg.Compression {
+		codec, err := deflate.New(cfg.CompressionLevel)
+		if err != nil {
+			return nil, fmt.Errorf("server: compression_level: %w", err)
+		}
+		s.relay.SetCompression(relay.Compression{Codec: codec, MinBytes: cfg.CompressionMinBytes, CacheBytes: cfg.CompressionCacheBytes})
+		s.upgrader.EnableCompression(true)
+	}
 	s.upgrader.OnMessage(s.onMessage)
 	s.upgrader.OnClose(s.onWSClose)
 	s.upgrader.SetPongHandler(func(c *websocket.Conn, _ string) {

@@ -215,6 +215,9 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request) {
 	}
 	t := &transport{wsc: wsc, nbc: nbc}
 	t.sess = s.relay.NewSession(t, ip)
+	if bits := wsc.CompressionWindowBits(); bits != 0 {
+		t.sess.EnableCompression(bits)
+	}
 	wsc.SetSession(t)
 	// Only now may the session write: onWritten finds it through
 	// wsc.Session(), and bytes it could not attribute would leave the

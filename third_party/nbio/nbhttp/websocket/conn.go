@@ -81,6 +81,7 @@ type Conn struct {
 	expectingFragments       bool
 	compress                 bool
 	releasePayload           bool
+	deflateWindowBits        uint8 // petrel patch: see CompressionWindowBits
 	msgType                  MessageType
 	message                  *[]byte
 	bytesCached              *[]byte
@@ -647,6 +648,18 @@ func (c *Conn) OnDataFramePtr(h func(*Conn, MessageType, bool, *[]byte)) {
 	}
 }
 
+// CompressionWindowBits returns 0 if permessage-deflate was not
+// negotiated on this connection, or else the base-2 logarithm of the
+// largest window the server may use to compress a message (15 unless the
+// client asked for less with server_max_window_bits). Both sides agreed to
+// no context takeover, so every message is compressed on its own (petrel
+// patch).
+//
+//go:norace
+func (c *Conn) CompressionWindowBits() int {
+	return int(c.deflateWindowBits)
+}
+
 // EnableCompression .
 //
 //go:norace
@@ -1204,7 +1217,13 @@ func (c *Conn) readAll(r io.Reader, size int) (*[]byte, error) {
 	pbuf := c.Engine.BodyAllocator.Malloc(size)
 	*pbuf = (*pbuf)[0:0]
 	for {
-		n, err := r.Read((*pbuf)[len(*pbuf):cap(*pbuf)])
+		// petrel patch: never read past the limit, whatever the
+		// capacity the allocator gave (it rounds sizes up).
+		end := cap(*pbuf)
+		if c.MessageLengthLimit > 0 && end > c.MessageLengthLimit {
+			end = c.MessageLengthLimit
+		}
+		n, err := r.Read((*pbuf)[len(*pbuf):end])
 		if n > 0 {
 			*pbuf = (*pbuf)[:len(*pbuf)+n]
 		}
@@ -1214,11 +1233,23 @@ func (c *Conn) readAll(r io.Reader, size int) (*[]byte, error) {
 			}
 			return pbuf, err
 		}
-		if len(*pbuf) == cap(*pbuf) {
+		if len(*pbuf) == end {
 			l := len(*pbuf)
 			// can not extend more bytes.
 			if c.isMessageTooLarge(l + 1) {
-				return nil, ErrMessageTooLarge
+				// petrel patch: the buffer holds the limit; the message
+				// is over it only if the reader has more (a message of
+				// exactly the limit was refused), and nothing past the
+				// limit is read or kept.
+				more, err := readerHasMore(r)
+				if err == nil && !more {
+					return pbuf, nil
+				}
+				if err == nil {
+					err = ErrMessageTooLarge
+				}
+				c.Engine.BodyAllocator.Free(pbuf)
+				return nil, err
 			}
 			al := l
 			if al > maxAppendSize {
@@ -1230,6 +1261,26 @@ func (c *Conn) readAll(r io.Reader, size int) (*[]byte, error) {
 			}
 			pbuf = c.Engine.BodyAllocator.Append(pbuf, make([]byte, al)...)
 			*pbuf = (*pbuf)[:l]
+		}
+	}
+}
+
+// readerHasMore reports whether r yields another byte before io.EOF
+// (petrel patch).
+//
+//go:norace
+func readerHasMore(r io.Reader) (bool, error) {
+	var one [1]byte
+	for {
+		n, err := r.Read(one[:])
+		if n > 0 {
+			return true, nil
+		}
+		if err == io.EOF {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
 		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"runtime"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -299,10 +300,11 @@ func (u *Upgrader) OnClose(h func(*Conn, error)) {
 //
 //go:norace
 func (u *Upgrader) Upgrade(w http.ResponseWriter, r *http.Request, responseHeader http.Header, args ...interface{}) (*Conn, error) {
-	challengeKey, subprotocol, compress, err := u.commCheck(w, r, responseHeader)
+	challengeKey, subprotocol, windowBits, err := u.commCheck(w, r, responseHeader)
 	if err != nil {
 		return nil, err
 	}
+	compress := windowBits != 0
 
 	h, ok := w.(http.Hijacker)
 	if !ok {
@@ -531,7 +533,13 @@ func (u *Upgrader) Upgrade(w http.ResponseWriter, r *http.Request, responseHeade
 		}
 	}
 
-	err = u.commResponse(wsc.Conn, responseHeader, challengeKey, subprotocol, compress)
+	if compress {
+		wsc.deflateWindowBits = 15
+		if windowBits > 0 {
+			wsc.deflateWindowBits = uint8(windowBits)
+		}
+	}
+	err = u.commResponse(wsc.Conn, responseHeader, challengeKey, subprotocol, windowBits)
 	if err != nil {
 		clearNBCWSSession()
 		return nil, err
@@ -592,25 +600,25 @@ func (u *Upgrader) UpgradeWithoutHandlingReadForConnFromSTDServer(w http.Respons
 }
 
 //go:norace
-func (u *Upgrader) commCheck(w http.ResponseWriter, r *http.Request, responseHeader http.Header) (string, string, bool, error) {
+func (u *Upgrader) commCheck(w http.ResponseWriter, r *http.Request, responseHeader http.Header) (string, string, int, error) {
 	if !headerContains(r.Header, "Connection", "upgrade") {
-		return "", "", false, u.returnError(w, r, http.StatusBadRequest, ErrUpgradeTokenNotFound)
+		return "", "", 0, u.returnError(w, r, http.StatusBadRequest, ErrUpgradeTokenNotFound)
 	}
 
 	if !headerContains(r.Header, "Upgrade", "websocket") {
-		return "", "", false, u.returnError(w, r, http.StatusBadRequest, ErrUpgradeTokenNotFound)
+		return "", "", 0, u.returnError(w, r, http.StatusBadRequest, ErrUpgradeTokenNotFound)
 	}
 
 	if r.Method != "GET" {
-		return "", "", false, u.returnError(w, r, http.StatusMethodNotAllowed, ErrUpgradeMethodIsGet)
+		return "", "", 0, u.returnError(w, r, http.StatusMethodNotAllowed, ErrUpgradeMethodIsGet)
 	}
 
 	if !headerContains(r.Header, "Sec-Websocket-Version", "13") {
-		return "", "", false, u.returnError(w, r, http.StatusBadRequest, ErrUpgradeInvalidWebsocketVersion)
+		return "", "", 0, u.returnError(w, r, http.StatusBadRequest, ErrUpgradeInvalidWebsocketVersion)
 	}
 
 	if _, ok := responseHeader["Sec-Websocket-Extensions"]; ok {
-		return "", "", false, u.returnError(w, r, http.StatusInternalServerError, ErrUpgradeUnsupportedExtensions)
+		return "", "", 0, u.returnError(w, r, http.StatusInternalServerError, ErrUpgradeUnsupportedExtensions)
 	}
 
 	checkOrigin := u.CheckOrigin
@@ -618,32 +626,33 @@ func (u *Upgrader) commCheck(w http.ResponseWriter, r *http.Request, responseHea
 		checkOrigin = checkSameOrigin
 	}
 	if !checkOrigin(r) {
-		return "", "", false, u.returnError(w, r, http.StatusForbidden, ErrUpgradeOriginNotAllowed)
+		return "", "", 0, u.returnError(w, r, http.StatusForbidden, ErrUpgradeOriginNotAllowed)
 	}
 
 	challengeKey := r.Header.Get("Sec-Websocket-Key")
 	if challengeKey == "" {
-		return "", "", false, u.returnError(w, r, http.StatusBadRequest, ErrUpgradeMissingWebsocketKey)
+		return "", "", 0, u.returnError(w, r, http.StatusBadRequest, ErrUpgradeMissingWebsocketKey)
 	}
 
 	subprotocol := u.selectSubprotocol(r, responseHeader)
 
-	// Negotiate PMCE
-	var compress bool
+	// Negotiate PMCE (petrel patch: the first offer whose parameters are
+	// valid and can be kept, RFC 7692 section 7.1; an offer naming an
+	// unknown parameter, or a bad value, is declined).
+	var windowBits int
 	if u.enableCompression {
 		for _, ext := range parseExtensions(r.Header) {
-			if ext[""] != "permessage-deflate" {
-				continue
+			if bits, ok := deflateOffer(ext); ok {
+				windowBits = bits
+				break
 			}
-			compress = true
-			break
 		}
 	}
-	return challengeKey, subprotocol, compress, nil
+	return challengeKey, subprotocol, windowBits, nil
 }
 
 //go:norace
-func (u *Upgrader) commResponse(conn net.Conn, responseHeader http.Header, challengeKey, subprotocol string, compress bool) error {
+func (u *Upgrader) commResponse(conn net.Conn, responseHeader http.Header, challengeKey, subprotocol string, windowBits int) error {
 	allocator := u.Engine.BodyAllocator
 	pbuf := allocator.Malloc(1024)
 	*pbuf = (*pbuf)[0:0]
@@ -655,8 +664,14 @@ func (u *Upgrader) commResponse(conn net.Conn, responseHeader http.Header, chall
 		pbuf = allocator.AppendString(pbuf, subprotocol)
 		pbuf = allocator.AppendString(pbuf, "\r\n")
 	}
-	if compress {
-		pbuf = allocator.AppendString(pbuf, "Sec-WebSocket-Extensions: permessage-deflate; server_no_context_takeover; client_no_context_takeover\r\n")
+	if windowBits != 0 {
+		pbuf = allocator.AppendString(pbuf, "Sec-WebSocket-Extensions: permessage-deflate; server_no_context_takeover; client_no_context_takeover")
+		if windowBits > 0 {
+			// The client asked for a smaller window: the server keeps
+			// to it (Conn.CompressionWindowBits) and says so.
+			pbuf = allocator.AppendString(pbuf, "; server_max_window_bits="+strconv.Itoa(windowBits))
+		}
+		pbuf = allocator.AppendString(pbuf, "\r\n")
 	}
 	for k, vs := range responseHeader {
 		if k == "Sec-Websocket-Protocol" {
@@ -820,6 +835,60 @@ func equalASCIIFold(s, t string) bool {
 		}
 	}
 	return s == t
+}
+
+// deflateOffer reports whether the permessage-deflate offer ext can be
+// accepted (petrel patch), and with which server window: the value of its
+// server_max_window_bits, or -1 when it has none (the server may use 15
+// bits and says nothing). Only the parameters of RFC 7692 are known, each
+// with a valid value; the server always answers server_no_context_takeover
+// and client_no_context_takeover, so neither side keeps a window between
+// messages.
+//
+//go:norace
+//go:norace
+func deflateOffer(ext map[string]string) (int, bool) {
+	if ext[""] != "permessage-deflate" {
+		return 0, false
+	}
+	bits := -1
+	for k, v := range ext {
+		switch k {
+		case "":
+		case "server_no_context_takeover", "client_no_context_takeover":
+			if v != "" {
+				return 0, false
+			}
+		case "server_max_window_bits":
+			n, ok := windowBitsValue(v)
+			if !ok {
+				return 0, false
+			}
+			bits = n
+		case "client_max_window_bits":
+			// Without a value: the client could keep to a window the
+			// server names. The server names none (it inflates with a
+			// full window, a fresh one per message).
+			if _, ok := windowBitsValue(v); v != "" && !ok {
+				return 0, false
+			}
+		default:
+			return 0, false
+		}
+	}
+	return bits, true
+}
+
+// windowBitsValue parses a window size parameter: 8 to 15, in decimal
+// without leading zeros.
+//
+//go:norace
+func windowBitsValue(v string) (int, bool) {
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 8 || n > 15 || strconv.Itoa(n) != v {
+		return 0, false
+	}
+	return n, true
 }
 
 //go:norace

@@ -141,7 +141,9 @@ type Runtime struct {
 	// that the Go runtime keeps resident; once the burst has been over for
 	// two checks and at least 16 MiB and a quarter of the heap can be
 	// reclaimed, it collects and returns that memory to the OS (the
-	// runtime alone would take minutes). Default 5s; negative: never.
+	// runtime alone would take minutes). Out-queue bytes let go of (slow
+	// readers that disconnected) count as reclaimable, so a quiet relay
+	// returns them too. Default 5s; negative: never.
 	MemoryReleaseInterval time.Duration `toml:"memory_release_interval"`
 	// GOMAXPROCS is how many goroutines run Go code at once (Go's
 	// GOMAXPROCS). 0 keeps Go's default, the number of CPUs the process

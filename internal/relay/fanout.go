@@ -268,6 +268,6 @@ func (d *dispatcher) fanout(ev *nostr.Event, seq uint64) {
 func (s *Session) roomForLive(n int) bool {
 	o := &s.out
 	liveBytes := o.bytes[catLive] + o.heldBytes
-	liveFrames := o.frames[catLive] + o.heldFrames
+	liveFrames := o.frames[catLive] + int(o.heldFrames)
 	return liveFrames < s.r.cfg.OutQueueFrames && liveBytes+n <= s.r.cfg.OutQueueBytes
 }

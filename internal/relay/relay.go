@@ -222,6 +222,7 @@ func (r *Relay) Stats() Snapshot {
 	s.SubscriptionsActive = int64(r.idx.count())
 	s.NegStats = r.NegStats()
 	s.EventsInflight = r.inflight.Load()
+	s.OutQueueBytes = r.OutQueueBytes()
 	s.Policy = r.PolicyStats()
 	return s
 }

@@ -149,6 +149,10 @@ type Snapshot struct {
 	LimitTrips          map[string]int64 `json:"limits_tripped"`
 	QueryBytesQueued    int64            `json:"query_bytes_queued"`
 	EventsInflight      int64            `json:"events_inflight"`
+	// OutQueueBytes: bytes waiting in every connection's out-queue
+	// (including live events held for subscriptions in their stored
+	// phase) plus bytes handed to the transport and not yet written.
+	OutQueueBytes int64 `json:"out_queue_bytes"`
 	NegStats
 
 	AuthAccepted         int64            `json:"auth_accepted"`
@@ -255,6 +259,20 @@ func (r *Relay) QueueStats() QueueStats {
 		PeakTransportBytes:  p.transport,
 		PeakQueryBytesTotal: r.queryBytesPeak.Load(),
 	}
+}
+
+// OutQueueBytes returns the bytes waiting to be written to clients,
+// relay-wide: queued in out-queues, held for subscriptions in their stored
+// phase, and handed to the transport but not yet written. It reads one
+// atomic per open connection under the registry lock.
+func (r *Relay) OutQueueBytes() int64 {
+	var n int64
+	r.regMu.Lock()
+	for _, s := range r.sessions {
+		n += s.out.queued.Load() + max(s.out.inTransp.Load(), 0)
+	}
+	r.regMu.Unlock()
+	return n
 }
 
 // storeMax raises a to v unless it is already larger.

@@ -58,6 +58,7 @@ var (
 	dNotices      = desc("notices_total", "NOTICE messages sent.")
 	dLimits       = desc("limits_tripped_total", "Times a limit refused or clamped something, by limit.", "limit")
 	dQBytes       = desc("query_bytes_queued", "Stored-query bytes waiting in out-queues, relay-wide.")
+	dOutQBytes    = desc("out_queue_bytes", "Bytes waiting to be written to clients, relay-wide: out-queues, live events held for subscriptions in their stored phase, and bytes handed to the transport.")
 	dDBSize       = desc("db_size_bytes", "Bytes used by the store.")
 	dDeadPost     = desc("search_dead_postings", "Search postings of removed events still in the index (petrel compact --rebuild-search clears them).")
 	dIDFilter     = desc("id_filter_bytes", "Memory of the store's filter of stored event ids (store.id_filter_bytes caps it).")
@@ -131,6 +132,7 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 		k(dLimits, v, l)
 	}
 	g(dQBytes, float64(st.QueryBytesQueued))
+	g(dOutQBytes, float64(st.OutQueueBytes))
 	g(dDBSize, float64(st.DBSizeBytes))
 	g(dDeadPost, float64(st.SearchDeadPostings))
 	g(dIDFilter, float64(st.IDFilterBytes))

@@ -82,6 +82,7 @@ func pebbleOptions(cfg config.Config, log *slog.Logger) pebble.Options {
 		Path:             cfg.Store.Path,
 		NoSync:           cfg.Store.NoSync,
 		CacheSize:        cfg.Store.CacheBytes,
+		MinFreeBytes:     cfg.Store.MinFreeBytes,
 		IDFilterMaxBytes: cfg.Store.IDFilterBytes,
 		BodyCacheBytes:   cfg.Store.BodyCacheBytes,
 		DisableSearch:    cfg.Store.DisableSearch,

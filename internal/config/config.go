@@ -52,6 +52,15 @@ type Store struct {
 	NoSync bool `toml:"no_sync"`
 	// CacheBytes is the pebble block cache size. Default 256 MiB.
 	CacheBytes int64 `toml:"cache_bytes"`
+	// MinFreeBytes is the disk space the pebble store keeps free on its
+	// filesystem: while less would be left, EVENTs are answered
+	// `OK false "error: ..."` (reads and ephemeral events go on), /stats
+	// shows store_disk_full and the log says why; writes resume by
+	// themselves once space is freed. pebble cannot survive a full disk
+	// (a failed log write stops the process), so keep it at least 4 x
+	// 64 MiB (the memtables it may have to flush). Default 512 MiB;
+	// negative: no reserve.
+	MinFreeBytes int64 `toml:"min_free_bytes"`
 	// IDFilterBytes caps the in-memory filter of stored event ids that
 	// lets the relay answer "not stored yet" for a new event without a
 	// database lookup (about a tenth of the CPU an event costs). It takes

@@ -216,6 +216,7 @@ func (r *Relay) Stats() Snapshot {
 	s.IDFilterBytes = st.IDFilterBytes
 	s.StoreBackend = st.Backend
 	s.StoreUnavailable, s.StoreErrors = st.Unavailable, st.Errors
+	s.StoreDiskFull, s.StoreFreeBytes = st.DiskFull, st.FreeBytes
 	if br, ok := r.bus.(BusReporter); ok {
 		s.Cluster = br.Report()
 	}

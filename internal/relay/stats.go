@@ -117,6 +117,11 @@ type Snapshot struct {
 	// store failed on such errors since start.
 	StoreUnavailable bool  `json:"store_unavailable"`
 	StoreErrors      int64 `json:"store_errors"`
+	// StoreDiskFull: the store refuses writes for lack of disk space
+	// (store.min_free_bytes); StoreFreeBytes: space free on the store's
+	// filesystem, -1 when not known.
+	StoreDiskFull  bool  `json:"store_disk_full"`
+	StoreFreeBytes int64 `json:"store_free_bytes"`
 	// Cluster is the live bus's own report (Bus that implements
 	// BusReporter), or nil for a single node.
 	Cluster any `json:"cluster,omitempty"`

@@ -64,6 +64,8 @@ var (
 	dIDFilter     = desc("id_filter_bytes", "Memory of the store's filter of stored event ids (store.id_filter_bytes caps it).")
 	dUptime       = desc("uptime_seconds", "Seconds since the relay started.")
 	dStoreDown    = desc("store_unavailable", "1 while the store's database cannot be reached (its last operation failed to reach it).")
+	dStoreFull    = desc("store_disk_full", "1 while the store refuses writes for lack of disk space (store.min_free_bytes).")
+	dStoreFree    = desc("store_free_bytes", "Bytes free on the store's filesystem (absent when not known).")
 	dStoreErrs    = desc("store_errors_total", "Store operations that failed on a database error.")
 	dVerifier     = desc("verifier_info", "The signature verifier in use.", "verifier")
 	dNegOpened    = desc("neg_sessions_opened_total", "NIP-77 sessions opened.")
@@ -142,6 +144,14 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 		down = 1
 	}
 	g(dStoreDown, down)
+	full := 0.0
+	if st.StoreDiskFull {
+		full = 1
+	}
+	g(dStoreFull, full)
+	if st.StoreFreeBytes >= 0 {
+		g(dStoreFree, float64(st.StoreFreeBytes))
+	}
 	k(dStoreErrs, st.StoreErrors)
 	g(dVerifier, 1, st.Verifier)
 	k(dNegOpened, st.NegStats.Opened)

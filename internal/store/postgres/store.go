@@ -481,6 +481,7 @@ func (s *Store) SupportsSearch() bool { return !s.opts.DisableSearch }
 func (s *Store) Stats() store.Stats {
 	return store.Stats{
 		Backend:     "postgres",
+		FreeBytes:   -1, // the database server's disk
 		SizeBytes:   s.sizeBytes.Load(),
 		Unavailable: s.unavailable.Load(),
 		Errors:      s.errs.Load(),

@@ -52,6 +52,11 @@ type Store struct {
 	NoSync bool `toml:"no_sync"`
 	// CacheBytes is the pebble block cache size. Default 256 MiB.
 	CacheBytes int64 `toml:"cache_bytes"`
+	// MemTableBytes is the size of one pebble memtable: writes collect in
+	// memory (and in the write-ahead log) until one is full, then it is
+	// flushed to disk; up to 4 may wait for their flush. Smaller uses less
+	// memory and makes more, smaller files. Default 64 MiB.
+	MemTableBytes int64 `toml:"memtable_bytes"`
 	// MinFreeBytes is the disk space the pebble store keeps free on its
 	// filesystem: while less would be left, EVENTs are answered
 	// `OK false "error: ..."` (reads and ephemeral events go on), /stats
@@ -182,6 +187,12 @@ func (c Config) Normalize() Config {
 	}
 	if c.Store.IDFilterBytes == 0 {
 		c.Store.IDFilterBytes = 64 << 20
+	}
+	if c.Store.MemTableBytes <= 0 {
+		c.Store.MemTableBytes = 64 << 20
+	}
+	if c.Store.MinFreeBytes == 0 {
+		c.Store.MinFreeBytes = 512 << 20
 	}
 	if c.Store.BodyCacheBytes == 0 {
 		c.Store.BodyCacheBytes = 32 << 20

@@ -17,3 +17,8 @@ go test -count=1 -timeout 30m ./...
 # in the fork's module; under -race, which one of them needs.
 (cd third_party/nbio && go test -count=1 -race ./...)
 go test -count=1 -race -timeout 30m ./internal/relay/... ./internal/server/... ./internal/nostr/... ./internal/negentropy/... ./internal/cluster/...
+# The reliability battery, short (about 2 minutes: hostile inputs, kill -9
+# cycles, slow readers, slowloris, compression bomb, forged-signature
+# flood, disk full), and a 45-second soak of mixed traffic.
+scripts/reliability.sh short
+scripts/soak.sh 45

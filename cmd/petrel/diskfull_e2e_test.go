@@ -88,7 +88,7 @@ func TestDiskFull(t *testing.T) {
 	}
 	const reserve = 8 << 20
 	mnt := mountTmpfs(t, 48<<20, false)
-	bin := buildPetrel(t, t.TempDir())
+	bin := petrelBin(t)
 	env := []string{fmt.Sprintf("PETREL_STORE_MIN_FREE_BYTES=%d", reserve)}
 	data := filepath.Join(mnt, "data")
 	p := startServeProc(t, bin, env, "--data", data, "--listen", "127.0.0.1:0")
@@ -176,6 +176,8 @@ func TestDiskFull(t *testing.T) {
 	if len(got) != len(acked) {
 		t.Fatalf("%d events stored, want the %d acknowledged", len(got), len(acked))
 	}
+	report(t, "disk full: tmpfs of 48 MiB filled to 0 bytes free; %d EVENTs answered OK false \"error:\" (0 true), %d stored events read, ephemeral event delivered live; after freeing space writes resumed without a restart; %d acknowledged, %d found after a restart, 0 refused stored",
+		len(refused), len(acked)-1, len(acked), len(got))
 }
 
 // TestServeUnwritableDataDir: petrel serve exits with status 1 and one
@@ -188,7 +190,7 @@ func TestServeUnwritableDataDir(t *testing.T) {
 		t.Skip("builds the petrel binary")
 	}
 	dir := t.TempDir()
-	bin := buildPetrel(t, dir)
+	bin := petrelBin(t)
 	run := func(data, reason string, env ...string) {
 		t.Helper()
 		cmd := exec.Command(bin, "serve", "--data", data, "--listen", "127.0.0.1:0")
@@ -243,4 +245,5 @@ func TestServeUnwritableDataDir(t *testing.T) {
 	// Less free space than the reserve (the default, 512 MiB, on 16 MiB).
 	small := mountTmpfs(t, 16<<20, false)
 	run(filepath.Join(small, "data"), "store: disk full")
+	report(t, "unwritable data directory: 4 cases (a file in the path, read-only tmpfs fresh and with a store, less free space than the reserve), each exit status 1 with one line naming the directory and the reason")
 }

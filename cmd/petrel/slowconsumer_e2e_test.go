@@ -28,7 +28,7 @@ func TestSlowConsumerMemoryReturned(t *testing.T) {
 		content     = 16 << 10
 	)
 	dir := t.TempDir()
-	bin := buildPetrel(t, dir)
+	bin := petrelBin(t)
 	p := startServeProc(t, bin, []string{
 		"PETREL_RUNTIME_MEMORY_RELEASE_INTERVAL=200ms",
 		fmt.Sprintf("PETREL_RELAY_OUT_QUEUE_BYTES=%d", queueBytes),

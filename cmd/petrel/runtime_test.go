@@ -14,24 +14,30 @@ import (
 func TestWorthReleasing(t *testing.T) {
 	const min = releaseMin
 	cases := []struct {
-		name            string
-		h               heap
-		baseline, since uint64
-		want            bool
+		name                     string
+		h                        heap
+		baseline, since, dropped uint64
+		want                     bool
 	}{
-		{"at every limit", heap{free: min, objects: 4 * min}, 4 * min, min/4 - 1, true},
-		{"grown less than the floor", heap{free: min - 1}, 0, 0, false},
-		{"grown less than a quarter", heap{free: min, objects: 4*min + 4}, 4*min + 4, 0, false},
-		{"still allocating", heap{free: min, objects: 4 * min}, 4 * min, min / 4, false},
-		{"garbage not yet collected counts", heap{objects: 5 * min}, 4 * min, 0, true},
-		{"shrunk below the baseline", heap{objects: min}, 4 * min, 0, false},
-		{"free spans left by a collection", heap{free: min, objects: 3 * min}, 4 * min, 0, true},
-		{"free spans under a quarter of the heap", heap{free: min, objects: 4*min + 4}, 4*min + 4, 0, false},
-		{"free spans, still allocating", heap{free: min, objects: 3 * min}, 4 * min, min / 4, false},
+		{"at every limit", heap{free: min, objects: 4 * min}, 4 * min, min/4 - 1, 0, true},
+		{"grown less than the floor", heap{free: min - 1}, 0, 0, 0, false},
+		{"grown less than a quarter", heap{free: min, objects: 4*min + 4}, 4*min + 4, 0, 0, false},
+		{"still allocating", heap{free: min, objects: 4 * min}, 4 * min, min / 4, 0, false},
+		{"garbage not yet collected counts", heap{objects: 5 * min}, 4 * min, 0, 0, true},
+		{"shrunk below the baseline", heap{objects: min}, 4 * min, 0, 0, false},
+		{"free spans left by a collection", heap{free: min, objects: 3 * min}, 4 * min, 0, 0, true},
+		{"free spans under a quarter of the heap", heap{free: min, objects: 4*min + 4}, 4*min + 4, 0, 0, false},
+		{"free spans, still allocating", heap{free: min, objects: 3 * min}, 4 * min, min / 4, 0, false},
+		// A release while the out-queues were full set the baseline with
+		// them in it; their connections then closed on a quiet relay.
+		{"dropped at every limit", heap{objects: 4 * min}, 4 * min, min/4 - 1, min, true},
+		{"dropped less than the floor", heap{objects: 2 * min}, 2 * min, 0, min - 1, false},
+		{"dropped less than a quarter of the heap", heap{objects: 4*min + 4}, 4*min + 4, 0, min, false},
+		{"dropped, still allocating", heap{objects: 4 * min}, 4 * min, min / 4, min, false},
 	}
 	for _, c := range cases {
-		if got := worthReleasing(c.h, c.baseline, c.since); got != c.want {
-			t.Errorf("%s: worthReleasing(%+v, %d, %d) = %v, want %v", c.name, c.h, c.baseline, c.since, got, c.want)
+		if got := worthReleasing(c.h, c.baseline, c.since, c.dropped); got != c.want {
+			t.Errorf("%s: worthReleasing(%+v, %d, %d, %d) = %v, want %v", c.name, c.h, c.baseline, c.since, c.dropped, got, c.want)
 		}
 	}
 }
@@ -93,10 +99,58 @@ func TestReleaseAfterBurst(t *testing.T) {
 	}
 }
 
+// TestReleaseWhenHeldDropped is the slow-consumer episode on a quiet
+// relay: a release happens while the out-queues are full (they are live,
+// so it returns little and its baseline includes them), then their
+// connections close. Nothing is allocated afterwards, so only the drop
+// the relay reports can show the garbage; the watch must release it
+// within quietChecks checks, and then rest.
+func TestReleaseWhenHeldDropped(t *testing.T) {
+	debug.FreeOSMemory()
+	var queued uint64
+	w := heapWatch{held: func() uint64 { return queued }}
+	w.check(time.Now())
+	size := max(96<<20, 2*int(w.baseline))
+	for n := 0; n < size; n += 1 << 20 {
+		sink = append(sink, make([]byte, 1<<20))
+	}
+	queued = uint64(size)
+	// The queues are full and stay so: quiet checks release what the
+	// burst left (little), with the queues in the new baseline.
+	released := false
+	for i := 0; i < 2*quietChecks+2 && !released; i++ {
+		_, released = w.check(w.notBefore)
+	}
+	if !released {
+		t.Fatal("no release after the burst while the queues were full")
+	}
+	if w.baseline < uint64(size) {
+		t.Fatalf("baseline %d after a release with %d held live, want it to include them", w.baseline, size)
+	}
+	for i := 0; i < quietChecks+1; i++ {
+		if r, ok := w.check(w.notBefore); ok {
+			t.Fatalf("released again while nothing changed: %+v", r)
+		}
+	}
+	// The connections close: their queues become garbage.
+	sink, queued = nil, 0
+	var r release
+	ok := false
+	for i := 0; i < quietChecks && !ok; i++ {
+		r, ok = w.check(w.notBefore)
+	}
+	if !ok || r.before < r.after+uint64(size)/2 {
+		t.Fatalf("after the queues were dropped: %+v, %v; want a release of at least %d", r, ok, size/2)
+	}
+	if r, ok := w.check(w.notBefore); ok {
+		t.Fatalf("released again right after: %+v", r)
+	}
+}
+
 func TestApplyRuntime(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	t.Setenv("GOGC", "")
-	stop := applyRuntime(config.Runtime{GCPercent: 37, MemoryReleaseInterval: time.Millisecond}, log)
+	stop := applyRuntime(config.Runtime{GCPercent: 37, MemoryReleaseInterval: time.Millisecond}, log, func() uint64 { return 0 })
 	if prev := debug.SetGCPercent(100); prev != 37 {
 		t.Errorf("GC target %d after applyRuntime, want 37", prev)
 	}
@@ -105,7 +159,7 @@ func TestApplyRuntime(t *testing.T) {
 
 	// GOGC set wins.
 	t.Setenv("GOGC", "100")
-	stop = applyRuntime(config.Runtime{GCPercent: 37, MemoryReleaseInterval: -1}, log)
+	stop = applyRuntime(config.Runtime{GCPercent: 37, MemoryReleaseInterval: -1}, log, nil)
 	if prev := debug.SetGCPercent(100); prev != 100 {
 		t.Errorf("GC target %d with GOGC=100 set, want 100", prev)
 	}
@@ -116,17 +170,17 @@ func TestApplyRuntime(t *testing.T) {
 	procs := runtime.GOMAXPROCS(0)
 	defer runtime.GOMAXPROCS(procs)
 	t.Setenv("GOMAXPROCS", "")
-	applyRuntime(config.Runtime{GOMAXPROCS: procs + 3, MemoryReleaseInterval: -1}, log)()
+	applyRuntime(config.Runtime{GOMAXPROCS: procs + 3, MemoryReleaseInterval: -1}, log, nil)()
 	if n := runtime.GOMAXPROCS(0); n != procs+3 {
 		t.Errorf("GOMAXPROCS %d after configuring %d", n, procs+3)
 	}
 	runtime.GOMAXPROCS(procs)
-	applyRuntime(config.Runtime{MemoryReleaseInterval: -1}, log)()
+	applyRuntime(config.Runtime{MemoryReleaseInterval: -1}, log, nil)()
 	if n := runtime.GOMAXPROCS(0); n != procs {
 		t.Errorf("GOMAXPROCS %d with 0 configured, want %d (unchanged)", n, procs)
 	}
 	t.Setenv("GOMAXPROCS", "1")
-	applyRuntime(config.Runtime{GOMAXPROCS: procs + 3, MemoryReleaseInterval: -1}, log)()
+	applyRuntime(config.Runtime{GOMAXPROCS: procs + 3, MemoryReleaseInterval: -1}, log, nil)()
 	if n := runtime.GOMAXPROCS(0); n != procs {
 		t.Errorf("GOMAXPROCS %d with the environment variable set, want %d (unchanged)", n, procs)
 	}

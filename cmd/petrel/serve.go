@@ -108,11 +108,16 @@ func serve(cfg config.Config) error {
 		return err
 	}
 	slog.SetDefault(log)
-	stopRuntime := applyRuntime(cfg.Runtime, log)
-	defer stopRuntime()
 	// The relay is made after the store; a late commit (postgres) that
 	// comes before it is only logged by the store.
 	var announce atomic.Pointer[relay.Relay]
+	stopRuntime := applyRuntime(cfg.Runtime, log, func() uint64 {
+		if rl := announce.Load(); rl != nil {
+			return uint64(max(rl.OutQueueBytes(), 0))
+		}
+		return 0
+	})
+	defer stopRuntime()
 	st, err := openStoreWith(cfg, log, func(ev *nostr.Event, seq uint64) {
 		if rl := announce.Load(); rl != nil {
 			rl.Announce(ev, seq)

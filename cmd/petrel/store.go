@@ -82,6 +82,8 @@ func pebbleOptions(cfg config.Config, log *slog.Logger) pebble.Options {
 		Path:             cfg.Store.Path,
 		NoSync:           cfg.Store.NoSync,
 		CacheSize:        cfg.Store.CacheBytes,
+		MinFreeBytes:     cfg.Store.MinFreeBytes,
+		MemTableSize:     uint64(max(cfg.Store.MemTableBytes, 0)),
 		IDFilterMaxBytes: cfg.Store.IDFilterBytes,
 		BodyCacheBytes:   cfg.Store.BodyCacheBytes,
 		DisableSearch:    cfg.Store.DisableSearch,

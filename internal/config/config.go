@@ -56,6 +56,20 @@ type Store struct {
 	NoSync bool `toml:"no_sync"`
 	// CacheBytes is the pebble block cache size. Default 256 MiB.
 	CacheBytes int64 `toml:"cache_bytes"`
+	// MemTableBytes is the size of one pebble memtable: writes collect in
+	// memory (and in the write-ahead log) until one is full, then it is
+	// flushed to disk; up to 4 may wait for their flush. Smaller uses less
+	// memory and makes more, smaller files. Default 64 MiB.
+	MemTableBytes int64 `toml:"memtable_bytes"`
+	// MinFreeBytes is the disk space the pebble store keeps free on its
+	// filesystem: while less would be left, EVENTs are answered
+	// `OK false "error: ..."` (reads and ephemeral events go on), /stats
+	// shows store_disk_full and the log says why; writes resume by
+	// themselves once space is freed. pebble cannot survive a full disk
+	// (a failed log write stops the process), so keep it at least 4 x
+	// 64 MiB (the memtables it may have to flush). Default 512 MiB;
+	// negative: no reserve.
+	MinFreeBytes int64 `toml:"min_free_bytes"`
 	// IDFilterBytes caps the in-memory filter of stored event ids that
 	// lets the relay answer "not stored yet" for a new event without a
 	// database lookup (about a tenth of the CPU an event costs). It takes
@@ -145,7 +159,9 @@ type Runtime struct {
 	// that the Go runtime keeps resident; once the burst has been over for
 	// two checks and at least 16 MiB and a quarter of the heap can be
 	// reclaimed, it collects and returns that memory to the OS (the
-	// runtime alone would take minutes). Default 5s; negative: never.
+	// runtime alone would take minutes). Out-queue bytes let go of (slow
+	// readers that disconnected) count as reclaimable, so a quiet relay
+	// returns them too. Default 5s; negative: never.
 	MemoryReleaseInterval time.Duration `toml:"memory_release_interval"`
 	// GOMAXPROCS is how many goroutines run Go code at once (Go's
 	// GOMAXPROCS). 0 keeps Go's default, the number of CPUs the process
@@ -175,6 +191,12 @@ func (c Config) Normalize() Config {
 	}
 	if c.Store.IDFilterBytes == 0 {
 		c.Store.IDFilterBytes = 64 << 20
+	}
+	if c.Store.MemTableBytes <= 0 {
+		c.Store.MemTableBytes = 64 << 20
+	}
+	if c.Store.MinFreeBytes == 0 {
+		c.Store.MinFreeBytes = 512 << 20
 	}
 	if c.Store.BodyCacheBytes == 0 {
 		c.Store.BodyCacheBytes = 32 << 20

@@ -2,12 +2,14 @@
 // kind-27235 event naming the request's URL ("u"), method and the
 // SHA-256 of its body ("payload"), base64-encoded after "Nostr ". petrel
 // admin signs its NIP-86 requests with it; the relay's side of the check
-// is internal/server's NIP-86 handler.
+// is internal/server's NIP-86 handler, which refuses a token used before
+// (Replays).
 //
 // Functions are safe for concurrent use.
 package nip98
 
 import (
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
@@ -19,7 +21,10 @@ import (
 
 // Event returns the signed kind-27235 event authorizing one request:
 // tags "u" (url), "method" (upper case) and, when body is not nil,
-// "payload" (hex SHA-256 of body), created at now.
+// "payload" (hex SHA-256 of body), created at now. It is signed with
+// fresh auxiliary randomness (BIP-340 aux_rand), so two requests for the
+// same call in the same second carry distinct tokens: a relay that
+// refuses replayed tokens (Replays) accepts both.
 func Event(sk nostr.SecretKey, method, url string, body []byte, now time.Time) *nostr.Event {
 	ev := &nostr.Event{
 		Kind:      nostr.KindHTTPAuth,
@@ -30,7 +35,12 @@ func Event(sk nostr.SecretKey, method, url string, body []byte, now time.Time) *
 		sum := sha256.Sum256(body)
 		ev.Tags = append(ev.Tags, nostr.Tag{"payload", hex.EncodeToString(sum[:])})
 	}
-	nostr.SignEvent(ev, sk)
+	ev.PubKey = sk.PubKey()
+	ev.ID = nostr.ComputeID(ev)
+	var aux [32]byte
+	rand.Read(aux[:])
+	ev.Sig = sk.SignAux((*[32]byte)(&ev.ID), &aux)
+	ev.Raw = nostr.Serialize(ev)
 	return ev
 }
 

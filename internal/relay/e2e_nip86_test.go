@@ -4,16 +4,14 @@ package relay_test
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
-	"github.com/petrel-relay/petrel/internal/nostr"
+	"github.com/petrel-relay/petrel/internal/nip98"
 	"github.com/petrel-relay/petrel/internal/policy"
 	"github.com/petrel-relay/petrel/internal/relay"
 	"github.com/petrel-relay/petrel/internal/relaytest"
@@ -28,15 +26,19 @@ func nip86(t testing.TB, r *relaytest.Relay, k relaytest.Key, method string, par
 		params = []any{}
 	}
 	body, _ := json.Marshal(map[string]any{"method": method, "params": params})
-	sum := sha256.Sum256(body)
 	url := r.HTTPURL() + "/"
-	auth := k.Event(nostr.KindHTTPAuth, "", nostr.Tags{{"u", url}, {"method", "POST"}, {"payload", hex.EncodeToString(sum[:])}}, 0)
+	return nip86With(t, url, body, nip98.Header(k.SK, "POST", url, body, time.Now()))
+}
+
+// nip86With posts body to url with the Authorization header auth.
+func nip86With(t testing.TB, url string, body []byte, auth string) (int, map[string]any) {
+	t.Helper()
 	req, err := http.NewRequest("POST", url, bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
 	req.Header.Set("Content-Type", "application/nostr+json+rpc")
-	req.Header.Set("Authorization", "Nostr "+base64.StdEncoding.EncodeToString(auth.Raw))
+	req.Header.Set("Authorization", auth)
 	cl := &http.Client{Timeout: relaytest.DefaultTimeout, Transport: &http.Transport{DisableKeepAlives: true}}
 	resp, err := cl.Do(req)
 	if err != nil {
@@ -46,7 +48,7 @@ func nip86(t testing.TB, r *relaytest.Relay, k relaytest.Key, method string, par
 	raw, _ := io.ReadAll(resp.Body)
 	var out map[string]any
 	if err := json.Unmarshal(raw, &out); err != nil {
-		t.Fatalf("%s: %d %s", method, resp.StatusCode, raw)
+		t.Fatalf("%s: %d %s", body, resp.StatusCode, raw)
 	}
 	return resp.StatusCode, out
 }
@@ -111,6 +113,27 @@ func TestNIP86BanPubKey(t *testing.T) {
 	}
 	if m := other.Publish(relaytest.NewKey("bob").Note("not on the list")); m.OK || !strings.HasPrefix(m.Message, "blocked: ") {
 		t.Fatalf("not allowed: %+v", m)
+	}
+}
+
+// TestNIP86Replay: an accepted Authorization header sent again is refused
+// (and the change it carries is not made twice), while a freshly signed
+// one for the same call is accepted.
+func TestNIP86Replay(t *testing.T) {
+	t.Parallel()
+	admin, alice := relaytest.NewKey("admin"), relaytest.NewKey("alice")
+	r := relaytest.Start(t, relaytest.Options{Server: server.Config{Admins: []string{admin.PK.Hex()}}})
+	url := r.HTTPURL() + "/"
+	body := []byte(`{"method":"banpubkey","params":["` + alice.PK.Hex() + `"]}`)
+	auth := nip98.Header(admin.SK, "POST", url, body, time.Now())
+	if code, out := nip86With(t, url, body, auth); code != 200 || out["result"] != true {
+		t.Fatalf("first use: %d %v", code, out)
+	}
+	if code, out := nip86With(t, url, body, auth); code != 401 || !strings.Contains(out["error"].(string), "already used") {
+		t.Fatalf("replay: %d %v; want 401 already used", code, out)
+	}
+	if code, out := nip86With(t, url, body, nip98.Header(admin.SK, "POST", url, body, time.Now())); code != 200 || out["result"] != true {
+		t.Fatalf("fresh token for the same call: %d %v", code, out)
 	}
 }
 

@@ -166,10 +166,14 @@ func (d *dispatcher) handle(it dispatchItem) {
 				r.stats.DBErrors.Add(1)
 				r.countReject(nostr.PrefixError)
 				msg = "error: could not store event"
-				if errors.Is(it.res.Err, store.ErrInDoubt) {
+				full := errors.Is(it.res.Err, store.ErrDiskFull)
+				switch {
+				case errors.Is(it.res.Err, store.ErrInDoubt):
 					msg = "error: the database did not confirm the commit; the event may be stored: send it again"
+				case full:
+					msg = "error: the relay's storage is full; try again later"
 				}
-				if it.res.Err != nil {
+				if it.res.Err != nil && !full { // the store logs a full disk once
 					r.log.Warn("store failed", "id", it.ev.ID.Hex(), "err", it.res.Err)
 				}
 			}
@@ -282,6 +286,6 @@ func (d *dispatcher) fanout(ev *nostr.Event, seq uint64) {
 func (s *Session) roomForLive(n int) bool {
 	o := &s.out
 	liveBytes := o.bytes[catLive] + o.heldBytes
-	liveFrames := o.frames[catLive] + o.heldFrames
+	liveFrames := o.frames[catLive] + int(o.heldFrames)
 	return liveFrames < s.r.cfg.OutQueueFrames && liveBytes+n <= s.r.cfg.OutQueueBytes
 }

@@ -112,26 +112,30 @@ func freeSeg(t *seg) {
 // is guarded by mu; the flusher takes a prefix, writes it outside the lock,
 // then releases it.
 type outbox struct {
-	mu      sync.Mutex
-	segs    []*seg // oldest first; the last takes appends
-	shead   int    // first live segment in segs
-	spare   *seg   // an emptied segment kept for reuse
-	nextSeg int    // size of the next new segment
-	bytes   [numCats]int
-	frames  [numCats]int
+	mu     sync.Mutex
+	segs   []*seg // oldest first; the last takes appends
+	shead  int    // first live segment in segs
+	spare  *seg   // an emptied segment kept for reuse
+	bytes  [numCats]int
+	frames [numCats]int
 	// heldBytes and heldFrames count the live events matched by this
 	// connection's subscriptions still in their stored phase (sub.held):
 	// they are not in buf yet but count against the live budget.
-	heldBytes  int
-	heldFrames int
-	peak       queuePeaks // high-water marks, for Relay.QueueStats
+	heldBytes int
+	peak      queuePeaks // high-water marks, for Relay.QueueStats
 
-	scheduled atomic.Bool  // queued on (or running in) the flusher
-	writing   bool         // a flusher holds part of segs[shead] outside the lock; o.mu
-	wasIdle   bool         // empty at the sweeper's previous pass; o.mu
-	zbits     uint8        // permessage-deflate window bits, 0: off; set before Start (compress.go)
-	inTransp  atomic.Int64 // bytes handed to the transport, not yet on the wire
-	progress  atomic.Int64 // unix nanos of the last write progress
+	// The small fields share one word (Session's size class: TestSizes).
+	heldFrames int32        // at most OutQueueFrames
+	nextSeg    int32        // size of the next new segment (at most segMax)
+	scheduled  atomic.Bool  // queued on (or running in) the flusher
+	writing    bool         // a flusher holds part of segs[shead] outside the lock; o.mu
+	wasIdle    bool         // empty at the sweeper's previous pass; o.mu
+	zbits      uint8        // permessage-deflate window bits, 0: off; set before Start (compress.go)
+	inTransp   atomic.Int64 // bytes handed to the transport, not yet on the wire
+	progress   atomic.Int64 // unix nanos of the last write progress
+	// queued mirrors the sum of bytes and heldBytes for readers that do
+	// not take mu (Relay.OutQueueBytes); written only under mu.
+	queued atomic.Int64
 }
 
 // wsHeaderLen returns the length of a server (unmasked) frame header for a
@@ -176,8 +180,8 @@ func (o *outbox) tail(n int) *seg {
 			return t
 		}
 	}
-	size := max(o.nextSeg, segMin)
-	o.nextSeg = min(size*2, segMax)
+	size := max(int(o.nextSeg), segMin)
+	o.nextSeg = int32(min(size*2, segMax))
 	var t *seg
 	if sp := o.spare; sp != nil && cap(sp.b) >= n && cap(sp.b) >= size/2 {
 		o.spare = nil
@@ -206,6 +210,7 @@ func (o *outbox) account(t *seg, cat uint8, n int) {
 	}
 	o.bytes[cat] += n
 	o.frames[cat]++
+	o.queued.Add(int64(n))
 	o.notePeaks()
 	if len(t.markers) > t.mhead {
 		m := &t.markers[len(t.markers)-1]
@@ -265,7 +270,8 @@ func (o *outbox) appendRawFrame(frame []byte) {
 // events held by subscriptions in their stored phase. o.mu must be held.
 func (o *outbox) hold(n, frames int) {
 	o.heldBytes += n
-	o.heldFrames += frames
+	o.heldFrames += int32(frames)
+	o.queued.Add(int64(n))
 	o.notePeaks()
 }
 
@@ -288,7 +294,7 @@ func (p *queuePeaks) merge(q queuePeaks) {
 // few compares per queued frame.
 func (o *outbox) notePeaks() {
 	p := &o.peak
-	p.liveFrames = max(p.liveFrames, o.frames[catLive]+o.heldFrames)
+	p.liveFrames = max(p.liveFrames, o.frames[catLive]+int(o.heldFrames))
 	p.liveBytes = max(p.liveBytes, o.bytes[catLive]+o.heldBytes)
 	p.stored = max(p.stored, o.bytes[catStored])
 	p.control = max(p.control, o.bytes[catControl])
@@ -336,6 +342,7 @@ func (o *outbox) takeChunk(released *[numCats]int) []byte {
 		released[m.cat] += m.end - end
 		end = m.end
 	}
+	o.queued.Add(int64(start - end))
 	t.mhead = len(t.markers)
 	t.off = end
 	o.writing = true
@@ -386,6 +393,7 @@ func (o *outbox) reset() {
 	o.segs, o.shead, o.spare, o.nextSeg = nil, 0, nil, 0
 	o.bytes = [numCats]int{}
 	o.frames = [numCats]int{}
+	o.queued.Store(int64(o.heldBytes))
 }
 
 // trimIdle drops the buffers of an out-queue that has been empty since

@@ -245,6 +245,10 @@ func (r *Relay) Stats() Snapshot {
 	s.IDFilterBytes = st.IDFilterBytes
 	s.StoreBackend = st.Backend
 	s.StoreUnavailable, s.StoreErrors = st.Unavailable, st.Errors
+	s.StoreDiskFull, s.StoreFreeBytes = st.DiskFull, -1
+	if st.DiskSizeBytes > 0 {
+		s.StoreFreeBytes = st.DiskFreeBytes
+	}
 	if br, ok := r.bus.(BusReporter); ok {
 		s.Cluster = br.Report()
 	}
@@ -257,6 +261,7 @@ func (r *Relay) Stats() Snapshot {
 	s.VerifyQueueCapacity = int64(cap(r.ingest.queue))
 	s.OKLatency = summarize(r.OKLatency)
 	s.QueryLatency = summarize(r.QueryLatency)
+	s.OutQueueBytes = r.OutQueueBytes()
 	s.Policy = r.PolicyStats()
 	return s
 }

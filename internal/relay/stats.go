@@ -141,6 +141,11 @@ type Snapshot struct {
 	// store failed on such errors since start.
 	StoreUnavailable bool  `json:"store_unavailable"`
 	StoreErrors      int64 `json:"store_errors"`
+	// StoreDiskFull: the store refuses writes for lack of disk space
+	// (store.min_free_bytes); StoreFreeBytes: space free on the store's
+	// filesystem, -1 when not known.
+	StoreDiskFull  bool  `json:"store_disk_full"`
+	StoreFreeBytes int64 `json:"store_free_bytes"`
 	// Cluster is the live bus's own report (Bus that implements
 	// BusReporter), or nil for a single node.
 	Cluster any `json:"cluster,omitempty"`
@@ -191,6 +196,10 @@ type Snapshot struct {
 	// petrel_query_latency_seconds histograms).
 	OKLatency    LatencySummary `json:"ok_latency"`
 	QueryLatency LatencySummary `json:"query_latency"`
+	// OutQueueBytes: bytes waiting in every connection's out-queue
+	// (including live events held for subscriptions in their stored
+	// phase) plus bytes handed to the transport and not yet written.
+	OutQueueBytes int64 `json:"out_queue_bytes"`
 	NegStats
 
 	AuthAccepted         int64            `json:"auth_accepted"`
@@ -310,6 +319,20 @@ func (r *Relay) QueueStats() QueueStats {
 		PeakTransportBytes:  p.transport,
 		PeakQueryBytesTotal: r.queryBytesPeak.Load(),
 	}
+}
+
+// OutQueueBytes returns the bytes waiting to be written to clients,
+// relay-wide: queued in out-queues, held for subscriptions in their stored
+// phase, and handed to the transport but not yet written. It reads one
+// atomic per open connection under the registry lock.
+func (r *Relay) OutQueueBytes() int64 {
+	var n int64
+	r.regMu.Lock()
+	for _, s := range r.sessions {
+		n += s.out.queued.Load() + max(s.out.inTransp.Load(), 0)
+	}
+	r.regMu.Unlock()
+	return n
 }
 
 // storeMax raises a to v unless it is already larger.

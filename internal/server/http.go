@@ -111,7 +111,9 @@ type Stats struct {
 	// ProxyProtocol counts the PROXY headers read and the connections
 	// refused for theirs (server.proxy_protocol).
 	ProxyProtocol ProxyProtocolStats `json:"proxy_protocol"`
-	Version       string             `json:"version"`
+	// Process: the process's memory, goroutines and open files.
+	Process ProcessStats `json:"process"`
+	Version string       `json:"version"`
 }
 
 func (s *Server) statsDoc() Stats {
@@ -121,6 +123,7 @@ func (s *Server) statsDoc() Stats {
 		SlotsReserve:       s.slots.inReserve(),
 		ProxyHeaderMissing: s.proxyNoClient.Load(),
 		ProxyProtocol:      s.proxyStats.snapshot(),
+		Process:            readProcess(),
 		Version:            s.version,
 	}
 }

@@ -62,6 +62,7 @@ var (
 	dNotices      = desc("notices_total", "NOTICE messages sent.")
 	dLimits       = desc("limits_tripped_total", "Times a limit refused or clamped something, by limit.", "limit")
 	dQBytes       = desc("query_queued_bytes", "Stored-query bytes waiting in out-queues, relay-wide.")
+	dOutQBytes    = desc("out_queue_bytes", "Bytes waiting to be written to clients, relay-wide: out-queues, live events held for subscriptions in their stored phase, and bytes handed to the transport.")
 	dDBSize       = desc("db_size_bytes", "Bytes used by the store.")
 	dStoreEvents  = desc("store_events", "Events in the store (exact for pebble; PostgreSQL: the planner's estimate above 100,000).")
 	dDiskFree     = desc("store_disk_free_bytes", "Space available on the file system of the embedded store (absent for PostgreSQL).")
@@ -71,6 +72,7 @@ var (
 	dDeadPost     = desc("search_dead_postings", "Search postings of removed events still in the index (petrel compact --rebuild-search clears them).")
 	dIDFilter     = desc("id_filter_bytes", "Memory of the store's filter of stored event ids (store.id_filter_bytes caps it).")
 	dStoreDown    = desc("store_unavailable", "1 while the store's database cannot be reached (its last operation failed to reach it).")
+	dStoreFull    = desc("store_disk_full", "1 while the store refuses writes for lack of disk space (store.min_free_bytes).")
 	dStoreErrs    = desc("store_errors_total", "Store operations that failed on a database error.")
 	dVerifier     = desc("verifier_info", "The signature verifier in use.", "verifier")
 	dNegOpened    = desc("neg_sessions_opened_total", "NIP-77 sessions opened.")
@@ -148,6 +150,7 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 		k(dLimits, v, l)
 	}
 	g(dQBytes, float64(st.QueryBytesQueued))
+	g(dOutQBytes, float64(st.OutQueueBytes))
 	g(dDBSize, float64(st.DBSizeBytes))
 	g(dStoreEvents, float64(st.StoreEvents))
 	if st.DiskSizeBytes > 0 {
@@ -163,6 +166,11 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 		down = 1
 	}
 	g(dStoreDown, down)
+	full := 0.0
+	if st.StoreDiskFull {
+		full = 1
+	}
+	g(dStoreFull, full)
 	k(dStoreErrs, st.StoreErrors)
 	g(dVerifier, 1, st.Verifier)
 	k(dNegOpened, st.NegStats.Opened)

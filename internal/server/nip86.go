@@ -17,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/petrel-relay/petrel/internal/nip98"
 	"github.com/petrel-relay/petrel/internal/nostr"
 	"github.com/petrel-relay/petrel/internal/policy"
 	"github.com/petrel-relay/petrel/internal/relay"
@@ -31,6 +32,7 @@ const (
 	nip86MaxBody    = 64 << 10 // request body bytes
 	nip86MaxAuth    = 16 << 10 // Authorization header bytes
 	nip86AuthWindow = 60       // seconds created_at may differ from now (NIP-98's suggestion)
+	nip86MaxTokens  = 4096     // accepted tokens remembered within their window (replays)
 	nip86MaxName    = 256      // bytes of a relay name
 	nip86MaxText    = 8192     // bytes of a description or icon URL
 )
@@ -78,7 +80,8 @@ type nip86Handler struct {
 	admins  map[nostr.PubKey]bool
 	wantURL nostr.OwnURL // d.URL; "" if not configured
 	methods map[string]nip86Method
-	names   []string // supported methods, in documentation order
+	names   []string       // supported methods, in documentation order
+	used    *nip98.Replays // accepted tokens, until their window ends
 }
 
 // nip86Method runs one method for an authenticated admin.
@@ -93,11 +96,12 @@ type nip86Method func(ctx context.Context, admin nostr.PubKey, params []json.Raw
 // base64 kind-27235 event) with created_at within 60s of now, a "u" tag
 // naming the relay's URL, a "method" tag of POST, a "payload" tag with the
 // SHA-256 of the body in hex (required by NIP-86), a valid id and
-// signature, and a pubkey among d.Admins. Anything else is answered 401
-// with {"error": "..."}. Replays are not tracked: an event id repeats
-// legitimately (the same call twice in one second), and a replayed header
-// can only repeat the same call with the same body within the window,
-// which is idempotent for every method offered.
+// signature, and a pubkey among d.Admins, and it must not have been
+// accepted before: a token (the event's signature, see nip98.Replays) is
+// remembered until its window ends, so a captured header cannot be
+// replayed. Anything else is answered 401 with {"error": "..."}. At most
+// 4,096 tokens are remembered; past that, new ones are answered 429
+// until the oldest expire.
 // OPTIONS requests get the CORS preflight answer.
 //
 // Methods: supportedmethods (which lists the others), banpubkey, unbanpubkey, listbannedpubkeys,
@@ -120,7 +124,7 @@ func NewNIP86Handler(d NIP86Deps) http.Handler {
 	if d.Logger == nil {
 		d.Logger = slog.Default()
 	}
-	h := &nip86Handler{d: d, admins: make(map[nostr.PubKey]bool)}
+	h := &nip86Handler{d: d, admins: make(map[nostr.PubKey]bool), used: nip98.NewReplays(nip86MaxTokens)}
 	for _, pk := range d.Admins {
 		h.admins[pk] = true
 	}
@@ -179,6 +183,11 @@ func (h *nip86Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	admin, err := h.authorize(r, body)
+	if errors.Is(err, nip98.ErrTooMany) {
+		w.Header().Set("Retry-After", strconv.Itoa(nip86AuthWindow))
+		writeNIP86(w, http.StatusTooManyRequests, nip86Response{Error: "rate-limited: too many NIP-98 tokens within 60s"})
+		return
+	}
 	if err != nil {
 		writeNIP86(w, http.StatusUnauthorized, nip86Response{Error: "unauthorized: " + err.Error()})
 		return
@@ -259,6 +268,12 @@ func (h *nip86Handler) authorize(r *http.Request, body []byte) (nostr.PubKey, er
 	}
 	if !nostr.VerifyEvent(h.d.Verifier, ev) {
 		return none, errors.New("Authorization event signature is invalid")
+	}
+	switch err := h.used.Use(ev, ev.CreatedAt+nip86AuthWindow, now); {
+	case errors.Is(err, nip98.ErrReplayed):
+		return none, errors.New("Authorization event already used (sign a new one for each request)")
+	case err != nil:
+		return none, err
 	}
 	return ev.PubKey, nil
 }

@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
@@ -19,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/petrel-relay/petrel/internal/nip98"
 	"github.com/petrel-relay/petrel/internal/nostr"
 	"github.com/petrel-relay/petrel/internal/policy"
 	"github.com/petrel-relay/petrel/internal/relay"
@@ -32,6 +34,7 @@ type nip86Env struct {
 	persist *policy.MemPersister
 	admin   nostr.SecretKey
 	now     time.Time
+	handler *nip86Handler
 
 	mu      sync.Mutex
 	info    relay.Info
@@ -81,6 +84,7 @@ func newNIP86Env(t *testing.T) *nip86Env {
 		Now:      func() time.Time { return e.now },
 		Logger:   slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
+	e.handler = h.(*nip86Handler)
 	return e
 }
 
@@ -125,7 +129,13 @@ func (e *nip86Env) authEvent(body []byte, o nip86AuthOpts) *nostr.Event {
 		tags = append(tags, nostr.Tag{"payload", o.payload})
 	}
 	ev := &nostr.Event{Kind: kind, CreatedAt: e.now.Unix() - o.age, Tags: tags}
+	// A fresh signature per request, as nip98.Event makes: the handler
+	// refuses a token used before.
 	nostr.SignEvent(ev, sk)
+	var aux [32]byte
+	rand.Read(aux[:])
+	ev.Sig = sk.SignAux((*[32]byte)(&ev.ID), &aux)
+	ev.Raw = nostr.Serialize(ev)
 	if o.tamper != nil {
 		o.tamper(ev)
 		ev.Raw = nostr.Serialize(ev)
@@ -397,6 +407,44 @@ func TestNIP86Auth(t *testing.T) {
 	ok(nip86AuthOpts{age: -59})
 	ev := e.authEvent(body, nip86AuthOpts{age: 1})
 	ok(nip86AuthOpts{header: "nostr " + base64.RawURLEncoding.EncodeToString(ev.Raw)})
+
+	// A token accepted once is refused after, in any spelling, for the
+	// rest of its window; a fresh token for the same call is accepted.
+	f("replayed", nip86AuthOpts{header: "Nostr " + base64.StdEncoding.EncodeToString(ev.Raw)}, "already used")
+	e.now = e.now.Add(59 * time.Second)
+	f("replayed at the end of its window", nip86AuthOpts{header: "Nostr " + base64.StdEncoding.EncodeToString(ev.Raw)}, "already used")
+	ok(nip86AuthOpts{})
+	// A token refused for its signature is not remembered, so it does not
+	// block the real one with the same id.
+	good := e.authEvent(body, nip86AuthOpts{})
+	bad := *good
+	bad.Sig[3] ^= 1
+	bad.Raw = nostr.Serialize(&bad)
+	f("bad signature of a good id", nip86AuthOpts{header: "Nostr " + base64.StdEncoding.EncodeToString(bad.Raw)}, "signature")
+	ok(nip86AuthOpts{header: "Nostr " + base64.StdEncoding.EncodeToString(good.Raw)})
+	f("good one replayed", nip86AuthOpts{header: "Nostr " + base64.StdEncoding.EncodeToString(good.Raw)}, "already used")
+}
+
+// TestNIP86TokenLimit: the handler remembers at most its maximum of
+// tokens within their window; at the limit a token is accepted, past it
+// the request is answered 429 and nothing runs, and once the window has
+// passed tokens are accepted again.
+func TestNIP86TokenLimit(t *testing.T) {
+	e := newNIP86Env(t)
+	e.handler.used = nip98.NewReplays(3)
+	body := []byte(`{"method":"listbannedpubkeys","params":[]}`)
+	for i := 0; i < 3; i++ {
+		if status, out := e.post(t, body, nip86AuthOpts{}); status != http.StatusOK || out["error"] != nil {
+			t.Fatalf("token %d (at the limit): status %d %v", i+1, status, out)
+		}
+	}
+	if status, out := e.post(t, body, nip86AuthOpts{}); status != http.StatusTooManyRequests || !strings.HasPrefix(out["error"].(string), "rate-limited:") {
+		t.Fatalf("token past the limit: status %d %v; want 429 rate-limited", status, out)
+	}
+	e.now = e.now.Add(61 * time.Second)
+	if status, out := e.post(t, body, nip86AuthOpts{}); status != http.StatusOK || out["error"] != nil {
+		t.Fatalf("after the window: status %d %v", status, out)
+	}
 }
 
 func TestNIP86HTTPErrors(t *testing.T) {

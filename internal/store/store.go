@@ -33,6 +33,11 @@ var (
 	// owner which events were stored after all (see the backend's
 	// options), so they can still be fanned out.
 	ErrInDoubt = errors.New("store: commit outcome unknown")
+	// ErrDiskFull is (wrapped in) the Err of a Failed SaveResult, and the
+	// error of other writes, refused because the store's disk is (nearly)
+	// full. Nothing of the write was done; reads still work, and writes
+	// are accepted again once space is freed.
+	ErrDiskFull = errors.New("store: disk full")
 )
 
 // Outcome is what saving one event did.
@@ -213,6 +218,9 @@ type Stats struct {
 	// (connectivity or otherwise) since the store was opened; 0 for the
 	// embedded store, which reports its errors to each caller only.
 	Errors int64
+	// DiskFull is set while the store refuses writes for lack of disk
+	// space (ErrDiskFull; DiskFreeBytes then says how much is left).
+	DiskFull bool
 }
 
 // Store is an event store. All methods are safe for concurrent use.

@@ -41,6 +41,9 @@ func (s *Store) SaveMeta(ctx context.Context, name string, value []byte) error {
 	if s.opts.ReadOnly {
 		return ErrReadOnly
 	}
+	if err := s.spaceFor(len(name) + len(value) + 64); err != nil {
+		return err
+	}
 	return s.db.Set([]byte(metaPrefix+name), value, pebble.Sync)
 }
 

@@ -104,6 +104,13 @@ type Options struct {
 	// scores only the newest matches. Default 20000.
 	SearchPostingsPerTerm int
 
+	// MinFreeBytes is the space the store keeps free on its filesystem:
+	// a commit that would leave less is refused (store.ErrDiskFull), so
+	// that pebble never meets a full disk, which it cannot survive. The
+	// check costs one statfs per commit. Default DefaultMinFreeBytes;
+	// negative: no check.
+	MinFreeBytes int64
+
 	// FS is the filesystem pebble uses. Default: the operating system's.
 	// Tests use vfs.NewCrashableMem to simulate crashes.
 	FS vfs.FS
@@ -137,6 +144,9 @@ func (o *Options) withDefaults() (Options, error) {
 	r := *o
 	if r.Path == "" {
 		return r, fmt.Errorf("store/pebble: Options.Path is empty")
+	}
+	if r.MinFreeBytes == 0 {
+		r.MinFreeBytes = DefaultMinFreeBytes
 	}
 	if r.CacheSize <= 0 {
 		r.CacheSize = DefaultCacheSize

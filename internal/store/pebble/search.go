@@ -64,6 +64,9 @@ func (s *Store) openSearch(upgrade bool) error {
 		if ok {
 			s.log.Info("store: search disabled, search index dropped")
 		}
+		if err := s.spaceFor(int(b.Len())); err != nil {
+			return err
+		}
 		return b.Commit(pebble.Sync)
 	}
 	if ok && string(have) == searchIndexVersion && !upgrade && !s.opts.RebuildSearch {
@@ -182,6 +185,9 @@ func (s *Store) buildSearch(upgrade bool, old string) error {
 				break
 			}
 			pb.reset()
+			if err = s.spaceFor(int(b.Len())); err != nil {
+				break
+			}
 			if err = b.Commit(pebble.NoSync); err != nil {
 				break
 			}
@@ -203,6 +209,9 @@ func (s *Store) buildSearch(upgrade bool, old string) error {
 	}
 	if err == nil && upgrade {
 		err = b.Set(formatKey, []byte(formatVersion), nil)
+	}
+	if err == nil {
+		err = s.spaceFor(int(b.Len()))
 	}
 	if err == nil {
 		err = b.Commit(pebble.Sync)

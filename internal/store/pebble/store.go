@@ -50,6 +50,8 @@ type Store struct {
 	iters   map[*iterator]struct{}
 
 	lastSize atomic.Int64
+	// space refuses writes that would fill the disk (MinFreeBytes).
+	space *reserve
 
 	// commits is the commit position of the writer's last commit that
 	// stored events (commitKey; store.SaveResult.Seq), and HasAt's token
@@ -132,6 +134,7 @@ func Open(opts Options) (*Store, error) {
 		purgeDone:  make(chan struct{}),
 		iters:      make(map[*iterator]struct{}),
 		bodies:     newBodyCache(o.BodyCacheBytes),
+		space:      newReserve(o.FS, o.Path, o.MinFreeBytes),
 	}
 	upgrade, err := s.checkFormat()
 	if err == nil {
@@ -213,6 +216,9 @@ func (s *Store) checkFormat() (upgrade bool, err error) {
 		if err := b.Set(searchStatsKey, appendSearchStats(nil, search.Stats{}), nil); err != nil {
 			return false, err
 		}
+	}
+	if err := s.spaceFor(int(b.Len())); err != nil {
+		return false, err
 	}
 	return false, b.Commit(pebble.Sync)
 }
@@ -376,7 +382,8 @@ func (s *Store) HasAt(ctx context.Context, id nostr.ID) (bool, uint64, error) {
 // Stats implements store.Store. SizeBytes is pebble's disk space usage
 // (sstables, WAL, manifests, blob files).
 func (s *Store) Stats() store.Stats {
-	st := store.Stats{Backend: "pebble"}
+	st := store.Stats{Backend: "pebble", DiskFull: s.space.full.Load()}
+	st.DiskFreeBytes, st.DiskSizeBytes = s.space.usage()
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	st.SearchDeadPostings = int64(s.deadPostings.Load())
@@ -389,7 +396,6 @@ func (s *Store) Stats() store.Stats {
 		return st
 	}
 	st.SizeBytes = int64(s.db.Metrics().DiskSpaceUsage())
-	st.DiskFreeBytes, st.DiskSizeBytes = diskSpace(s.opts.Path)
 	s.lastSize.Store(st.SizeBytes)
 	return st
 }

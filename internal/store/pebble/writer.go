@@ -2,6 +2,7 @@ package pebble
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 
@@ -326,6 +327,9 @@ func (w *writer) commit(reqs []*request) {
 		// counter itself moves on only once the commit is done.
 		err = w.b.Set(commitKey, appendU64(nil, w.s.commits.Load()+1), nil)
 	}
+	if err == nil && !w.b.Empty() {
+		err = w.s.spaceFor(int(w.b.Len()))
+	}
 	if err == nil && !w.b.Empty() && w.s.opts.CommitFault != nil {
 		err = w.s.opts.CommitFault()
 	}
@@ -340,7 +344,9 @@ func (w *writer) commit(reqs []*request) {
 	w.b = nil
 	if err != nil {
 		err = fmt.Errorf("store/pebble: commit: %w", err)
-		w.s.log.Error("store: write batch failed", "err", err)
+		if !errors.Is(err, store.ErrDiskFull) { // logged once, above
+			w.s.log.Error("store: write batch failed", "err", err)
+		}
 		clear(w.pendingVanish)
 		w.recent.failed()
 	} else {

@@ -36,8 +36,10 @@ status=0
 RELIABILITY=$MODE go test -count=1 -timeout 3h -v -run "^($TESTS)\$" ./cmd/petrel/ >"$LOG" 2>&1 || status=$?
 grep -E '^(reliability:|--- (PASS|FAIL|SKIP)|\s+\S+_test\.go:[0-9]+: (cannot mount|.*skip))' "$LOG" || true
 if [ "$status" -ne 0 ]; then
-	echo "reliability: FAIL ($MODE); the failing test's output:" >&2
-	grep -E -A20 -- '^--- FAIL' "$LOG" | grep -v '^time=' | head -80 >&2
+	echo "reliability: FAIL ($MODE); the failing tests' output:" >&2
+	for t in $(grep -E -o -- '^--- FAIL: \S+' "$LOG" | cut -d' ' -f3); do
+		awk -v t="$t" '$0 == "=== RUN   " t { on = 1 } on && !/^time=/ { print } $0 ~ "^--- FAIL: " t " " { on = 0 }' "$LOG" | tail -60 >&2
+	done
 	exit 1
 fi
 echo "reliability: PASS ($MODE)"

@@ -247,9 +247,11 @@ func checkStored(t *testing.T, url string, acked map[nostr.ID]bool) (lost int) {
 	found := map[nostr.ID]bool{}
 	for i := 0; i < len(ids); i += 400 {
 		j := min(i+400, len(ids))
-		for _, ev := range c.Req(fmt.Sprintf("chk%d", i), `{"ids":[`+strings.Join(ids[i:j], ",")+`]}`) {
+		sub := fmt.Sprintf("chk%d", i)
+		for _, ev := range c.Req(sub, `{"ids":[`+strings.Join(ids[i:j], ",")+`]}`) {
 			found[ev.ID] = true
 		}
+		c.SendRaw(`["CLOSE","` + sub + `"]`)
 	}
 	for id := range acked {
 		if !found[id] {

@@ -61,3 +61,7 @@ require (
 )
 
 replace github.com/petrel-relay/petrel => ../../..
+
+// petrel's patched nbio (third_party/nbio/PATCHES.md): replace directives
+// do not carry over from petrel's go.mod, so this module repeats it.
+replace github.com/lesismal/nbio => ../../../third_party/nbio

@@ -420,6 +420,15 @@ func (s *Store) Close() error {
 	for it := range iters {
 		it.forceClose()
 	}
+	if !s.opts.ReadOnly {
+		// Leave nothing in the write-ahead log: the next open, above all
+		// a read-only one (req --store), which cannot flush and replays
+		// the whole log into memory every time, then starts from the
+		// tables alone (after an import, the log held the whole import).
+		if err := s.db.Flush(); err != nil {
+			s.log.Warn("store: flushing the memtable at close", "err", err)
+		}
+	}
 	s.lastSize.Store(int64(s.db.Metrics().DiskSpaceUsage()))
 	return s.closeDB()
 }

@@ -423,3 +423,34 @@ func dirListing(t *testing.T, dir string) string {
 	}
 	return b.String()
 }
+
+// TestCloseEmptiesTheLog: Close flushes the memtable, so the write-ahead
+// log is empty at rest and a read-only open (which cannot flush, and
+// would replay the log into memory at every open) reads the tables only.
+func TestCloseEmptiesTheLog(t *testing.T) {
+	dir := t.TempDir()
+	rng := rand.New(rand.NewPCG(5, 6))
+	s := openTest(t, Options{Path: dir, NoSync: true})
+	var evs []*nostr.Event
+	for i := 0; i < 2000; i++ {
+		evs = append(evs, storetest.NewEvent(rng, storetest.Key(i%9), 1, storetest.BaseTime+int64(i), nil, "logged"))
+	}
+	if _, err := s.Save(context.Background(), evs); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ro := openTest(t, Options{Path: dir, ReadOnly: true})
+	defer ro.Close()
+	m := ro.db.Metrics()
+	if n := m.MemTable.Count; n > 1 {
+		t.Errorf("read-only open after Close has %d memtables", n)
+	}
+	if sz := m.MemTable.Size; sz > 1<<20 {
+		t.Errorf("read-only open after Close replayed %d bytes of log into its memtable", sz)
+	}
+	if n, err := ro.Count(context.Background(), []nostr.Filter{{}}); err != nil || n != int64(len(evs)) {
+		t.Fatalf("count %d, %v; want %d", n, err, len(evs))
+	}
+}

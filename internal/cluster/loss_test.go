@@ -256,8 +256,13 @@ func TestHeartbeatRevealsLoss(t *testing.T) {
 	sub.fence(b, alice)
 	sub.exactlyOnce(evs...)
 	s := b.b.Stats()
-	if s.GapsDetected != 1 || s.MessagesLost != 2 || s.CaughtUp != 2 || s.OriginsSilent != 0 {
-		t.Errorf("b: %d gaps, %d lost, %d caught up, %d silent; want 1, 2, 2, 0", s.GapsDetected, s.MessagesLost, s.CaughtUp, s.OriginsSilent)
+	// Usually one heartbeat reveals both dropped messages (1 gap, 2
+	// lost). Under load a heartbeat can go out between the two drops:
+	// it reveals the first, and the catch-up it starts reads both from
+	// the store, so the next heartbeat finds nothing missing (1 gap, 1
+	// lost). Either way both are caught up, once, and nothing is silent.
+	if s.GapsDetected != 1 || s.MessagesLost < 1 || s.MessagesLost > 2 || s.CaughtUp != 2 || s.OriginsSilent != 0 {
+		t.Errorf("b: %d gaps, %d lost, %d caught up, %d silent; want 1, 1 or 2, 2, 0", s.GapsDetected, s.MessagesLost, s.CaughtUp, s.OriginsSilent)
 	}
 	if s := a.b.Stats(); s.PublishDrops != 2 {
 		t.Errorf("a dropped %d publishes, want 2", s.PublishDrops)

@@ -116,6 +116,37 @@ func TestE2EFanout(t *testing.T) {
 	}
 }
 
+// TestE2EFanoutPacedElsewhere: subscribers on another URL of the relay
+// (--sub-url), publishing paced open-loop (--rate): every delivery is
+// counted, latency from the OK is reported for each, and the run lasts at
+// least as long as the schedule says.
+func TestE2EFanoutPacedElsewhere(t *testing.T) {
+	rl := relaytest.Start(t, relaytest.Options{})
+	o := testOptions(rl.URL)
+	o.SubURL = strings.Replace(rl.URL, "127.0.0.1", "localhost", 1)
+	o.Events = 50
+	o.Subs = 4
+	o.Rate = 500 // 50 events: the last is due 98 ms after the first
+	start := time.Now()
+	res, err := Fanout(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exact(t, res)
+	if d := res.Deliveries; d.Expected != 200 || d.Received != 200 || d.Duplicated != 0 {
+		t.Fatalf("deliveries %+v", d)
+	}
+	if n := res.Latency["delivery_from_ok"].Count; n != 200 {
+		t.Errorf("delivery_from_ok latency over %d deliveries, want 200", n)
+	}
+	if res.Params["sub_url"] != o.SubURL || res.Params["rate"] != o.Rate {
+		t.Errorf("params %v do not record sub_url and rate", res.Params)
+	}
+	if el := time.Since(start); el < 98*time.Millisecond {
+		t.Errorf("50 events at 500/s published in %v: not paced", el)
+	}
+}
+
 // TestE2EFanoutSlowReader checks that lost deliveries are reported: with
 // an 8-frame out-queue, a subscriber that reads slowly through a small
 // socket buffer overflows and the relay closes its subscription.

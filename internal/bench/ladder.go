@@ -327,14 +327,7 @@ func (r *runner) runStep(conns []*Conn, tr *okTracker, actual []atomic.Int64, s 
 			defer timer.Stop()
 			for j := k; j < n; j += nc {
 				due := start.Add(time.Duration(float64(j) / rate * float64(time.Second)))
-				if d := time.Until(due); d > 0 {
-					timer.Reset(d)
-					select {
-					case <-timer.C:
-					case <-r.ctx.Done():
-						return
-					}
-				} else if r.ctx.Err() != nil {
+				if !r.sleepUntil(timer, due) {
 					return
 				}
 				now := time.Now()

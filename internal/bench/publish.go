@@ -232,22 +232,11 @@ func (r *runner) publishPaced(pcs []*pubConn, tr *okTracker, rate float64) bool 
 		wg.Add(1)
 		go func(pc *pubConn) {
 			defer wg.Done()
-			var timer *time.Timer
-			if rate > 0 {
-				timer = time.NewTimer(time.Hour)
-				defer timer.Stop()
-			}
+			timer := time.NewTimer(time.Hour)
+			defer timer.Stop()
 			for _, i := range pc.idx {
-				if rate > 0 {
-					due := start.Add(time.Duration(float64(i) / rate * float64(time.Second)))
-					if d := time.Until(due); d > 0 {
-						timer.Reset(d)
-						select {
-						case <-timer.C:
-						case <-r.ctx.Done():
-							return
-						}
-					}
+				if rate > 0 && !r.sleepUntil(timer, start.Add(time.Duration(float64(i)/rate*float64(time.Second)))) {
+					return
 				}
 				select {
 				case pc.tokens <- struct{}{}:
@@ -294,6 +283,22 @@ func (r *runner) publishPaced(pcs []*pubConn, tr *okTracker, rate float64) bool 
 		}
 	}
 	return r.awaitOKs(tr)
+}
+
+// sleepUntil waits on timer until due, or returns false when the scenario
+// ends first (open-loop senders: the ladder, paced fan-out).
+func (r *runner) sleepUntil(timer *time.Timer, due time.Time) bool {
+	d := time.Until(due)
+	if d <= 0 {
+		return r.ctx.Err() == nil
+	}
+	timer.Reset(d)
+	select {
+	case <-timer.C:
+		return true
+	case <-r.ctx.Done():
+		return false
+	}
 }
 
 // cancelSenders closes the publishing connections so that blocked senders

@@ -58,35 +58,24 @@ const (
 // values must be valid JSON.
 //
 // Strings in the result point into one private allocation, never into data.
-func ParseFilter(data []byte, lim *Limits) (Filter, error) {
-	if len(data) > maxInput {
-		return Filter{}, &ParseError{Msg: "filter too large", Bound: BoundFilterBytes}
-	}
-	p := getParser(data, lim)
-	defer putParser(p)
-	p.ws()
-	if err := p.filter(); err != nil {
-		return Filter{}, err
-	}
-	if err := p.end(); err != nil {
-		return Filter{}, err
-	}
-	var out [1]Filter
-	p.finishFilters(out[:], nil)
-	return out[0], nil
-}
+func ParseFilter(data []byte, lim *Limits) (Filter, error) { return parseOneFilter(data, lim, false) }
 
 // ParseFilterStrict is ParseFilter for people's input (the operator tools):
 // an unknown key is an error instead of being skipped, so that a typo such
 // as "kind" for "kinds" cannot widen the filter to every event. The relay
 // keeps ParseFilter's leniency towards clients.
 func ParseFilterStrict(data []byte, lim *Limits) (Filter, error) {
+	return parseOneFilter(data, lim, true)
+}
+
+// parseOneFilter is ParseFilter, refusing unknown keys when strict.
+func parseOneFilter(data []byte, lim *Limits, strict bool) (Filter, error) {
 	if len(data) > maxInput {
 		return Filter{}, &ParseError{Msg: "filter too large", Bound: BoundFilterBytes}
 	}
 	p := getParser(data, lim)
 	defer putParser(p)
-	p.strictKeys = true
+	p.strictKeys = strict
 	p.ws()
 	if err := p.filter(); err != nil {
 		return Filter{}, err

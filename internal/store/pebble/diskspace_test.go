@@ -89,7 +89,7 @@ func TestDiskFull(t *testing.T) {
 	if st := s.Stats(); !st.DiskFull || st.DiskFreeBytes != 64<<20-1 {
 		t.Fatalf("stats on a full disk: %+v", st)
 	}
-	got := queryAll(t, s)
+	got := searchIDs(t, s, nostr.Filter{})
 	if len(got) != 1 || got[0] != before.ID {
 		t.Fatalf("read on a full disk: %v", got)
 	}
@@ -101,25 +101,7 @@ func TestDiskFull(t *testing.T) {
 	if st := s.Stats(); st.DiskFull {
 		t.Fatalf("stats after space returned: %+v", st)
 	}
-	if got := queryAll(t, s); len(got) != 2 {
+	if got := searchIDs(t, s, nostr.Filter{}); len(got) != 2 {
 		t.Fatalf("after: %v", got)
 	}
-}
-
-// queryAll returns the ids of every stored event, newest first.
-func queryAll(t *testing.T, s *Store) []nostr.ID {
-	t.Helper()
-	it, err := s.Query(context.Background(), []nostr.Filter{{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer it.Close()
-	var ids []nostr.ID
-	for it.Next() {
-		ids = append(ids, it.Record().ID)
-	}
-	if err := it.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return ids
 }

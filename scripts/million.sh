@@ -75,7 +75,7 @@ fi
 # One PostgreSQL connection per node (the machine's server allows 100),
 # and the nodes' idle timeout past the run (no pings during the hold).
 t0=$(date +%s%N)
-PETREL_STORE_POSTGRES_MAX_CONNS=1 scripts/cluster.sh start --state "$state/c" --nodes "$nodes" --bin "$bin" \
+PETREL_STORE_POSTGRES_MAX_CONNS=1 PETREL_RELAY_IDLE_TIMEOUT=$((timeout + 300))s scripts/cluster.sh start --state "$state/c" --nodes "$nodes" --bin "$bin" \
 	--ttl "$((timeout + 120))" --timeout 120 >/dev/null
 t1=$(date +%s%N)
 env_get() { sed -n "s/^$1=//p" "$state/c/cluster.env" | tail -n1; }

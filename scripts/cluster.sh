@@ -17,7 +17,7 @@
 # Options (start; --state, --timeout and --bin for the others):
 #   --state DIR         where pids, ports, logs and cluster.env go
 #                       (default /tmp/petrel-cluster-$UID)
-#   --nodes K           petrel nodes, 1 to 32 (default 3)
+#   --nodes K           petrel nodes, 1 to 128 (default 3)
 #   --bin PATH          the petrel binary (default bin/petrel, built if
 #                       missing)
 #   --postgres URL      the database (default the machine's,
@@ -98,7 +98,7 @@ while [ $# -gt 0 ]; do
 	*) die "unknown option $1" ;;
 	esac
 done
-[[ $nodes =~ ^[0-9]+$ ]] && [ "$nodes" -ge 1 ] && [ "$nodes" -le 32 ] || die "--nodes: 1 to 32"
+[[ $nodes =~ ^[0-9]+$ ]] && [ "$nodes" -ge 1 ] && [ "$nodes" -le 128 ] || die "--nodes: 1 to 128"
 [[ $ttl =~ ^[0-9]+$ ]] || die "--ttl: seconds"
 [[ $timeout =~ ^[0-9]+$ ]] && [ "$timeout" -ge 1 ] || die "--timeout: seconds"
 [ -z "$schema" ] || [[ $schema =~ ^[A-Za-z_][A-Za-z0-9_]{0,62}$ ]] || die "--schema: letters, digits and _"

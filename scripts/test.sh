@@ -33,4 +33,8 @@ echo "== relay packages (-race)"
 # cycles, slow readers, slowloris, compression bomb, forged-signature
 # flood, disk full), and a 45-second soak of mixed traffic.
 scripts/reliability.sh short
+# Issue 14 at small scale: 30,000 subscribed connections over 3 nodes on
+# PostgreSQL and NATS, two events each received exactly once by every
+# subscription (the full-scale run is in docs/BENCHMARKS.md).
+scripts/million.sh --nodes 3 --conns 30000 --events 2 --timeout 300
 scripts/soak.sh 45

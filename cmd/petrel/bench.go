@@ -39,6 +39,8 @@ type benchFlags struct {
 	quiet     bool
 	createdAt int64
 	cpuProf   string
+	nodeURLs  string
+	pids      string
 }
 
 func (f *benchFlags) register(cmd *cobra.Command) {
@@ -78,6 +80,9 @@ func (f *benchFlags) register(cmd *cobra.Command) {
 	fs.DurationVar(&o.SlowReadDelay, "slow-read-delay", 20*time.Millisecond, "fanout: delay per message of a slow subscriber")
 	fs.IntVar(&o.SlowReadBuffer, "slow-read-buffer", 4096, "fanout: socket receive buffer of a slow subscriber, bytes")
 	fs.StringVar(&o.SubURL, "sub-url", "", "fanout: the subscribers' relay URL (another node of a cluster; default --url)")
+	fs.StringVar(&f.nodeURLs, "node-urls", "", "conns: spread the connections over these relay URLs, comma-separated (the nodes of a cluster; the liveness events still go to --url)")
+	fs.IntVar(&o.LiveEvents, "live-events", 1, "conns: events published after the hold, each to be received exactly once by every subscription (at most 64)")
+	fs.StringVar(&f.pids, "pids", "", "conns: more relay process ids, comma-separated, whose RSS is summed with --pid's")
 	fs.Float64Var(&o.Rate, "rate", 0, "fanout: publish open-loop at this many events/s over all publishers (0: as fast as --window allows)")
 }
 
@@ -85,6 +90,20 @@ func (f *benchFlags) register(cmd *cobra.Command) {
 func (f *benchFlags) options() (bench.Options, error) {
 	o := f.o
 	o.CreatedAt = f.createdAt
+	if f.nodeURLs != "" {
+		for _, u := range strings.Split(f.nodeURLs, ",") {
+			o.NodeURLs = append(o.NodeURLs, strings.TrimSpace(u))
+		}
+	}
+	if f.pids != "" {
+		for _, p := range strings.Split(f.pids, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(p))
+			if err != nil || n <= 0 {
+				return o, fmt.Errorf("--pids: %q is not a process id", p)
+			}
+			o.PIDs = append(o.PIDs, n)
+		}
+	}
 	switch {
 	case f.rates != "" && f.steps > 0:
 		return o, errors.New("give --rates or --start/--step/--steps, not both")

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/bits"
 	"net"
 	"net/url"
 	"os"
@@ -50,6 +51,31 @@ type ConnsStats struct {
 	// RelayIdleRSSPerConn is (RSS after the hold, before the liveness
 	// event - RSS at start) / subscribed: the idle cost of a connection.
 	RelayIdleRSSPerConn float64 `json:"relay_idle_rss_per_conn_bytes,omitempty"`
+	// Nodes is the number of relay URLs the connections were spread over
+	// (Options.NodeURLs; 1: Options.URL only). LiveEvents is the number
+	// of liveness events published (Options.LiveEvents), so
+	// LivenessExpected is Subscribed x LiveEvents (subscription, event)
+	// pairs, each counted per subscription.
+	Nodes      int `json:"nodes"`
+	LiveEvents int `json:"live_events"`
+	// RelaysIdleRSSPerConn is RelayIdleRSSPerConn summed over every relay
+	// process (Options.PID and Options.PIDs).
+	RelaysIdleRSSPerConn float64 `json:"relays_idle_rss_per_conn_bytes,omitempty"`
+	// KernelSockMemPerConn is the growth of the TCP buffer memory
+	// /proc/net/sockstat reports (its "mem", pages) from the start to
+	// after the hold, per subscribed connection (both ends on this
+	// machine); KernelSlabPerConn the growth of /proc/meminfo's Slab (the
+	// socket, file and epoll structures themselves) over the same span.
+	// Both are machine-wide.
+	KernelSockMemPerConn float64 `json:"kernel_sockstat_mem_per_conn_bytes"`
+	KernelSlabPerConn    float64 `json:"kernel_slab_per_conn_bytes"`
+	// ClientRSSPerConn is the client processes' resident memory after
+	// the hold (workers whole, this process's growth) per subscribed
+	// connection.
+	ClientRSSPerConn float64 `json:"client_rss_per_conn_bytes,omitempty"`
+	// LastDeliverySeconds is from the first liveness event's OK to the
+	// last liveness delivery anywhere.
+	LastDeliverySeconds float64 `json:"last_delivery_from_ok_s,omitempty"`
 	// Errors lists dial and subscription errors with their counts.
 	Errors []string `json:"errors,omitempty"`
 }
@@ -58,15 +84,18 @@ type ConnsStats struct {
 // First..First+Conns-1 (the number picks the source address and the
 // subscription id), each with one subscription.
 type connsSpec struct {
-	URL             string `json:"url"`
-	Conns           int    `json:"conns"`
-	First           int    `json:"first"`
-	PerIP           int    `json:"per_ip"` // <= 0: do not bind
-	Filter          string `json:"filter"`
-	EventID         string `json:"event_id"` // the liveness event
-	DialConcurrency int    `json:"dial_concurrency"`
-	Deadline        int64  `json:"deadline_unix_ns"`
-	Compress        bool   `json:"compress"`
+	URL      string   `json:"url"`
+	Conns    int      `json:"conns"`
+	First    int      `json:"first"`
+	PerIP    int      `json:"per_ip"` // <= 0: do not bind
+	Filter   string   `json:"filter"`
+	EventIDs []string `json:"event_ids"` // the liveness events (at most 64)
+	// URLs, if set, are the nodes: connection First+i dials
+	// URLs[(First+i) % len(URLs)] instead of URL.
+	URLs            []string `json:"urls,omitempty"`
+	DialConcurrency int      `json:"dial_concurrency"`
+	Deadline        int64    `json:"deadline_unix_ns"`
+	Compress        bool     `json:"compress"`
 }
 
 // connsReady is a process's report after opening.
@@ -80,18 +109,22 @@ type connsReady struct {
 	Closed     map[string]int64 `json:"closed,omitempty"`
 }
 
-// connsReport is a process's report after the liveness event.
+// connsReport is a process's report after the liveness events.
 type connsReport struct {
-	Alive      int              `json:"alive"` // subscribed and still open
-	Received   int              `json:"received"`
-	Duplicated int              `json:"duplicated"`
-	Delivery   *Hist            `json:"delivery"`
-	Closed     map[string]int64 `json:"closed,omitempty"`
-	Notices    map[string]int64 `json:"notices,omitempty"`
-	Lost       int              `json:"lost"`
-	LostFirst  string           `json:"lost_first,omitempty"`
-	Bad        int64            `json:"bad_messages"`
-	BadFirst   string           `json:"bad_first,omitempty"`
+	Alive      int `json:"alive"`    // subscribed and still open
+	Received   int `json:"received"` // (subscription, event) pairs delivered at least once
+	Duplicated int `json:"duplicated"`
+	// LastAt is the unix nanos of the last liveness delivery; RSS the
+	// worker's own resident memory when asked to collect (after the hold).
+	LastAt    int64            `json:"last_unix_ns,omitempty"`
+	RSS       int64            `json:"rss_bytes,omitempty"`
+	Delivery  *Hist            `json:"delivery"`
+	Closed    map[string]int64 `json:"closed,omitempty"`
+	Notices   map[string]int64 `json:"notices,omitempty"`
+	Lost      int              `json:"lost"`
+	LostFirst string           `json:"lost_first,omitempty"`
+	Bad       int64            `json:"bad_messages"`
+	BadFirst  string           `json:"bad_first,omitempty"`
 }
 
 // workerMsg is one JSON line between the conns scenario and a worker.
@@ -124,18 +157,20 @@ type connSub struct {
 	eose     chan struct{}
 	ended    atomic.Bool
 	closed   atomic.Bool
-	got      atomic.Int32
-	recvAt   atomic.Int64 // unix nanos of the first liveness delivery
+	seen     atomic.Uint64 // bit k: liveness event k arrived
+	dup      atomic.Int32  // liveness deliveries of an event already seen
+	recvAt   atomic.Int64  // unix nanos of the first liveness delivery
+	lastAt   atomic.Int64  // unix nanos of the last liveness delivery
 	started  time.Time
 	connectD time.Duration
 }
 
 // connsGroup holds one process's idle connections.
 type connsGroup struct {
-	spec   connsSpec
-	target nostr.ID
-	conns  []*Conn
-	subs   []*connSub
+	spec    connsSpec
+	targets []nostr.ID // bit k of connSub.seen is targets[k]
+	conns   []*Conn
+	subs    []*connSub
 
 	mu      sync.Mutex
 	closed  map[string]int64
@@ -144,14 +179,21 @@ type connsGroup struct {
 }
 
 func newConnsGroup(spec connsSpec) (*connsGroup, error) {
-	id, err := nostr.ParseID(spec.EventID)
-	if err != nil {
-		return nil, fmt.Errorf("%w: liveness event id: %v", ErrOptions, err)
+	if len(spec.EventIDs) == 0 || len(spec.EventIDs) > maxLiveEvents {
+		return nil, fmt.Errorf("%w: %d liveness events, want 1 to %d", ErrOptions, len(spec.EventIDs), maxLiveEvents)
+	}
+	targets := make([]nostr.ID, len(spec.EventIDs))
+	for k, h := range spec.EventIDs {
+		id, err := nostr.ParseID(h)
+		if err != nil {
+			return nil, fmt.Errorf("%w: liveness event id: %v", ErrOptions, err)
+		}
+		targets[k] = id
 	}
 	if spec.DialConcurrency <= 0 {
 		spec.DialConcurrency = 64
 	}
-	return &connsGroup{spec: spec, target: id, closed: map[string]int64{}, notices: map[string]int64{},
+	return &connsGroup{spec: spec, targets: targets, closed: map[string]int64{}, notices: map[string]int64{},
 		conns: make([]*Conn, spec.Conns), subs: make([]*connSub, spec.Conns)}, nil
 }
 
@@ -166,12 +208,23 @@ func (g *connsGroup) handle(s *connSub, m *nostr.RelayMessage, at time.Time) {
 	}
 	switch m.Type {
 	case nostr.LabelEvent:
-		if !s.ended.Load() || eventID(m) != g.target {
+		if !s.ended.Load() {
 			return
 		}
-		if s.got.Add(1) == 1 {
+		k := g.target(eventID(m))
+		if k < 0 {
+			return
+		}
+		bit := uint64(1) << k
+		old := s.seen.Or(bit)
+		if old&bit != 0 {
+			s.dup.Add(1)
+			return
+		}
+		if old == 0 {
 			s.recvAt.Store(at.UnixNano())
 		}
+		s.lastAt.Store(at.UnixNano()) // one connection's messages come in order
 	case nostr.LabelEOSE:
 		if s.ended.CompareAndSwap(false, true) {
 			s.connectD = at.Sub(s.started)
@@ -186,6 +239,36 @@ func (g *connsGroup) handle(s *connSub, m *nostr.RelayMessage, at time.Time) {
 			close(s.eose)
 		}
 	}
+}
+
+// maxLiveEvents is the most liveness events a conns run publishes (one
+// bit each in connSub.seen).
+const maxLiveEvents = 64
+
+// target returns the index of id among the liveness events, or -1.
+func (g *connsGroup) target(id nostr.ID) int {
+	for k := range g.targets {
+		if g.targets[k] == id {
+			return k
+		}
+	}
+	return -1
+}
+
+// all is the seen mask of a subscription that has every liveness event.
+func (g *connsGroup) all() uint64 {
+	if len(g.targets) == 64 {
+		return ^uint64(0)
+	}
+	return uint64(1)<<len(g.targets) - 1
+}
+
+// url returns the URL connection First+i dials.
+func (g *connsGroup) url(i int) string {
+	if n := len(g.spec.URLs); n > 0 {
+		return g.spec.URLs[(g.spec.First+i)%n]
+	}
+	return g.spec.URL
 }
 
 // open dials every connection (DialConcurrency at a time), subscribes
@@ -218,7 +301,7 @@ func (g *connsGroup) open() *connsReady {
 			s := &connSub{id: "c" + strconv.Itoa(g.spec.First+i), eose: make(chan struct{}), started: time.Now()}
 			g.subs[i] = s
 			c, err := Dial(ctx, DialConfig{
-				URL: g.spec.URL, LocalIP: sourceIP(g.spec.First+i, g.spec.PerIP),
+				URL: g.url(i), LocalIP: sourceIP(g.spec.First+i, g.spec.PerIP),
 				BufferSize: 2048, WriteBufferPool: pool, FastEvents: true,
 				Compress: g.spec.Compress,
 			}, func(m *nostr.RelayMessage, at time.Time) { g.handle(s, m, at) })
@@ -273,18 +356,20 @@ func (g *connsGroup) subscribed(i int) bool {
 // collect waits until every held subscription has the liveness event or
 // the deadline passes, and reports.
 func (g *connsGroup) collect(sentAt, deadline int64) *connsReport {
+	rss := selfRSS() // before the deliveries: the idle figure
 	ctx, cancel := context.WithDeadline(context.Background(), time.Unix(0, deadline))
 	defer cancel()
+	all := g.all()
 	waitUntil(ctx, func() bool {
 		for i := range g.conns {
-			if g.subscribed(i) && !g.conns[i].Lost() && g.subs[i].got.Load() == 0 {
+			if g.subscribed(i) && !g.conns[i].Lost() && g.subs[i].seen.Load() != all {
 				return false
 			}
 		}
 		return true
 	})
 	time.Sleep(100 * time.Millisecond) // catch a late duplicate
-	rep := &connsReport{Delivery: &Hist{}}
+	rep := &connsReport{Delivery: &Hist{}, RSS: rss}
 	for i, c := range g.conns {
 		if c == nil {
 			continue
@@ -308,11 +393,12 @@ func (g *connsGroup) collect(sentAt, deadline int64) *connsReport {
 		if !c.Lost() {
 			rep.Alive++
 		}
-		if n := int(s.got.Load()); n > 0 {
-			rep.Received++
-			rep.Duplicated += n - 1
+		if seen := s.seen.Load(); seen != 0 {
+			rep.Received += bits.OnesCount64(seen)
 			rep.Delivery.Record(s.recvAt.Load() - sentAt)
+			rep.LastAt = max(rep.LastAt, s.lastAt.Load())
 		}
+		rep.Duplicated += int(s.dup.Load())
 	}
 	g.mu.Lock()
 	rep.Closed = copyCounts(g.closed)
@@ -539,20 +625,36 @@ func Conns(o Options) (*Result, error) {
 		st.SourceRange = "kernel's choice"
 	}
 
-	gen := r.generator(ScenarioConns, 1)
-	set, err := r.sign(gen, 0, 1)
+	nev := max(o.LiveEvents, 1)
+	if nev > maxLiveEvents {
+		return nil, fmt.Errorf("%w: --live-events %d: at most %d", ErrOptions, nev, maxLiveEvents)
+	}
+	for _, n := range o.NodeURLs {
+		if _, err := CheckTarget(n, o.AllowRemote); err != nil {
+			return nil, err
+		}
+	}
+	st.Nodes, st.LiveEvents = max(len(o.NodeURLs), 1), nev
+	r.param("nodes", st.Nodes)
+	r.param("live_events", nev)
+	gen := r.generator(ScenarioConns, nev)
+	set, err := r.sign(gen, 0, nev)
 	if err != nil {
 		return nil, err
 	}
 	ev := set.Events[0]
-	filter := authorsFilter(gen.Authors()[:1], ev.CreatedAt, 0)
+	ids := make([]string, nev)
+	for k, e := range set.Events {
+		ids[k] = e.ID.Hex()
+	}
+	filter := authorsFilter(gen.Authors()[:min(nev, len(gen.Authors()))], ev.CreatedAt, 0)
 	openDeadline := time.Now().Add(o.Timeout * 2 / 3)
 	parts := make([]*connsPart, procs)
 	for i := range parts {
 		lo := i * o.Conns / procs
 		hi := (i + 1) * o.Conns / procs
-		parts[i] = &connsPart{spec: connsSpec{URL: o.URL, Conns: hi - lo, First: lo, PerIP: perIP, Filter: filter,
-			EventID: ev.ID.Hex(), DialConcurrency: max(o.DialConcurrency/procs, 8), Deadline: openDeadline.UnixNano(),
+		parts[i] = &connsPart{spec: connsSpec{URL: o.URL, URLs: o.NodeURLs, Conns: hi - lo, First: lo, PerIP: perIP, Filter: filter,
+			EventIDs: ids, DialConcurrency: max(o.DialConcurrency/procs, 8), Deadline: openDeadline.UnixNano(),
 			Compress: o.Compress}}
 	}
 	defer func() {
@@ -562,6 +664,13 @@ func Conns(o Options) (*Result, error) {
 	}()
 
 	// Open.
+	relayPIDs := append([]int(nil), o.PIDs...)
+	if o.PID != 0 {
+		relayPIDs = append(relayPIDs, o.PID)
+	}
+	relays0, _ := sumRSS(relayPIDs)
+	sock0, slab0 := kernelMem()
+	self0 := selfRSS()
 	r.startMeasure()
 	openedTotal := func() int64 {
 		var n int64
@@ -653,7 +762,16 @@ func Conns(o Options) (*Result, error) {
 				st.RelayIdleRSSPerConn = float64(now-start) / float64(st.Subscribed)
 			}
 		}
-		delivery = r.liveness(parts, ev, st, procs)
+		if relays1, err := sumRSS(relayPIDs); len(relayPIDs) > 0 && err == nil {
+			st.RelaysIdleRSSPerConn = float64(relays1-relays0) / float64(st.Subscribed)
+		}
+		sock1, slab1 := kernelMem()
+		st.KernelSockMemPerConn = float64(sock1-sock0) / float64(st.Subscribed)
+		st.KernelSlabPerConn = float64(slab1-slab0) / float64(st.Subscribed)
+		selfNow := selfRSS()
+		var workers int64
+		delivery, workers = r.liveness(parts, set.Events, st, procs)
+		st.ClientRSSPerConn = float64(workers+selfNow-self0) / float64(st.Subscribed)
 	}
 	r.stopMeasure(time.Time{}, 0, 0)
 	if u := r.res.Relay; u != nil && st.Held > 0 {
@@ -673,15 +791,20 @@ func Conns(o Options) (*Result, error) {
 	return r.finish(), nil
 }
 
-// liveness publishes ev from a fresh connection and collects every part's
-// report.
-func (r *runner) liveness(parts []*connsPart, ev *nostr.Event, st *ConnsStats, procs int) *Hist {
+// liveness publishes evs, one after the other, from a fresh connection,
+// and collects every part's report. It returns the first-delivery
+// histogram and the worker processes' summed RSS.
+func (r *runner) liveness(parts []*connsPart, evs []*nostr.Event, st *ConnsStats, procs int) (*Hist, int64) {
 	delivery := &Hist{}
-	okc := make(chan *nostr.RelayMessage, 1)
+	type ok struct {
+		m  *nostr.RelayMessage
+		at time.Time
+	}
+	okc := make(chan ok, len(evs))
 	pub, err := r.dial(r.ctx, DialConfig{}, func(m *nostr.RelayMessage, at time.Time) bool {
-		if m.Type == nostr.LabelOK && m.EventID == ev.ID {
+		if m.Type == nostr.LabelOK {
 			select {
-			case okc <- m:
+			case okc <- ok{m, at}:
 			default:
 			}
 			return true
@@ -690,26 +813,32 @@ func (r *runner) liveness(parts []*connsPart, ev *nostr.Event, st *ConnsStats, p
 	})
 	if err != nil {
 		r.res.Fail("liveness publisher: %v", err)
-		return delivery
+		return delivery, 0
 	}
-	frame := append(append([]byte(`["EVENT",`), ev.Raw...), ']')
 	sentAt := time.Now()
-	if err := pub.Send(frame); err != nil {
-		r.res.Fail("liveness publish: %v", err)
-		return delivery
-	}
-	select {
-	case m := <-okc:
-		if !m.OK {
-			r.res.Fail("liveness event refused: %q", m.Message)
-			return delivery
+	var firstOK time.Time
+	for _, ev := range evs {
+		frame := append(append([]byte(`["EVENT",`), ev.Raw...), ']')
+		if err := pub.Send(frame); err != nil {
+			r.res.Fail("liveness publish: %v", err)
+			return delivery, 0
 		}
-	case <-r.ctx.Done():
-		r.timedOut("waiting for the liveness event's OK")
-		return delivery
-	case <-time.After(stallTimeout):
-		r.res.Fail("liveness event got no OK within %v", stallTimeout)
-		return delivery
+		select {
+		case m := <-okc:
+			if m.m.EventID != ev.ID || !m.m.OK {
+				r.res.Fail("liveness event refused: %q", m.m.Message)
+				return delivery, 0
+			}
+			if firstOK.IsZero() {
+				firstOK = m.at
+			}
+		case <-r.ctx.Done():
+			r.timedOut("waiting for the liveness event's OK")
+			return delivery, 0
+		case <-time.After(stallTimeout):
+			r.res.Fail("liveness event got no OK within %v", stallTimeout)
+			return delivery, 0
+		}
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	if d, ok := r.ctx.Deadline(); ok && d.Before(deadline) {
@@ -746,6 +875,7 @@ func (r *runner) liveness(parts []*connsPart, ev *nostr.Event, st *ConnsStats, p
 	stop()
 	var lost int
 	var lostFirst string
+	var lastAt, workers int64
 	for i, rep := range reports {
 		if errs[i] != nil {
 			r.res.Fail("process %d of %d: %v", i+1, procs, errs[i])
@@ -755,6 +885,10 @@ func (r *runner) liveness(parts []*connsPart, ev *nostr.Event, st *ConnsStats, p
 			continue
 		}
 		st.Held += rep.Alive
+		lastAt = max(lastAt, rep.LastAt)
+		if parts[i].group == nil {
+			workers += rep.RSS
+		}
 		st.LivenessReceived += rep.Received
 		st.LivenessDuplicated += rep.Duplicated
 		delivery.Merge(rep.Delivery)
@@ -777,14 +911,17 @@ func (r *runner) liveness(parts []*connsPart, ev *nostr.Event, st *ConnsStats, p
 			r.res.BadMessages += rep.Bad
 		}
 	}
-	st.LivenessExpected = st.Subscribed
+	st.LivenessExpected = st.Subscribed * len(evs)
+	if lastAt > 0 {
+		st.LastDeliverySeconds = time.Unix(0, lastAt).Sub(firstOK).Seconds()
+	}
 	st.LivenessMissing = st.LivenessExpected - st.LivenessReceived
 	if lost > 0 {
 		r.res.Disconnects += int64(lost)
 		r.res.Fail("%d connections were closed by the relay or the network during the hold (first: %s)", lost, lostFirst)
 	}
 	if st.LivenessMissing > 0 {
-		r.res.Failures = append([]string{fmt.Sprintf("%d of %d subscribed connections did not receive the liveness event", st.LivenessMissing, st.LivenessExpected)}, r.res.Failures...)
+		r.res.Failures = append([]string{fmt.Sprintf("%d of %d (subscription, liveness event) deliveries are missing", st.LivenessMissing, st.LivenessExpected)}, r.res.Failures...)
 	}
 	if st.LivenessDuplicated > 0 {
 		r.res.Fail("%d duplicate liveness deliveries", st.LivenessDuplicated)
@@ -792,7 +929,62 @@ func (r *runner) liveness(parts []*connsPart, ev *nostr.Event, st *ConnsStats, p
 	if n := len(r.closedSnapshot()); n > 0 {
 		r.res.Fail("subscriptions were CLOSED by the relay (%s)", formatCounts(r.closedSnapshot()))
 	}
-	return delivery
+	return delivery, workers
+}
+
+// sumRSS returns the summed VmRSS of pids.
+func sumRSS(pids []int) (int64, error) {
+	var n int64
+	for _, pid := range pids {
+		st, err := (ProcFS{}).Read(pid)
+		if err != nil {
+			return 0, err
+		}
+		n += st.RSSBytes
+	}
+	return n, nil
+}
+
+// selfRSS returns this process's VmRSS, 0 if it cannot be read.
+func selfRSS() int64 {
+	n, _ := sumRSS([]int{os.Getpid()})
+	return n
+}
+
+// kernelMem returns the TCP buffer memory of /proc/net/sockstat (its TCP
+// "mem", in pages, as bytes) and /proc/meminfo's Slab, in bytes; 0 for
+// what cannot be read.
+func kernelMem() (sock, slab int64) {
+	if b, err := os.ReadFile("/proc/net/sockstat"); err == nil {
+		sock = parseSockstatMem(string(b)) * int64(os.Getpagesize())
+	}
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if f := strings.Fields(line); len(f) >= 2 && f[0] == "Slab:" {
+				kb, _ := strconv.ParseInt(f[1], 10, 64)
+				slab = kb << 10
+			}
+		}
+	}
+	return sock, slab
+}
+
+// parseSockstatMem returns the "mem" figure of the "TCP:" line of
+// /proc/net/sockstat (pages), 0 if there is none.
+func parseSockstatMem(s string) int64 {
+	for _, line := range strings.Split(s, "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 || f[0] != "TCP:" {
+			continue
+		}
+		for i := 1; i+1 < len(f); i += 2 {
+			if f[i] == "mem" {
+				n, _ := strconv.ParseInt(f[i+1], 10, 64)
+				return n
+			}
+		}
+	}
+	return 0
 }
 
 // maxErrorKinds is how many different dial errors the failure line

@@ -130,6 +130,18 @@ type Options struct {
 	// at start + i/Rate; Window still caps the events in flight). Default
 	// 0: as fast as the window allows.
 	Rate float64
+	// NodeURLs, if set, spreads the conns scenario's connections over
+	// these relays (connection i to NodeURLs[i % len]), the nodes of one
+	// cluster; the liveness events are still published to URL.
+	NodeURLs []string
+	// LiveEvents is the number of events the conns scenario publishes
+	// after the hold, one after the other (each after the previous one's
+	// OK); every subscription must receive each exactly once. Default 1,
+	// at most 64.
+	LiveEvents int
+	// PIDs are more relay processes (the other nodes) whose RSS the conns
+	// scenario sums with PID's for its idle memory per connection.
+	PIDs []int
 	// Compress makes every connection offer permessage-deflate (RFC
 	// 7692); the result's wire figures then count compressed bytes.
 	Compress bool

@@ -238,6 +238,18 @@ func (r *Result) WriteText(w io.Writer) error {
 				row("relay idle memory", "%.2f KiB per connection ((RSS after the hold, before the liveness event - RSS at start) / subscribed)", c.RelayIdleRSSPerConn/1024)
 			}
 		}
+		if c.Nodes > 1 || c.LiveEvents > 1 {
+			row("spread", "%d nodes  %d liveness events  last delivery %.3f s after the first OK", c.Nodes, c.LiveEvents, c.LastDeliverySeconds)
+		}
+		if c.RelaysIdleRSSPerConn != 0 {
+			row("relays idle memory", "%.2f KiB per connection (summed over every relay process)", c.RelaysIdleRSSPerConn/1024)
+		}
+		if c.Subscribed > 0 {
+			row("kernel memory", "sockstat TCP mem %.2f KiB, slab %.2f KiB per connection (machine-wide growth over the hold; both ends)", c.KernelSockMemPerConn/1024, c.KernelSlabPerConn/1024)
+		}
+		if c.ClientRSSPerConn != 0 {
+			row("client memory", "%.2f KiB per connection (every client process)", c.ClientRSSPerConn/1024)
+		}
 		for _, e := range c.Errors {
 			row("conn error", "%s", e)
 		}

@@ -330,6 +330,21 @@ func (r *Relay) forEachSession(fn func(*Session)) {
 	}
 }
 
+// forEachSessionBuf is forEachSession with the copy of the list in *buf,
+// reused from call to call: the sweeper runs it every pass, and a fresh
+// copy each time (8 bytes a connection) was garbage that an idle relay's
+// heap grows with until the next collection.
+func (r *Relay) forEachSessionBuf(buf *[]*Session, fn func(*Session)) {
+	r.regMu.Lock()
+	list := append((*buf)[:0], r.sessions...)
+	r.regMu.Unlock()
+	for _, s := range list {
+		fn(s)
+	}
+	clear(list) // keep no closed session alive until the next pass
+	*buf = list[:0]
+}
+
 // Sessions returns the number of live sessions.
 func (r *Relay) Sessions() int {
 	r.regMu.Lock()
@@ -362,6 +377,7 @@ func (r *Relay) sweep() {
 	}
 	base = min(max(base, 50*time.Millisecond), 5*time.Second)
 	ping := appendWSHeader(nil, opPing, 0)
+	var list []*Session
 	for {
 		jitter := time.Duration(rand.Int64N(int64(base)/5 + 1))
 		select {
@@ -370,7 +386,7 @@ func (r *Relay) sweep() {
 		case <-time.After(base - base/10 + jitter):
 		}
 		now := r.now()
-		r.forEachSession(func(s *Session) {
+		r.forEachSessionBuf(&list, func(s *Session) {
 			if s.closed.Load() || s.closing.Load() {
 				return
 			}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -17,6 +16,7 @@ import (
 	"github.com/petrel-relay/petrel/internal/config"
 	"github.com/petrel-relay/petrel/internal/nostr"
 	"github.com/petrel-relay/petrel/internal/store"
+	"github.com/petrel-relay/petrel/internal/store/postgres"
 )
 
 func init() { extraCommands = append(extraCommands, migrateCmd) }
@@ -89,9 +89,6 @@ type storeSpec struct {
 	Schema  string // postgres: the schema
 }
 
-// schemaIdent is what the postgres store accepts as a schema name.
-var schemaIdent = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
-
 // parseStoreSpec reads pebble:DIR, pebble, postgres:URL[#schema],
 // postgres[:#schema] or a bare postgres:// URL; what is left out comes
 // from cfg (store.path, store.postgres_url, store.postgres_schema).
@@ -115,7 +112,7 @@ func parseStoreSpec(s string, cfg config.Config) (storeSpec, error) {
 		url, schema := rest, ""
 		if i := strings.LastIndexByte(rest, '#'); i >= 0 {
 			url, schema = rest[:i], rest[i+1:]
-			if schema != "" && !schemaIdent.MatchString(schema) {
+			if schema != "" && !postgres.ValidSchemaName(schema) {
 				return storeSpec{}, fmt.Errorf("%q: schema %q: letters, digits and underscores only, not starting with a digit", redactURL(url)+"#"+schema, schema)
 			}
 		}

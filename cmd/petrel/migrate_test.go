@@ -15,6 +15,7 @@ import (
 	"github.com/petrel-relay/petrel/internal/nostr"
 	"github.com/petrel-relay/petrel/internal/relaytest"
 	"github.com/petrel-relay/petrel/internal/store"
+	"github.com/petrel-relay/petrel/internal/store/postgres"
 )
 
 // migrateHistory fills st with events whose storage rules leave
@@ -411,7 +412,7 @@ func FuzzParseStoreSpec(f *testing.F) {
 				t.Fatalf("%q: relative path %q", s, sp.Path)
 			}
 		case "postgres":
-			if sp.URL == "" || !schemaIdent.MatchString(sp.Schema) {
+			if sp.URL == "" || !postgres.ValidSchemaName(sp.Schema) {
 				t.Fatalf("%q: %+v", s, sp)
 			}
 		default:

@@ -27,7 +27,11 @@ import (
 //go:embed dashboard/index.html dashboard/app.js dashboard/app.css
 var dashboardFS embed.FS
 
-var dashboardPage = template.Must(template.ParseFS(dashboardFS, "dashboard/index.html"))
+// dashboardPage is parsed at its first use, not at package
+// initialisation (which every petrel command pays for).
+var dashboardPage = sync.OnceValue(func() *template.Template {
+	return template.Must(template.ParseFS(dashboardFS, "dashboard/index.html"))
+})
 
 // seriesInterval is the time between two samples; seriesLen samples make
 // the 15 minutes the dashboard shows.
@@ -209,7 +213,7 @@ func (s *Server) serveDashboard(w http.ResponseWriter, r *http.Request) {
 	h.Set("Content-Security-Policy", dashboardCSP)
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Referrer-Policy", "no-referrer")
-	writeMaybeGzip(w, r, func(out io.Writer) { _ = dashboardPage.Execute(out, s.nip11Doc()) })
+	writeMaybeGzip(w, r, func(out io.Writer) { _ = dashboardPage().Execute(out, s.nip11Doc()) })
 }
 
 // handleDashboardAsset serves the page's script and style.

@@ -5,6 +5,7 @@ import (
 	"html/template"
 	"net/http"
 	"slices"
+	"sync"
 
 	"github.com/petrel-relay/petrel/internal/nostr"
 	"github.com/petrel-relay/petrel/internal/relay"
@@ -73,7 +74,13 @@ func (s *Server) serveNIP11(w http.ResponseWriter, r *http.Request) {
 	w.Write(append(body, '\n'))
 }
 
-var landing = template.Must(template.New("landing").Parse(`<!doctype html>
+// landing is parsed at its first use, not at package initialisation
+// (which every petrel command pays for).
+var landing = sync.OnceValue(func() *template.Template {
+	return template.Must(template.New("landing").Parse(landingHTML))
+})
+
+const landingHTML = `<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
 <title>{{.Name}}</title>
 <style>body{font-family:system-ui,sans-serif;max-width:40em;margin:3em auto;padding:0 1em;line-height:1.5;color:#222}code{background:#f3f3f3;padding:.1em .3em}</style>
@@ -90,11 +97,11 @@ var landing = template.Must(template.New("landing").Parse(`<!doctype html>
 <p>Supported NIPs: {{range $i, $n := .SupportedNIPs}}{{if $i}}, {{end}}{{$n}}{{end}}.</p>
 <p><small>petrel {{.Version}}</small></p>
 </body></html>
-`))
+`
 
 func (s *Server) serveLanding(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	_ = landing.Execute(w, s.nip11Doc())
+	_ = landing().Execute(w, s.nip11Doc())
 }
 
 // Stats is the /stats document: the relay's counters plus the edge's.

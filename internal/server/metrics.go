@@ -1,6 +1,8 @@
 package server
 
 import (
+	"sync"
+
 	"github.com/petrel-relay/petrel/internal/relay"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -10,6 +12,7 @@ import (
 // initMetrics registers the relay's counters (read from its snapshot at
 // scrape time, so the hot paths only touch atomics) and histograms.
 func (s *Server) initMetrics() {
+	makeDescs()
 	if s.registry == nil {
 		s.registry = prometheus.NewRegistry()
 		s.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -29,78 +32,150 @@ func desc(name, help string, labels ...string) *prometheus.Desc {
 	return d
 }
 
+// The descriptors of the relay's metrics, made by makeDescs.
 var (
-	dConnActive   = desc("connections_active", "Open WebSocket sessions.")
-	dConnTotal    = desc("connections_total", "WebSocket sessions opened since start.")
-	dConnRejected = desc("connections_rejected_total", "Connections refused by connection limits.")
-	dSlots        = desc("connection_slots_active", "TCP connections holding a slot (incl. not yet upgraded).")
-	dSlotsReserve = desc("connection_slots_http_reserve", "Connections admitted past max_connections for plain HTTP (server.http_reserve).")
-	dProxyNoAddr  = desc("proxy_header_missing_total", "WebSocket upgrades from a trusted proxy without a usable client address header.")
-	dProxyHeaders = desc("proxy_protocol_headers_total", "PROXY protocol headers read from trusted proxies, by command: forwarded (names the client), local, unspec (no usable client address).", "command")
-	dProxyRefused = desc("proxy_protocol_refused_total", "Connections closed for their PROXY protocol header, by reason: untrusted (a header from a peer not in trusted_proxies), missing, invalid, incomplete (closed before the header was complete).", "reason")
-	dSubsActive   = desc("subscriptions_active", "Open subscriptions.")
-	dSubsTotal    = desc("subscriptions_total", "Subscriptions opened since start.")
-	dEvRecv       = desc("events_received_total", "EVENT messages received.")
-	dEvAcc        = desc("events_accepted_total", "Events committed to the store.")
-	dEvDup        = desc("events_duplicate_total", "Events answered with the duplicate: prefix: already stored (OK true) or an older version of a stored replaceable or addressable event (OK false).")
-	dEvEph        = desc("events_ephemeral_total", "Ephemeral events accepted and fanned out.")
-	dEvRej        = desc("events_rejected_total", "Events refused, by NIP-01 reason prefix.", "reason")
-	dDropped      = desc("buffers_dropped_total", "Subscriptions closed because the client's out-queue overflowed.")
-	dDBErr        = desc("db_errors_total", "Store errors.")
-	dMsgIn        = desc("messages_in_total", "WebSocket messages received.")
-	dMsgOut       = desc("messages_out_total", "Relay messages queued to clients.")
-	dBytesIn      = desc("received_bytes_total", "WebSocket message bytes received.")
-	dBytesOut     = desc("sent_bytes_total", "Bytes written to sockets.")
-	dDeliv        = desc("live_deliveries_total", "Live events delivered to subscriptions.")
-	dZFrames      = desc("frames_compressed_total", "EVENT frames sent compressed (permessage-deflate).")
-	dZBytes       = desc("bytes_compressed_out_total", "Bytes of the EVENT frames sent compressed.")
-	dZSaved       = desc("bytes_compression_saved_total", "Bytes compression saved over sending those frames plain.")
-	dZHits        = desc("compression_cache_hits_total", "Event bodies taken compressed from the cache instead of compressed again.")
-	dStored       = desc("stored_events_sent_total", "Stored events sent in answer to REQ.")
-	dQueries      = desc("queries_total", "REQ subscriptions opened.")
-	dCounts       = desc("counts_total", "COUNT requests.")
-	dNotices      = desc("notices_total", "NOTICE messages sent.")
-	dLimits       = desc("limits_tripped_total", "Times a limit refused or clamped something, by limit.", "limit")
-	dQBytes       = desc("query_queued_bytes", "Stored-query bytes waiting in out-queues, relay-wide.")
-	dOutQBytes    = desc("out_queue_bytes", "Bytes waiting to be written to clients, relay-wide: out-queues, live events held for subscriptions in their stored phase, and bytes handed to the transport.")
-	dDBSize       = desc("db_size_bytes", "Bytes used by the store.")
-	dStoreEvents  = desc("store_events", "Events in the store (exact for pebble; PostgreSQL: the planner's estimate above 100,000).")
-	dDiskFree     = desc("store_disk_free_bytes", "Space available on the file system of the embedded store (absent for PostgreSQL).")
-	dDiskSize     = desc("store_disk_size_bytes", "Size of the file system of the embedded store (absent for PostgreSQL).")
-	dVerifyDepth  = desc("verify_queue_depth", "EVENTs waiting for signature verification.")
-	dVerifyCap    = desc("verify_queue_capacity", "Size of the verify queue (relay.verify_queue); EVENTs past it are refused rate-limited.")
-	dDeadPost     = desc("search_dead_postings", "Search postings of removed events still in the index (petrel compact --rebuild-search clears them).")
-	dIDFilter     = desc("id_filter_bytes", "Memory of the store's filter of stored event ids (store.id_filter_bytes caps it).")
-	dStoreDown    = desc("store_unavailable", "1 while the store's database cannot be reached (its last operation failed to reach it).")
-	dStoreFull    = desc("store_disk_full", "1 while the store refuses writes for lack of disk space (store.min_free_bytes).")
-	dStoreErrs    = desc("store_errors_total", "Store operations that failed on a database error.")
-	dVerifier     = desc("verifier_info", "The signature verifier in use.", "verifier")
-	dNegOpened    = desc("neg_sessions_opened_total", "NIP-77 sessions opened.")
-	dNegActive    = desc("neg_sessions_active", "NIP-77 sessions open now.")
-	dNegRefused   = desc("neg_sessions_refused_total", "NEG-OPENs refused.")
-	dNegTimedOut  = desc("neg_sessions_timed_out_total", "NIP-77 sessions closed for idleness.")
-	dNegMessages  = desc("neg_messages_total", "NEG-MSGs answered.")
-	dNegItems     = desc("neg_items_held", "Items held by NIP-77 sessions, relay-wide.")
-	dInflight     = desc("events_inflight", "EVENTs admitted and not yet answered, relay-wide.")
-	dAuth         = desc("auth_total", "NIP-42 AUTH messages answered, by result.", "result")
-	dConnBlocked  = desc("connections_blocked_total", "Connections closed for a blocked address or a banned pubkey.")
-	dEvShadow     = desc("events_shadow_rejected_total", "Events answered OK but neither stored nor broadcast (plugin shadowReject).")
-	dEvHeld       = desc("events_held_total", "Events held unverified and answered OK before their signature check (verify_mode optimistic).")
-	dEvHeldBad    = desc("events_held_invalid_total", "Held events whose signature failed the check behind: removed, never served.")
-	dEvHeldRecov  = desc("events_held_recovered_total", "Events held by an earlier run, checked at start.")
-	dHeldPending  = desc("held_pending", "Held events not yet released or rejected.")
-	dQuarantined  = desc("quarantined_pubkeys", "Pubkeys whose events are verified before their OK after a held event of theirs failed.")
-	dReqRefused   = desc("requests_refused_total", "REQ, COUNT and NEG-OPEN refused by policy, by NIP-01 reason prefix.", "reason")
-	dPlugin       = desc("plugin_decisions_total", "Write-policy plugin outcomes, by outcome.", "outcome")
+	dConnActive   *prometheus.Desc
+	dConnTotal    *prometheus.Desc
+	dConnRejected *prometheus.Desc
+	dSlots        *prometheus.Desc
+	dSlotsReserve *prometheus.Desc
+	dProxyNoAddr  *prometheus.Desc
+	dProxyHeaders *prometheus.Desc
+	dProxyRefused *prometheus.Desc
+	dSubsActive   *prometheus.Desc
+	dSubsTotal    *prometheus.Desc
+	dEvRecv       *prometheus.Desc
+	dEvAcc        *prometheus.Desc
+	dEvDup        *prometheus.Desc
+	dEvEph        *prometheus.Desc
+	dEvRej        *prometheus.Desc
+	dDropped      *prometheus.Desc
+	dDBErr        *prometheus.Desc
+	dMsgIn        *prometheus.Desc
+	dMsgOut       *prometheus.Desc
+	dBytesIn      *prometheus.Desc
+	dBytesOut     *prometheus.Desc
+	dDeliv        *prometheus.Desc
+	dZFrames      *prometheus.Desc
+	dZBytes       *prometheus.Desc
+	dZSaved       *prometheus.Desc
+	dZHits        *prometheus.Desc
+	dStored       *prometheus.Desc
+	dQueries      *prometheus.Desc
+	dCounts       *prometheus.Desc
+	dNotices      *prometheus.Desc
+	dLimits       *prometheus.Desc
+	dQBytes       *prometheus.Desc
+	dOutQBytes    *prometheus.Desc
+	dDBSize       *prometheus.Desc
+	dStoreEvents  *prometheus.Desc
+	dDiskFree     *prometheus.Desc
+	dDiskSize     *prometheus.Desc
+	dVerifyDepth  *prometheus.Desc
+	dVerifyCap    *prometheus.Desc
+	dDeadPost     *prometheus.Desc
+	dIDFilter     *prometheus.Desc
+	dStoreDown    *prometheus.Desc
+	dStoreFull    *prometheus.Desc
+	dStoreErrs    *prometheus.Desc
+	dVerifier     *prometheus.Desc
+	dNegOpened    *prometheus.Desc
+	dNegActive    *prometheus.Desc
+	dNegRefused   *prometheus.Desc
+	dNegTimedOut  *prometheus.Desc
+	dNegMessages  *prometheus.Desc
+	dNegItems     *prometheus.Desc
+	dInflight     *prometheus.Desc
+	dAuth         *prometheus.Desc
+	dConnBlocked  *prometheus.Desc
+	dEvShadow     *prometheus.Desc
+	dEvHeld       *prometheus.Desc
+	dEvHeldBad    *prometheus.Desc
+	dEvHeldRecov  *prometheus.Desc
+	dHeldPending  *prometheus.Desc
+	dQuarantined  *prometheus.Desc
+	dReqRefused   *prometheus.Desc
+	dPlugin       *prometheus.Desc
 )
 
+// makeDescs makes the descriptors, once, when a relay first sets up its
+// metrics: not at package initialisation, where every petrel command (a
+// client command included) would pay for them (docs/BENCHMARKS.md,
+// issue 15).
+var makeDescs = sync.OnceFunc(func() {
+	dConnActive = desc("connections_active", "Open WebSocket sessions.")
+	dConnTotal = desc("connections_total", "WebSocket sessions opened since start.")
+	dConnRejected = desc("connections_rejected_total", "Connections refused by connection limits.")
+	dSlots = desc("connection_slots_active", "TCP connections holding a slot (incl. not yet upgraded).")
+	dSlotsReserve = desc("connection_slots_http_reserve", "Connections admitted past max_connections for plain HTTP (server.http_reserve).")
+	dProxyNoAddr = desc("proxy_header_missing_total", "WebSocket upgrades from a trusted proxy without a usable client address header.")
+	dProxyHeaders = desc("proxy_protocol_headers_total", "PROXY protocol headers read from trusted proxies, by command: forwarded (names the client), local, unspec (no usable client address).", "command")
+	dProxyRefused = desc("proxy_protocol_refused_total", "Connections closed for their PROXY protocol header, by reason: untrusted (a header from a peer not in trusted_proxies), missing, invalid, incomplete (closed before the header was complete).", "reason")
+	dSubsActive = desc("subscriptions_active", "Open subscriptions.")
+	dSubsTotal = desc("subscriptions_total", "Subscriptions opened since start.")
+	dEvRecv = desc("events_received_total", "EVENT messages received.")
+	dEvAcc = desc("events_accepted_total", "Events committed to the store.")
+	dEvDup = desc("events_duplicate_total", "Events answered with the duplicate: prefix: already stored (OK true) or an older version of a stored replaceable or addressable event (OK false).")
+	dEvEph = desc("events_ephemeral_total", "Ephemeral events accepted and fanned out.")
+	dEvRej = desc("events_rejected_total", "Events refused, by NIP-01 reason prefix.", "reason")
+	dDropped = desc("buffers_dropped_total", "Subscriptions closed because the client's out-queue overflowed.")
+	dDBErr = desc("db_errors_total", "Store errors.")
+	dMsgIn = desc("messages_in_total", "WebSocket messages received.")
+	dMsgOut = desc("messages_out_total", "Relay messages queued to clients.")
+	dBytesIn = desc("received_bytes_total", "WebSocket message bytes received.")
+	dBytesOut = desc("sent_bytes_total", "Bytes written to sockets.")
+	dDeliv = desc("live_deliveries_total", "Live events delivered to subscriptions.")
+	dZFrames = desc("frames_compressed_total", "EVENT frames sent compressed (permessage-deflate).")
+	dZBytes = desc("bytes_compressed_out_total", "Bytes of the EVENT frames sent compressed.")
+	dZSaved = desc("bytes_compression_saved_total", "Bytes compression saved over sending those frames plain.")
+	dZHits = desc("compression_cache_hits_total", "Event bodies taken compressed from the cache instead of compressed again.")
+	dStored = desc("stored_events_sent_total", "Stored events sent in answer to REQ.")
+	dQueries = desc("queries_total", "REQ subscriptions opened.")
+	dCounts = desc("counts_total", "COUNT requests.")
+	dNotices = desc("notices_total", "NOTICE messages sent.")
+	dLimits = desc("limits_tripped_total", "Times a limit refused or clamped something, by limit.", "limit")
+	dQBytes = desc("query_queued_bytes", "Stored-query bytes waiting in out-queues, relay-wide.")
+	dOutQBytes = desc("out_queue_bytes", "Bytes waiting to be written to clients, relay-wide: out-queues, live events held for subscriptions in their stored phase, and bytes handed to the transport.")
+	dDBSize = desc("db_size_bytes", "Bytes used by the store.")
+	dStoreEvents = desc("store_events", "Events in the store (exact for pebble; PostgreSQL: the planner's estimate above 100,000).")
+	dDiskFree = desc("store_disk_free_bytes", "Space available on the file system of the embedded store (absent for PostgreSQL).")
+	dDiskSize = desc("store_disk_size_bytes", "Size of the file system of the embedded store (absent for PostgreSQL).")
+	dVerifyDepth = desc("verify_queue_depth", "EVENTs waiting for signature verification.")
+	dVerifyCap = desc("verify_queue_capacity", "Size of the verify queue (relay.verify_queue); EVENTs past it are refused rate-limited.")
+	dDeadPost = desc("search_dead_postings", "Search postings of removed events still in the index (petrel compact --rebuild-search clears them).")
+	dIDFilter = desc("id_filter_bytes", "Memory of the store's filter of stored event ids (store.id_filter_bytes caps it).")
+	dStoreDown = desc("store_unavailable", "1 while the store's database cannot be reached (its last operation failed to reach it).")
+	dStoreFull = desc("store_disk_full", "1 while the store refuses writes for lack of disk space (store.min_free_bytes).")
+	dStoreErrs = desc("store_errors_total", "Store operations that failed on a database error.")
+	dVerifier = desc("verifier_info", "The signature verifier in use.", "verifier")
+	dNegOpened = desc("neg_sessions_opened_total", "NIP-77 sessions opened.")
+	dNegActive = desc("neg_sessions_active", "NIP-77 sessions open now.")
+	dNegRefused = desc("neg_sessions_refused_total", "NEG-OPENs refused.")
+	dNegTimedOut = desc("neg_sessions_timed_out_total", "NIP-77 sessions closed for idleness.")
+	dNegMessages = desc("neg_messages_total", "NEG-MSGs answered.")
+	dNegItems = desc("neg_items_held", "Items held by NIP-77 sessions, relay-wide.")
+	dInflight = desc("events_inflight", "EVENTs admitted and not yet answered, relay-wide.")
+	dAuth = desc("auth_total", "NIP-42 AUTH messages answered, by result.", "result")
+	dConnBlocked = desc("connections_blocked_total", "Connections closed for a blocked address or a banned pubkey.")
+	dEvShadow = desc("events_shadow_rejected_total", "Events answered OK but neither stored nor broadcast (plugin shadowReject).")
+	dEvHeld = desc("events_held_total", "Events held unverified and answered OK before their signature check (verify_mode optimistic).")
+	dEvHeldBad = desc("events_held_invalid_total", "Held events whose signature failed the check behind: removed, never served.")
+	dEvHeldRecov = desc("events_held_recovered_total", "Events held by an earlier run, checked at start.")
+	dHeldPending = desc("held_pending", "Held events not yet released or rejected.")
+	dQuarantined = desc("quarantined_pubkeys", "Pubkeys whose events are verified before their OK after a held event of theirs failed.")
+	dReqRefused = desc("requests_refused_total", "REQ, COUNT and NEG-OPEN refused by policy, by NIP-01 reason prefix.", "reason")
+	dPlugin = desc("plugin_decisions_total", "Write-policy plugin outcomes, by outcome.", "outcome")
+})
+
 func (c *statsCollector) Describe(ch chan<- *prometheus.Desc) {
+	makeDescs()
 	for _, d := range descs {
 		ch <- d
 	}
 }
 
 func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
+	makeDescs()
 	st := c.s.statsDoc()
 	g := func(d *prometheus.Desc, v float64, l ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, l...)

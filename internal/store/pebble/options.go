@@ -82,7 +82,9 @@ type Options struct {
 	// a running writer (petrel serve) and a reader never share it. A
 	// database that needs an upgrade or has no petrel format key is
 	// refused; one whose search index is missing or stale is opened with
-	// search off. Default false.
+	// search off. Lookups read no bloom filters and no table statistics
+	// are loaded (a one-shot lookup reads a table's data block rather
+	// than its larger filter block). Default false.
 	ReadOnly bool
 
 	// BodyCacheBytes is the memory for the bodies of the most recently

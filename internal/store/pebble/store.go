@@ -113,6 +113,19 @@ func Open(opts Options) (*Store, error) {
 		popts.Levels[i].BlockSize = 16 << 10
 	}
 	popts.CompactionConcurrencyRange = func() (int, int) { return 1, 2 }
+	if o.ReadOnly {
+		// A read-only open serves a command that looks a few things up
+		// and exits (req --store): it loads no table statistics in the
+		// background, and it reads no bloom filters. A table's filter
+		// block is 60-110 KiB on a 100k-event store, read whole to answer
+		// one point lookup that the table's 16 KiB data block answers
+		// too; without a policy configured, pebble leaves the blocks
+		// unread (docs/BENCHMARKS.md, issue 15).
+		popts.DisableTableStats = true
+		for i := range popts.Levels {
+			popts.Levels[i].FilterPolicy = nil
+		}
+	}
 	lock, err := lockDir(o.FS, o.Path)
 	if err != nil {
 		return nil, fmt.Errorf("open pebble store %q: %w", o.Path, err)

@@ -454,3 +454,53 @@ func TestCloseEmptiesTheLog(t *testing.T) {
 		t.Fatalf("count %d, %v; want %d", n, err, len(evs))
 	}
 }
+
+// TestReadOnlyReadsNoFilters: a read-only open answers lookups, present
+// and absent ids alike, without reading the tables' bloom filters (a
+// one-shot lookup reads a table's data block rather than its much larger
+// filter block); a writable open of the same store consults them.
+func TestReadOnlyReadsNoFilters(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(7, 8))
+	s := openTest(t, Options{Path: dir, NoSync: true})
+	var evs []*nostr.Event
+	for i := 0; i < 500; i++ {
+		evs = append(evs, storetest.NewEvent(rng, storetest.Key(i%7), 1, storetest.BaseTime+int64(i), nil, "filtered"))
+	}
+	if _, err := s.Save(ctx, evs); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	absent := storetest.NewEvent(rng, storetest.Key(8), 1, storetest.BaseTime, nil, "never stored").ID
+	lookups := func(st *Store) {
+		t.Helper()
+		for _, id := range []nostr.ID{evs[3].ID, evs[499].ID, absent} {
+			found, err := st.Has(ctx, id)
+			if err != nil || found != (id != absent) {
+				t.Fatalf("Has(%x) = %v, %v; want %v", id[:4], found, err, id != absent)
+			}
+		}
+	}
+	filterReads := func(st *Store) int64 {
+		m := st.db.Metrics()
+		return m.Filter.Hits + m.Filter.Misses
+	}
+
+	ro := openTest(t, Options{Path: dir, ReadOnly: true, IDFilterMaxBytes: -1})
+	lookups(ro)
+	if n := filterReads(ro); n != 0 {
+		t.Errorf("a read-only open consulted bloom filters %d times", n)
+	}
+	if err := ro.Close(); err != nil {
+		t.Fatal(err)
+	}
+	rw := openTest(t, Options{Path: dir, IDFilterMaxBytes: -1})
+	defer rw.Close()
+	lookups(rw)
+	if n := filterReads(rw); n == 0 {
+		t.Error("a writable open consulted no bloom filter (the test shows nothing)")
+	}
+}

@@ -3,7 +3,6 @@ package postgres
 import (
 	"fmt"
 	"log/slog"
-	"regexp"
 	"time"
 
 	"github.com/petrel-relay/petrel/internal/nostr"
@@ -131,7 +130,31 @@ const (
 	DefaultStatsInterval    = 30 * time.Second
 )
 
-var schemaName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
+// MaxSchemaName is the longest schema name the store accepts, in bytes
+// (PostgreSQL's identifier limit, NAMEDATALEN-1).
+const MaxSchemaName = 63
+
+// ValidSchemaName reports whether name is a schema name the store
+// accepts: 1 to MaxSchemaName ASCII letters, digits and underscores, not
+// starting with a digit (so that it needs no quoting). Written out rather
+// than as a package-level regexp: compiling `{0,62}` at start-up cost
+// every petrel command about 725 allocations and 30 page faults
+// (docs/BENCHMARKS.md, issue 15).
+func ValidSchemaName(name string) bool {
+	if len(name) == 0 || len(name) > MaxSchemaName {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		switch {
+		case c == '_', 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z':
+		case '0' <= c && c <= '9' && i > 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
 
 func (o *Options) withDefaults() (Options, error) {
 	r := *o
@@ -141,7 +164,7 @@ func (o *Options) withDefaults() (Options, error) {
 	if r.Schema == "" {
 		r.Schema = DefaultSchema
 	}
-	if !schemaName.MatchString(r.Schema) {
+	if !ValidSchemaName(r.Schema) {
 		return r, fmt.Errorf("%w: schema name %q", ErrOptions, r.Schema)
 	}
 	if r.MaxConns <= 0 {

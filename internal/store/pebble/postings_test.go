@@ -17,10 +17,12 @@ import (
 	"github.com/petrel-relay/petrel/internal/store/storetest"
 )
 
-// blocksOf returns the number of postings in each block of term's
-// posting list, newest block first.
+// blocksOf folds the posting segments into S blocks, then returns the
+// number of postings in each block of term's posting list, newest block
+// first.
 func blocksOf(t testing.TB, s *Store, term string) []int {
 	t.Helper()
+	fold(t, s)
 	prefix := appendSearchPrefix(nil, term)
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: prefixEnd(prefix)})
 	if err != nil {
@@ -36,6 +38,22 @@ func blocksOf(t testing.TB, s *Store, term string) []int {
 		out = append(out, n)
 	}
 	return out
+}
+
+// fold makes the writer fold the posting segments into S blocks.
+func fold(t testing.TB, s *Store) {
+	t.Helper()
+	if err := s.foldSegments(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// saveFold saves evs in one commit and folds its segment: the S blocks
+// of a commit, as if it had folded at once.
+func saveFold(t testing.TB, s *Store, evs ...*nostr.Event) {
+	t.Helper()
+	saveAll(t, s, evs...)
+	fold(t, s)
 }
 
 // sortedIDs returns ids sorted, for set comparisons.
@@ -172,7 +190,7 @@ func TestSearchSeekBlocks(t *testing.T) {
 			}
 			evs = append(evs, ev)
 		}
-		saveAll(t, s, evs...)
+		saveFold(t, s, evs...)
 		all = append(all, evs...)
 	}
 	if got := blocksOf(t, s, "common"); len(got) != 12 {
@@ -222,7 +240,7 @@ func TestSearchSeekBlocks(t *testing.T) {
 			}
 			evs = append(evs, ev)
 		}
-		saveAll(t, s3, evs...)
+		saveFold(t, s3, evs...)
 	}
 	q3 := testQuery(t, s3)
 	defer q3.close()
@@ -497,7 +515,7 @@ func TestSearchCorruptBlock(t *testing.T) {
 	for i := 0; i < 10; i++ {
 		evs = append(evs, note("apple pear"))
 	}
-	saveAll(t, s, evs...)
+	saveFold(t, s, evs...)
 	key := appendPostingKey(nil, "apple", 1)
 	v, ok, err := getValue(s.db, key)
 	if err != nil || !ok {

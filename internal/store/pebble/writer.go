@@ -119,7 +119,7 @@ type writer struct {
 	seg          segmentWriter
 	segVal       []byte
 	forceFold    bool // an opFold in the batch
-	leftDead   bool
+	leftDead     bool
 	// dead counts the postings of removed events left in committed
 	// blocks (searchDeadKey); deadDelta is the current batch's share.
 	dead, deadDelta uint64

@@ -102,13 +102,15 @@ type writer struct {
 	keyBuf      []byte
 	valBuf      []byte
 
-	// The current batch's postings, written as blocks at its end;
-	// batchStart is the first serial the batch allocates (its events'
-	// postings are still in post). leftDead is set when the batch
-	// removes an event whose postings are already in committed blocks:
-	// they stay there, so the batch writes searchSerialKey.
+	// The current batch's postings, written at its end (as a segment,
+	// or folded into blocks: writePostings); batchStart is the first
+	// serial the batch allocates (its events' postings are still in
+	// post). leftDead is set when the batch removes an event whose
+	// postings are already committed (in blocks or segments): they stay
+	// there, so the batch writes searchSerialKey.
 	post       postingBuf
 	batchStart uint64
+	leftDead   bool
 	// pend holds the postings of the committed segments (G keys), oldest
 	// first per term, for the batch that folds them into S blocks (see
 	// segments.go); pendSegs and pendPostings count them. seg and segVal
@@ -119,7 +121,6 @@ type writer struct {
 	seg          segmentWriter
 	segVal       []byte
 	forceFold    bool // an opFold in the batch
-	leftDead     bool
 	// dead counts the postings of removed events left in committed
 	// blocks (searchDeadKey); deadDelta is the current batch's share.
 	dead, deadDelta uint64

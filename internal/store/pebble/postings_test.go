@@ -540,30 +540,34 @@ func TestSearchCorruptBlock(t *testing.T) {
 	}
 }
 
-// TestSearchBlockKeys logs the S keys written per event for the
-// benchmark's notes (storetest.SearchFixtureEvents) at the batch sizes of
-// BenchmarkIngestSearch: the figure docs/storage.md quotes.
+// TestSearchBlockKeys logs the keys (pebble operations) and bytes the
+// writer's batches hold per event, for the benchmark's notes
+// (storetest.SearchFixtureEvents), at the batch sizes of
+// BenchmarkIngestSearch and smaller, with search on and off: the figures
+// docs/storage.md quotes. Counted, not timed.
 func TestSearchBlockKeys(t *testing.T) {
-	const n = 8192
-	for _, batch := range []int{1024, 64, 1} {
-		s := openTest(t, Options{NoSync: true, PurgeInterval: -1})
-		count := n
-		if batch == 1 {
-			count = 512
+	for _, search := range []bool{true, false} {
+		for _, batch := range []int{1024, 64, 8, 1} {
+			s := openTest(t, Options{NoSync: true, PurgeInterval: -1, DisableSearch: !search})
+			count := 8192
+			if batch == 1 {
+				count = 1024
+			}
+			if err := storetest.SearchFixtureEvents(count, batch, func(evs []*nostr.Event) error {
+				saveAll(t, s, evs...)
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			rep := report(t, s)
+			if rep.blocks > rep.postings {
+				t.Fatalf("%+v", rep)
+			}
+			t.Logf("search %v, batch %d: %.2f keys per event, %.0f bytes per event (S keys now %d, segments %d, postings %d)",
+				search, batch, float64(s.writeOps.Load())/float64(count), float64(s.writeBytes.Load())/float64(count),
+				rep.blocks, rep.segments, rep.postings)
+			s.Close()
 		}
-		if err := storetest.SearchFixtureEvents(count, batch, func(evs []*nostr.Event) error {
-			saveAll(t, s, evs...)
-			return nil
-		}); err != nil {
-			t.Fatal(err)
-		}
-		rep := report(t, s)
-		if rep.blocks > rep.postings {
-			t.Fatalf("%+v", rep)
-		}
-		t.Logf("batch %d: %.2f S keys per event (%.2f postings, one key each before), %.1f postings per block",
-			batch, float64(rep.blocks)/float64(count), float64(rep.postings)/float64(count), float64(rep.postings)/float64(rep.blocks))
-		s.Close()
 	}
 }
 

@@ -115,3 +115,53 @@ func BenchmarkIngestSearch(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkSearchSegments: the cost of reading posting segments. 20,000
+// notes of the search fixture, the last 1,016 of them saved in 127
+// batches of 8 (127 segments, as many as the writer keeps), queried as
+// BenchmarkSearch does; then the same store after folding the segments
+// into S blocks. The difference is what a search pays for the segments.
+func BenchmarkSearchSegments(b *testing.B) {
+	s := openTest(b, Options{NoSync: true, PurgeInterval: -1})
+	defer s.Close()
+	const n, tail, batch = 20_000, 1016, 8
+	var all []*nostr.Event
+	if err := storetest.SearchFixtureEvents(n, 4096, func(evs []*nostr.Event) error {
+		all = append(all, evs...)
+		return nil
+	}); err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	for i := 0; i < len(all); {
+		size := batch
+		if i < n-tail {
+			size = min(4096, n-tail-i)
+		}
+		if _, err := s.Save(ctx, all[i:i+size]); err != nil {
+			b.Fatal(err)
+		}
+		i += size
+	}
+	cases := []struct {
+		name string
+		f    nostr.Filter
+	}{
+		{"word", nostr.Filter{Search: bench.Vocabulary[37], Limit: 500, HasLimit: true}},
+		{"two-words", nostr.Filter{Search: bench.Vocabulary[37] + " " + bench.Vocabulary[74], Limit: 500, HasLimit: true}},
+		{"hashtag", nostr.Filter{Search: "photography", Kinds: []int{1}, Limit: 500, HasLimit: true}},
+	}
+	for _, folded := range []bool{false, true} {
+		if folded {
+			if err := s.foldSegments(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+		segs := countTable(b, s, pfxSegment)
+		for _, c := range cases {
+			b.Run(fmt.Sprintf("segments=%d/%s", segs, c.name), func(b *testing.B) {
+				storetest.BenchQuery(b, s, []nostr.Filter{c.f}, -1)
+			})
+		}
+	}
+}

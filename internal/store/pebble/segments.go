@@ -154,6 +154,11 @@ func (q *query) segmentBlocks(prefixes [][]byte) ([][]vblock, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The keys and values are copied into one buffer (the iterator's
+	// bytes do not outlive its position), sliced once it is complete.
+	type span struct{ term, key, val, end int }
+	var buf []byte
+	var spans []span
 	for valid := it.First(); valid; valid = it.Next() {
 		v, err := it.ValueAndErr()
 		if err != nil {
@@ -177,13 +182,21 @@ func (q *query) segmentBlocks(prefixes [][]byte) ([][]vblock, error) {
 				if !bytes.Equal(t, lterm) {
 					break
 				}
-				out[i] = append(out[i], vblock{key: appendU64(bytes.Clone(pfx), ^minSerial), val: bytes.Clone(blk)})
+				sp := span{term: i, key: len(buf)}
+				buf = appendU64(append(buf, pfx...), ^minSerial)
+				sp.val = len(buf)
+				buf = append(buf, blk...)
+				sp.end = len(buf)
+				spans = append(spans, sp)
 			}
 			if !ok {
 				it.Close()
 				return nil, fmt.Errorf("%w: posting segment %x", errCorrupt, it.Key())
 			}
 		}
+	}
+	for _, sp := range spans {
+		out[sp.term] = append(out[sp.term], vblock{key: buf[sp.key:sp.val:sp.val], val: buf[sp.val:sp.end:sp.end]})
 	}
 	return out, closeIter(it)
 }

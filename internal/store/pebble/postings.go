@@ -19,6 +19,7 @@ type postingBuf struct {
 	used  []*termPostings // the terms of the current batch
 	gen   uint64          // the current batch; a term's list is stale unless its gen is this
 	n     int             // postings in the current batch
+	keep  int             // the longest list kept between batches (0: maxBufPostings)
 	key   []byte
 	val   []byte
 }
@@ -45,7 +46,7 @@ func (pb *postingBuf) reset() {
 		pb.terms = make(map[string]*termPostings)
 	} else {
 		for _, tp := range pb.used {
-			if cap(tp.ps) > maxBufPostings {
+			if cap(tp.ps) > max(pb.keep, maxBufPostings) {
 				tp.ps = nil
 			}
 		}

@@ -14,7 +14,8 @@ import (
 // memory (writer.pend). Once the segments hold foldPostings postings or
 // number maxSegments, the next batch folds them: it writes the postings
 // of every segment and its own as S blocks, one per term (more past
-// maxBlockPostings), and deletes the G keys, in the same batch. pebble's
+// maxBlockPostings), and deletes the G keys (one by one: see
+// writer.writePostings), in the same batch. pebble's
 // cost is per key, and a batch of a few events under load would
 // otherwise write a key per distinct term it holds; the fold writes a
 // key per distinct term of hundreds of batches. A search reads the
@@ -267,6 +268,7 @@ func (t *termIter) Close() error { return t.it.Close() }
 func (w *writer) loadPending() error {
 	w.pend.reset()
 	w.pendSegs, w.pendPostings = 0, 0
+	w.pendKeys = w.pendKeys[:0]
 	it, err := w.s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{pfxSegment}, UpperBound: []byte{pfxSegment + 1}})
 	if err != nil {
 		return err
@@ -282,7 +284,7 @@ func (w *writer) loadPending() error {
 		}
 		sg, ok := parseSegment(v)
 		bad := fmt.Errorf("%w: posting segment %x", errCorrupt, it.Key())
-		if !ok {
+		if !ok || len(it.Key()) != 9 {
 			it.Close()
 			return bad
 		}
@@ -311,6 +313,7 @@ func (w *writer) loadPending() error {
 			w.pendPostings += len(ps)
 		}
 		w.pendSegs++
+		w.pendKeys = append(w.pendKeys, ^binary.BigEndian.Uint64(it.Key()[1:]))
 	}
 	return closeIter(it)
 }

@@ -118,6 +118,7 @@ type writer struct {
 	pend         postingBuf
 	pendSegs     int
 	pendPostings int
+	pendKeys     []uint64 // the oldest serial (key) of each segment
 	seg          segmentWriter
 	segVal       []byte
 	forceFold    bool // an opFold in the batch
@@ -145,6 +146,9 @@ type storedBody struct {
 func newWriter(s *Store) (*writer, error) {
 	w := &writer{s: s, serial: 1, vanished: make(map[nostr.PubKey]int64), pendingVanish: make(map[nostr.PubKey]int64),
 		recent: newRecentIDs(s.opts.recentIDs)}
+	// The segments' lists live across many batches: keep them up to a
+	// fold's worth, so that each fold does not grow them anew.
+	w.pend.keep = foldPostings
 	vit, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{pfxVanish}, UpperBound: []byte{pfxVanish + 1}})
 	if err != nil {
 		return nil, err
@@ -381,6 +385,7 @@ func (w *writer) commit(reqs []*request) {
 		if fold {
 			w.pend.reset()
 			w.pendSegs, w.pendPostings = 0, 0
+			w.pendKeys = w.pendKeys[:0]
 		}
 		w.keepVanish()
 		if w.deadDelta > 0 {
@@ -429,8 +434,13 @@ func (w *writer) writePostings() (fold bool, err error) {
 		}
 	}
 	if fold {
-		if w.pendSegs > 0 {
-			if err := w.b.DeleteRange([]byte{pfxSegment}, []byte{pfxSegment + 1}, nil); err != nil {
+		// Point deletions, not a range deletion: a range tombstone in
+		// the memtable makes every later point read (the writer's
+		// duplicate checks above all) build range-deletion iterators
+		// until it is flushed.
+		for _, k := range w.pendKeys {
+			w.keyBuf = appendSegmentKey(w.keyBuf[:0], k)
+			if err := w.b.Delete(w.keyBuf, nil); err != nil {
 				return true, err
 			}
 		}
@@ -451,6 +461,7 @@ func (w *writer) writePostings() (fold bool, err error) {
 	}
 	w.pendSegs++
 	w.pendPostings += n
+	w.pendKeys = append(w.pendKeys, minSerial)
 	return false, nil
 }
 

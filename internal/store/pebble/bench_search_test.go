@@ -72,12 +72,15 @@ func BenchmarkSearchIndexSize(b *testing.B) {
 // BenchmarkIngestSearch: Save throughput with and without the search
 // index, for notes of petrel bench's vocabulary (about 30 distinct words
 // each): the difference is the indexing cost per event. Unsynced batches
-// of 1024 show the CPU cost; synced batches of 64 a relay's group commit.
+// of 1024 show the CPU cost; synced batches of 64 and 8 a relay's group
+// commits (8 connections under load commit a few events at a time).
+// keys/event and bytes/event are what the writer's batches held (pebble
+// operations and batch bytes), counted, not timed.
 func BenchmarkIngestSearch(b *testing.B) {
 	for _, cfg := range []struct {
 		sync  bool
 		batch int
-	}{{false, 1024}, {true, 64}} {
+	}{{false, 1024}, {true, 64}, {true, 8}} {
 		for _, on := range []bool{false, true} {
 			b.Run(fmt.Sprintf("sync=%v/batch=%d/search=%v", cfg.sync, cfg.batch, on), func(b *testing.B) {
 				s := openTest(b, Options{NoSync: !cfg.sync, PurgeInterval: -1, DisableSearch: !on})
@@ -106,6 +109,58 @@ func BenchmarkIngestSearch(b *testing.B) {
 				}
 				b.StopTimer()
 				b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "events/s")
+				b.ReportMetric(float64(s.writeOps.Load())/float64(b.N), "keys/event")
+				b.ReportMetric(float64(s.writeBytes.Load())/float64(b.N), "bytes/event")
+			})
+		}
+	}
+}
+
+// BenchmarkSearchSegments: the cost of reading posting segments. 20,000
+// notes of the search fixture, the last 1,016 of them saved in 127
+// batches of 8 (127 segments, as many as the writer keeps), queried as
+// BenchmarkSearch does; then the same store after folding the segments
+// into S blocks. The difference is what a search pays for the segments.
+func BenchmarkSearchSegments(b *testing.B) {
+	s := openTest(b, Options{NoSync: true, PurgeInterval: -1})
+	defer s.Close()
+	const n, tail, batch = 20_000, 1016, 8
+	var all []*nostr.Event
+	if err := storetest.SearchFixtureEvents(n, 4096, func(evs []*nostr.Event) error {
+		all = append(all, evs...)
+		return nil
+	}); err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	for i := 0; i < len(all); {
+		size := batch
+		if i < n-tail {
+			size = min(4096, n-tail-i)
+		}
+		if _, err := s.Save(ctx, all[i:i+size]); err != nil {
+			b.Fatal(err)
+		}
+		i += size
+	}
+	cases := []struct {
+		name string
+		f    nostr.Filter
+	}{
+		{"word", nostr.Filter{Search: bench.Vocabulary[37], Limit: 500, HasLimit: true}},
+		{"two-words", nostr.Filter{Search: bench.Vocabulary[37] + " " + bench.Vocabulary[74], Limit: 500, HasLimit: true}},
+		{"hashtag", nostr.Filter{Search: "photography", Kinds: []int{1}, Limit: 500, HasLimit: true}},
+	}
+	for _, folded := range []bool{false, true} {
+		if folded {
+			if err := s.foldSegments(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+		segs := countTable(b, s, pfxSegment)
+		for _, c := range cases {
+			b.Run(fmt.Sprintf("segments=%d/%s", segs, c.name), func(b *testing.B) {
+				storetest.BenchQuery(b, s, []nostr.Filter{c.f}, -1)
 			})
 		}
 	}

@@ -25,6 +25,7 @@ func checkIntegrity(db *pebble.DB) error {
 // integrityReport is what integrity found besides problems.
 type integrityReport struct {
 	blocks   int // S keys
+	segments int // G keys
 	postings int // postings in them
 	dead     int // postings of removed events (no body, no doc entry)
 }
@@ -60,6 +61,53 @@ func integrity(db *pebble.DB) (integrityReport, error) {
 	var lastTerm []byte     // the term of the previous S key
 	var lastMin uint64      // and its block's oldest serial
 	var errs []error
+	segMin := make(map[string]uint64) // term -> oldest serial of its blocks in segments
+	var prevLterm []byte
+	// checkBlock checks one posting block (an S key's value, or an entry
+	// of a G key): newer is the oldest serial of the newer block of its
+	// term (0 for none).
+	checkBlock := func(k, term []byte, minSerial uint64, v []byte, newer uint64) {
+		var r blockReader
+		if !r.reset(minSerial, v) {
+			errs = append(errs, fmt.Errorf("posting block %x = %x: bad header", k, v))
+			return
+		}
+		if r.left > maxBlockPostings {
+			errs = append(errs, fmt.Errorf("posting block %x holds %d postings", k, r.left))
+		}
+		for first := true; ; first = false {
+			ok, err := r.next()
+			if err != nil {
+				errs = append(errs, fmt.Errorf("posting block %x = %x: %v", k, v, err))
+				return
+			}
+			if !ok {
+				return
+			}
+			rep.postings++
+			if first && newer != 0 && r.serial >= newer {
+				errs = append(errs, fmt.Errorf("posting block %x overlaps the newer block of its term", k))
+			}
+			pk := string(appendPostingKey(nil, term, r.serial))
+			if wp, ok := wantPost[pk]; ok {
+				if wp != r.p {
+					errs = append(errs, fmt.Errorf("posting %x = %+v, want %+v", pk, r.p, wp))
+				}
+				delete(wantPost, pk)
+				continue
+			}
+			switch {
+			case bodySerials[r.serial]:
+				errs = append(errs, fmt.Errorf("posting %x of an event that does not have the term", pk))
+			case got[string(appendDocKey(nil, r.serial))] != nil:
+				errs = append(errs, fmt.Errorf("posting %x of a removed event that has a doc entry", pk))
+			case r.serial >= searchSerial:
+				errs = append(errs, fmt.Errorf("posting %x of a removed event at or above the search serial %d", pk, searchSerial))
+			default:
+				rep.dead++
+			}
+		}
+	}
 	for valid := it.First(); valid; valid = it.Next() {
 		k, v := bytes.Clone(it.Key()), bytes.Clone(it.Value())
 		ki, err := DecodeKey(k)
@@ -70,7 +118,7 @@ func integrity(db *pebble.DB) (integrityReport, error) {
 		case pfxMeta:
 			switch {
 			case bytes.Equal(k, formatKey) && string(v) == formatVersion:
-			case bytes.Equal(k, searchKey) && string(v) == searchIndexVersion:
+			case bytes.Equal(k, searchKey) && (string(v) == searchIndexVersion || string(v) == searchIndexV1):
 			case bytes.Equal(k, searchStatsKey) && indexed:
 				got[string(k)] = v
 			case bytes.Equal(k, searchSerialKey) && indexed && len(v) == 8:
@@ -128,50 +176,37 @@ func integrity(db *pebble.DB) (integrityReport, error) {
 			// Keys ascend in ^minSerial: the blocks of a term go newest
 			// first, each older than the one before.
 			if !bytes.Equal(ki.Term, lastTerm) {
-				lastTerm, lastMin = bytes.Clone(ki.Term), 0
-			}
-			var r blockReader
-			if !r.reset(ki.Serial, v) {
-				errs = append(errs, fmt.Errorf("posting block %x = %x: bad header", k, v))
-				continue
+				lastTerm, lastMin = bytes.Clone(ki.Term), segMin[string(ki.Term)]
 			}
 			rep.blocks++
-			if r.left > maxBlockPostings {
-				errs = append(errs, fmt.Errorf("posting block %x holds %d postings", k, r.left))
-			}
-			for first := true; ; first = false {
-				ok, err := r.next()
-				if err != nil {
-					errs = append(errs, fmt.Errorf("posting block %x = %x: %v", k, v, err))
-					break
-				}
-				if !ok {
-					break
-				}
-				rep.postings++
-				if first && lastMin != 0 && r.serial >= lastMin {
-					errs = append(errs, fmt.Errorf("posting block %x overlaps the newer block of its term", k))
-				}
-				pk := string(appendPostingKey(nil, ki.Term, r.serial))
-				if wp, ok := wantPost[pk]; ok {
-					if wp != r.p {
-						errs = append(errs, fmt.Errorf("posting %x = %+v, want %+v", pk, r.p, wp))
-					}
-					delete(wantPost, pk)
-					continue
-				}
-				switch {
-				case bodySerials[r.serial]:
-					errs = append(errs, fmt.Errorf("posting %x of an event that does not have the term", pk))
-				case got[string(appendDocKey(nil, r.serial))] != nil:
-					errs = append(errs, fmt.Errorf("posting %x of a removed event that has a doc entry", pk))
-				case r.serial >= searchSerial:
-					errs = append(errs, fmt.Errorf("posting %x of a removed event at or above the search serial %d", pk, searchSerial))
-				default:
-					rep.dead++
-				}
-			}
+			checkBlock(k, ki.Term, ki.Serial, v, lastMin)
 			lastMin = ki.Serial
+		case pfxSegment:
+			if !indexed {
+				return rep, fmt.Errorf("search entry %x without a search index", k)
+			}
+			sg, ok := parseSegment(v)
+			if !ok {
+				errs = append(errs, fmt.Errorf("posting segment %x = %x: bad header", k, v))
+				continue
+			}
+			rep.segments++
+			// Segments go newest first, and so do the blocks of a term
+			// in one; every S block is older than every segment.
+			for i := 0; i < sg.n; i++ {
+				lterm, minSerial, blk, ok := sg.entry(i)
+				if !ok || len(lterm) > 1+search.MaxTermLen || (i > 0 && bytes.Compare(lterm, prevLterm) < 0) {
+					errs = append(errs, fmt.Errorf("posting segment %x: bad entry %d", k, i))
+					break
+				}
+				prevLterm = lterm
+				term := string(lterm[1:])
+				if minSerial < ki.Serial {
+					errs = append(errs, fmt.Errorf("posting segment %x: entry %d older than the segment", k, i))
+				}
+				checkBlock(k, lterm[1:], minSerial, blk, segMin[term])
+				segMin[term] = minSerial
+			}
 		case pfxDoc:
 			if !indexed {
 				return rep, fmt.Errorf("search entry %x without a search index", k)

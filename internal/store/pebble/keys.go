@@ -33,13 +33,14 @@ const (
 	pfxSearch   = 'S'  // S len(1) term ^minSerial(8) -> posting block: count(uvarint) postings, newest first
 	pfxDoc      = 'F'  // F ^serial(8) -> id(32) created_at(8) meta: searchable events
 	pfxHeld     = 'U'  // U id(32) sig(64) -> raw: events held unverified (store.Unverified)
+	pfxSegment  = 'G'  // G ^minSerial(8) -> posting segment: one write batch's posting blocks, every term, not yet folded into S
 )
 
 // tables are the key prefixes above: every key the store writes starts
 // with one of them (TestKeyspace checks it against a store that has used
 // every table).
 var tables = []byte{pfxMeta, pfxBody, pfxID, pfxCreated, pfxAuthor, pfxKind, pfxAuthKind, pfxTag,
-	pfxAddr, pfxExpiry, pfxDelID, pfxDelAddr, pfxVanish, pfxSearch, pfxDoc, pfxHeld}
+	pfxAddr, pfxExpiry, pfxDelID, pfxDelAddr, pfxVanish, pfxSearch, pfxDoc, pfxHeld, pfxSegment}
 
 // keyspace returns the range [start, end) that holds every key of every
 // table, and so every key the store writes (and their tombstones).
@@ -74,9 +75,15 @@ var (
 )
 
 // searchIndexVersion names the analyzer (search.Version) and the layout
-// of the S keys ("blocks1": one posting block per term per write batch).
-// Open rebuilds an index stored under any other value.
-const searchIndexVersion = search.Version + "+blocks1"
+// of the S and G keys ("blocks2": posting blocks per term, and posting
+// segments, one per write batch, folded into blocks by a later batch).
+// Open rebuilds an index stored under any other value, except
+// searchIndexV1 ("blocks1": the same S blocks, no segments), which is
+// upgraded in place (see Store.openSearch).
+const (
+	searchIndexVersion = search.Version + "+blocks2"
+	searchIndexV1      = search.Version + "+blocks1"
+)
 
 // commitKey holds the commit position(8) of the last commit that stored
 // events (store.SaveResult.Seq). Every such commit writes it in its own
@@ -345,7 +352,7 @@ func decodeBody(b []byte) (nostr.PubKey, []byte, bool) {
 // KeyInfo is a decoded key, for the fuzz targets and the scan tooling.
 type KeyInfo struct {
 	Table     byte   // the prefix byte
-	Serial    uint64 // for S keys, the oldest serial of the posting block
+	Serial    uint64 // for S and G keys, the oldest serial of the posting block or segment
 	ID        nostr.ID
 	PubKey    nostr.PubKey
 	CreatedAt int64
@@ -483,7 +490,7 @@ func DecodeKey(k []byte) (KeyInfo, error) {
 			return ki, bad
 		}
 		copy(ki.PubKey[:], b)
-	case pfxDoc:
+	case pfxDoc, pfxSegment:
 		if len(b) != 8 {
 			return ki, bad
 		}

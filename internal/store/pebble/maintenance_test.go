@@ -65,6 +65,11 @@ func TestKeyspace(t *testing.T) {
 	if r := <-held; r.Outcome != store.Held {
 		t.Fatalf("hold: %v", r.Outcome)
 	}
+	// Fold the posting segment into S blocks, and leave another segment.
+	if err := s.foldSegments(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	saveAll(t, s, storetest.NewEvent(rng, b, 1, ts+6, nil, "more searchable words"))
 	start, end := keyspace()
 	seen := map[byte]bool{}
 	it, err := s.db.NewIter(nil)

@@ -18,6 +18,8 @@ type postingBuf struct {
 	terms map[string]*termPostings
 	used  []*termPostings // the terms of the current batch
 	gen   uint64          // the current batch; a term's list is stale unless its gen is this
+	n     int             // postings in the current batch
+	keep  int             // the longest list kept between batches (0: maxBufPostings)
 	key   []byte
 	val   []byte
 }
@@ -44,7 +46,7 @@ func (pb *postingBuf) reset() {
 		pb.terms = make(map[string]*termPostings)
 	} else {
 		for _, tp := range pb.used {
-			if cap(tp.ps) > maxBufPostings {
+			if cap(tp.ps) > max(pb.keep, maxBufPostings) {
 				tp.ps = nil
 			}
 		}
@@ -52,6 +54,7 @@ func (pb *postingBuf) reset() {
 	clear(pb.used)
 	pb.used = pb.used[:0]
 	pb.gen++
+	pb.n = 0
 }
 
 // add adds the posting of the document serial to term's list.
@@ -61,12 +64,27 @@ func (pb *postingBuf) add(term []byte, serial uint64, p posting) {
 		tp = &termPostings{term: string(term)}
 		pb.terms[tp.term] = tp
 	}
+	pb.addTo(tp, serial, p)
+}
+
+// addString is add with the term as a string.
+func (pb *postingBuf) addString(term string, serial uint64, p posting) {
+	tp := pb.terms[term]
+	if tp == nil {
+		tp = &termPostings{term: term}
+		pb.terms[term] = tp
+	}
+	pb.addTo(tp, serial, p)
+}
+
+func (pb *postingBuf) addTo(tp *termPostings, serial uint64, p posting) {
 	if tp.gen != pb.gen {
 		tp.gen = pb.gen
 		tp.ps = tp.ps[:0]
 		pb.used = append(pb.used, tp)
 	}
 	tp.ps = append(tp.ps, blockPosting{serial: serial, p: p})
+	pb.n++
 }
 
 // drop removes the posting of the document serial from term's list, if
@@ -80,17 +98,18 @@ func (pb *postingBuf) drop(term []byte, serial uint64) bool {
 	i, ok := slices.BinarySearchFunc(tp.ps, serial, func(bp blockPosting, s uint64) int { return cmp.Compare(bp.serial, s) })
 	if ok {
 		tp.ps = slices.Delete(tp.ps, i, i+1)
+		pb.n--
 	}
 	return ok
 }
 
-// flush writes the blocks of every term into b: each term's postings,
-// newest first, in blocks of at most maxBlockPostings, each keyed by its
-// oldest serial. newestFirst says the order the postings were added in
-// (the writer adds oldest first, a rebuild newest first). It returns the
-// number of blocks written; the buffer must be reset before the next
-// batch.
-func (pb *postingBuf) flush(b *pebble.Batch, newestFirst bool) (int, error) {
+// blocks calls fn with every block of the buffer, in S key order: the
+// terms by length then bytes, each term's postings newest first in
+// blocks of at most maxBlockPostings. newestFirst says the order the
+// postings were added in (the writer adds oldest first, a rebuild newest
+// first); the lists are reversed in place, so the buffer must be reset
+// before the next batch.
+func (pb *postingBuf) blocks(newestFirst bool, fn func(term string, blk []blockPosting) error) error {
 	// Terms in key order (length first, as in the key): a memtable takes
 	// ordered inserts a little faster.
 	slices.SortFunc(pb.used, func(x, y *termPostings) int {
@@ -99,7 +118,6 @@ func (pb *postingBuf) flush(b *pebble.Batch, newestFirst bool) (int, error) {
 		}
 		return strings.Compare(x.term, y.term)
 	})
-	n := 0
 	for _, tp := range pb.used {
 		ps := tp.ps
 		if !newestFirst {
@@ -108,13 +126,23 @@ func (pb *postingBuf) flush(b *pebble.Batch, newestFirst bool) (int, error) {
 		for len(ps) > 0 {
 			blk := ps[:min(len(ps), maxBlockPostings)]
 			ps = ps[len(blk):]
-			pb.key = appendPostingKey(pb.key[:0], tp.term, blk[len(blk)-1].serial)
-			pb.val = appendBlock(pb.val[:0], blk)
-			if err := b.Set(pb.key, pb.val, nil); err != nil {
-				return n, err
+			if err := fn(tp.term, blk); err != nil {
+				return err
 			}
-			n++
 		}
 	}
-	return n, nil
+	return nil
+}
+
+// flush writes the blocks of every term into b (see blocks), each
+// keyed by its oldest serial. It returns the number of blocks written.
+func (pb *postingBuf) flush(b *pebble.Batch, newestFirst bool) (int, error) {
+	n := 0
+	err := pb.blocks(newestFirst, func(term string, blk []blockPosting) error {
+		pb.key = appendPostingKey(pb.key[:0], term, blk[len(blk)-1].serial)
+		pb.val = appendBlock(pb.val[:0], blk)
+		n++
+		return b.Set(pb.key, pb.val, nil)
+	})
+	return n, err
 }

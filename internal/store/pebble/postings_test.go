@@ -17,10 +17,12 @@ import (
 	"github.com/petrel-relay/petrel/internal/store/storetest"
 )
 
-// blocksOf returns the number of postings in each block of term's
-// posting list, newest block first.
+// blocksOf folds the posting segments into S blocks, then returns the
+// number of postings in each block of term's posting list, newest block
+// first.
 func blocksOf(t testing.TB, s *Store, term string) []int {
 	t.Helper()
+	fold(t, s)
 	prefix := appendSearchPrefix(nil, term)
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: prefixEnd(prefix)})
 	if err != nil {
@@ -36,6 +38,22 @@ func blocksOf(t testing.TB, s *Store, term string) []int {
 		out = append(out, n)
 	}
 	return out
+}
+
+// fold makes the writer fold the posting segments into S blocks.
+func fold(t testing.TB, s *Store) {
+	t.Helper()
+	if err := s.foldSegments(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// saveFold saves evs in one commit and folds its segment: the S blocks
+// of a commit, as if it had folded at once.
+func saveFold(t testing.TB, s *Store, evs ...*nostr.Event) {
+	t.Helper()
+	saveAll(t, s, evs...)
+	fold(t, s)
 }
 
 // sortedIDs returns ids sorted, for set comparisons.
@@ -172,7 +190,7 @@ func TestSearchSeekBlocks(t *testing.T) {
 			}
 			evs = append(evs, ev)
 		}
-		saveAll(t, s, evs...)
+		saveFold(t, s, evs...)
 		all = append(all, evs...)
 	}
 	if got := blocksOf(t, s, "common"); len(got) != 12 {
@@ -222,7 +240,7 @@ func TestSearchSeekBlocks(t *testing.T) {
 			}
 			evs = append(evs, ev)
 		}
-		saveAll(t, s3, evs...)
+		saveFold(t, s3, evs...)
 	}
 	q3 := testQuery(t, s3)
 	defer q3.close()
@@ -497,7 +515,7 @@ func TestSearchCorruptBlock(t *testing.T) {
 	for i := 0; i < 10; i++ {
 		evs = append(evs, note("apple pear"))
 	}
-	saveAll(t, s, evs...)
+	saveFold(t, s, evs...)
 	key := appendPostingKey(nil, "apple", 1)
 	v, ok, err := getValue(s.db, key)
 	if err != nil || !ok {
@@ -522,30 +540,34 @@ func TestSearchCorruptBlock(t *testing.T) {
 	}
 }
 
-// TestSearchBlockKeys logs the S keys written per event for the
-// benchmark's notes (storetest.SearchFixtureEvents) at the batch sizes of
-// BenchmarkIngestSearch: the figure docs/storage.md quotes.
+// TestSearchBlockKeys logs the keys (pebble operations) and bytes the
+// writer's batches hold per event, for the benchmark's notes
+// (storetest.SearchFixtureEvents), at the batch sizes of
+// BenchmarkIngestSearch and smaller, with search on and off: the figures
+// docs/storage.md quotes. Counted, not timed.
 func TestSearchBlockKeys(t *testing.T) {
-	const n = 8192
-	for _, batch := range []int{1024, 64, 1} {
-		s := openTest(t, Options{NoSync: true, PurgeInterval: -1})
-		count := n
-		if batch == 1 {
-			count = 512
+	for _, search := range []bool{true, false} {
+		for _, batch := range []int{1024, 64, 8, 1} {
+			s := openTest(t, Options{NoSync: true, PurgeInterval: -1, DisableSearch: !search})
+			count := 8192
+			if batch == 1 {
+				count = 1024
+			}
+			if err := storetest.SearchFixtureEvents(count, batch, func(evs []*nostr.Event) error {
+				saveAll(t, s, evs...)
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			rep := report(t, s)
+			if rep.blocks > rep.postings {
+				t.Fatalf("%+v", rep)
+			}
+			t.Logf("search %v, batch %d: %.2f keys per event, %.0f bytes per event (S keys now %d, segments %d, postings %d)",
+				search, batch, float64(s.writeOps.Load())/float64(count), float64(s.writeBytes.Load())/float64(count),
+				rep.blocks, rep.segments, rep.postings)
+			s.Close()
 		}
-		if err := storetest.SearchFixtureEvents(count, batch, func(evs []*nostr.Event) error {
-			saveAll(t, s, evs...)
-			return nil
-		}); err != nil {
-			t.Fatal(err)
-		}
-		rep := report(t, s)
-		if rep.blocks > rep.postings {
-			t.Fatalf("%+v", rep)
-		}
-		t.Logf("batch %d: %.2f S keys per event (%.2f postings, one key each before), %.1f postings per block",
-			batch, float64(rep.blocks)/float64(count), float64(rep.postings)/float64(count), float64(rep.postings)/float64(rep.blocks))
-		s.Close()
 	}
 }
 

@@ -40,7 +40,8 @@ func (s *Store) openSearch(upgrade bool) error {
 	if s.opts.ReadOnly {
 		// Nothing can be built or dropped: search is on exactly when the
 		// database holds a current index.
-		current := ok && string(have) == searchIndexVersion
+		current := ok && (string(have) == searchIndexVersion || string(have) == searchIndexV1)
+		s.segments = current && string(have) == searchIndexVersion
 		if !current && !s.opts.DisableSearch {
 			s.log.Warn("store: read-only open of a store without a current search index: search is off", "path", s.opts.Path)
 		}
@@ -69,8 +70,27 @@ func (s *Store) openSearch(upgrade bool) error {
 		}
 		return b.Commit(pebble.Sync)
 	}
+	s.segments = true
 	if ok && string(have) == searchIndexVersion && !upgrade && !s.opts.RebuildSearch {
 		return nil
+	}
+	if ok && string(have) == searchIndexV1 && !upgrade && !s.opts.RebuildSearch {
+		// The previous layout is this one without segments: upgrade it
+		// in place. G keys there can only be ones an older build left
+		// behind (it rebuilt the index without knowing them): drop them.
+		b := s.db.NewBatch()
+		defer b.Close()
+		if err := b.DeleteRange([]byte{pfxSegment}, []byte{pfxSegment + 1}, nil); err != nil {
+			return err
+		}
+		if err := b.Set(searchKey, []byte(searchIndexVersion), nil); err != nil {
+			return err
+		}
+		if err := s.spaceFor(int(b.Len())); err != nil {
+			return err
+		}
+		s.log.Info("store: search index upgraded in place", "from", searchIndexV1, "to", searchIndexVersion)
+		return b.Commit(pebble.Sync)
 	}
 	return s.buildSearch(upgrade, string(have))
 }
@@ -84,9 +104,9 @@ func (s *Store) getMetaU64(key []byte) (uint64, error) {
 	return v, err
 }
 
-// anySearchKeys reports whether the database holds an S or F key.
+// anySearchKeys reports whether the database holds an S, F or G key.
 func (s *Store) anySearchKeys() bool {
-	for _, pfx := range []byte{pfxSearch, pfxDoc} {
+	for _, pfx := range []byte{pfxSearch, pfxDoc, pfxSegment} {
 		it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{pfx}, UpperBound: []byte{pfx + 1}})
 		if err != nil {
 			return true // be safe: drop whatever is there
@@ -106,6 +126,9 @@ func dropSearch(b *pebble.Batch) error {
 		return err
 	}
 	if err := b.DeleteRange([]byte{pfxDoc}, []byte{pfxDoc + 1}, nil); err != nil {
+		return err
+	}
+	if err := b.DeleteRange([]byte{pfxSegment}, []byte{pfxSegment + 1}, nil); err != nil {
 		return err
 	}
 	if err := b.Delete(searchKey, nil); err != nil {
@@ -308,7 +331,7 @@ func (q *query) newSearch(f *nostr.Filter, forQuery, wantBody bool) *searchStrea
 // block at a time: the current block is read in place (its bytes are the
 // iterator's value, valid until the iterator moves).
 type cursor struct {
-	it     *pebble.Iterator
+	it     *termIter
 	prefix []byte
 	inv    uint64 // ^serial of the current posting
 	p      posting
@@ -486,13 +509,20 @@ func (ss *searchStream) build() error {
 			}
 		}
 	}()
+	prefixes := make([][]byte, len(pq.Terms))
 	for i, t := range pq.Terms {
-		prefix := appendSearchPrefix(nil, []byte(t))
+		prefixes[i] = appendSearchPrefix(nil, []byte(t))
+	}
+	virt, err := q.segmentBlocks(prefixes)
+	if err != nil {
+		return err
+	}
+	for i, prefix := range prefixes {
 		it, err := q.snap.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: prefixEnd(prefix)})
 		if err != nil {
 			return err
 		}
-		curs[i] = &cursor{it: it, prefix: prefix, idf: 1}
+		curs[i] = &cursor{it: &termIter{virt: virt[i], it: it}, prefix: prefix, idf: 1}
 	}
 	budget := q.s.opts.SearchPostingsPerTerm
 	if len(curs) > 1 {

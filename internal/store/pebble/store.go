@@ -76,6 +76,18 @@ type Store struct {
 	// deadPostings mirrors the writer's count of postings of removed
 	// events (Stats).
 	deadPostings atomic.Uint64
+
+	// segments says the search index may hold posting segments (G keys,
+	// segments.go): set at open when the index has the current layout.
+	// A read-only open of an index in the previous layout (searchIndexV1)
+	// reads no G key, as a G key there can only be one that an older
+	// build left behind (it does not know them).
+	segments bool
+
+	// writeOps and writeBytes count the operations (keys set or deleted)
+	// and the bytes of the batches the writer committed, for tests and
+	// benchmarks (keys written per event).
+	writeOps, writeBytes atomic.Uint64
 	// events mirrors the writer's count of stored events (Stats).
 	events atomic.Int64
 }
@@ -335,6 +347,20 @@ func (s *Store) Delete(ctx context.Context, ids []nostr.ID) (int, error) {
 		return 0, err
 	}
 	return r.n, nil
+}
+
+// foldSegments makes the writer fold the posting segments into S blocks
+// now (segments.go), in a batch of its own or one shared with other
+// requests.
+func (s *Store) foldSegments(ctx context.Context) error {
+	r := &request{op: opFold, done: make(chan struct{})}
+	if err := s.enqueue(ctx, r); err != nil {
+		return err
+	}
+	if err := wait(ctx, r); err != nil {
+		return err
+	}
+	return r.err
 }
 
 // purgeChunk is the most expired events one writer request removes.

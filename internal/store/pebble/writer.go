@@ -23,6 +23,7 @@ const (
 	opHold                         // one event, held unverified; callback
 	opRelease                      // one held event, now verified; callback
 	opReject                       // one held event, found invalid; rejected
+	opFold                         // fold the posting segments into S blocks now
 )
 
 // request is one unit of work for the writer. The writer owns it from
@@ -63,6 +64,8 @@ func (r *request) weight() (int, int) {
 		return len(r.tombs), 0
 	case opReject:
 		return 1, 0
+	case opFold:
+		return 0, 0
 	}
 	return purgeChunk, 0
 }
@@ -99,14 +102,26 @@ type writer struct {
 	keyBuf      []byte
 	valBuf      []byte
 
-	// The current batch's postings, written as blocks at its end;
-	// batchStart is the first serial the batch allocates (its events'
-	// postings are still in post). leftDead is set when the batch
-	// removes an event whose postings are already in committed blocks:
-	// they stay there, so the batch writes searchSerialKey.
+	// The current batch's postings, written at its end (as a segment,
+	// or folded into blocks: writePostings); batchStart is the first
+	// serial the batch allocates (its events' postings are still in
+	// post). leftDead is set when the batch removes an event whose
+	// postings are already committed (in blocks or segments): they stay
+	// there, so the batch writes searchSerialKey.
 	post       postingBuf
 	batchStart uint64
 	leftDead   bool
+	// pend holds the postings of the committed segments (G keys), oldest
+	// first per term, for the batch that folds them into S blocks (see
+	// segments.go); pendSegs and pendPostings count them. seg and segVal
+	// are buffers for a batch's segment.
+	pend         postingBuf
+	pendSegs     int
+	pendPostings int
+	pendKeys     []uint64 // the oldest serial (key) of each segment
+	seg          segmentWriter
+	segVal       []byte
+	forceFold    bool // an opFold in the batch
 	// dead counts the postings of removed events left in committed
 	// blocks (searchDeadKey); deadDelta is the current batch's share.
 	dead, deadDelta uint64
@@ -131,6 +146,9 @@ type storedBody struct {
 func newWriter(s *Store) (*writer, error) {
 	w := &writer{s: s, serial: 1, vanished: make(map[nostr.PubKey]int64), pendingVanish: make(map[nostr.PubKey]int64),
 		recent: newRecentIDs(s.opts.recentIDs)}
+	// The segments' lists live across many batches: keep them up to a
+	// fold's worth, so that each fold does not grow them anew.
+	w.pend.keep = foldPostings
 	vit, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{pfxVanish}, UpperBound: []byte{pfxVanish + 1}})
 	if err != nil {
 		return nil, err
@@ -209,6 +227,9 @@ func newWriter(s *Store) (*writer, error) {
 			return nil, err
 		}
 		s.deadPostings.Store(w.dead)
+		if err := w.loadPending(); err != nil {
+			return nil, err
+		}
 	}
 	if err := w.loadEventCount(); err != nil {
 		return nil, err
@@ -300,8 +321,9 @@ func (w *writer) commit(reqs []*request) {
 			break
 		}
 	}
+	fold := false
 	if err == nil && w.an != nil {
-		_, err = w.post.flush(w.b, false)
+		fold, err = w.writePostings()
 	}
 	if err == nil && w.leftDead {
 		err = w.b.Set(searchSerialKey, appendU64(nil, w.serial), nil)
@@ -339,6 +361,10 @@ func (w *writer) commit(reqs []*request) {
 			opt = pebble.NoSync
 		}
 		err = w.b.Commit(opt)
+		if err == nil {
+			w.s.writeOps.Add(uint64(w.b.Count()))
+			w.s.writeBytes.Add(uint64(w.b.Len()))
+		}
 	}
 	w.b.Close()
 	w.b = nil
@@ -349,7 +375,18 @@ func (w *writer) commit(reqs []*request) {
 		}
 		clear(w.pendingVanish)
 		w.recent.failed()
+		if w.an != nil {
+			// w.pend may hold this batch's postings: read it again.
+			if lerr := w.loadPending(); lerr != nil {
+				w.s.log.Error("store: reading the posting segments failed", "err", lerr)
+			}
+		}
 	} else {
+		if fold {
+			w.pend.reset()
+			w.pendSegs, w.pendPostings = 0, 0
+			w.pendKeys = w.pendKeys[:0]
+		}
 		w.keepVanish()
 		if w.deadDelta > 0 {
 			w.dead += w.deadDelta
@@ -375,6 +412,57 @@ func (w *writer) commit(reqs []*request) {
 	for _, r := range reqs {
 		w.report(r, err)
 	}
+}
+
+// writePostings writes the batch's postings (w.post): as one segment (a
+// G key) when the segments stay within maxSegments and foldPostings,
+// and otherwise as S blocks, one per term, together with the postings of
+// every segment (w.pend), deleting the segments: a fold. It adds the
+// batch's postings to w.pend either way; after the commit, a fold
+// empties w.pend, and a failed commit reads it again from the database.
+func (w *writer) writePostings() (fold bool, err error) {
+	n := w.post.n
+	force := w.forceFold && w.pendSegs > 0
+	w.forceFold = false
+	if n == 0 && !force {
+		return false, nil
+	}
+	fold = force || !w.s.segments || n >= bigFoldPostings || w.pendSegs+1 > maxSegments || w.pendPostings+n > foldPostings
+	for _, tp := range w.post.used {
+		for i := range tp.ps {
+			w.pend.addString(tp.term, tp.ps[i].serial, tp.ps[i].p)
+		}
+	}
+	if fold {
+		// Point deletions, not a range deletion: a range tombstone in
+		// the memtable makes every later point read (the writer's
+		// duplicate checks above all) build range-deletion iterators
+		// until it is flushed.
+		for _, k := range w.pendKeys {
+			w.keyBuf = appendSegmentKey(w.keyBuf[:0], k)
+			if err := w.b.Delete(w.keyBuf, nil); err != nil {
+				return true, err
+			}
+		}
+		_, err := w.pend.flush(w.b, false)
+		return true, err
+	}
+	w.seg.reset()
+	minSerial := ^uint64(0)
+	w.post.blocks(false, func(term string, blk []blockPosting) error {
+		w.seg.add(term, blk)
+		minSerial = min(minSerial, blk[len(blk)-1].serial)
+		return nil
+	})
+	w.segVal = w.seg.appendValue(w.segVal[:0])
+	w.keyBuf = appendSegmentKey(w.keyBuf[:0], minSerial)
+	if err := w.b.Set(w.keyBuf, w.segVal, nil); err != nil {
+		return false, err
+	}
+	w.pendSegs++
+	w.pendPostings += n
+	w.pendKeys = append(w.pendKeys, minSerial)
+	return false, nil
 }
 
 // needSync reports whether a batch must be synced: unless it holds only
@@ -472,6 +560,8 @@ func (w *writer) apply(r *request) error {
 		if ev := r.events[0]; ev != nil {
 			return w.b.Delete(heldKey(&ev.ID, &ev.Sig), nil)
 		}
+	case opFold:
+		w.forceFold = true
 	}
 	return nil
 }

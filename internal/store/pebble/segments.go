@@ -1,0 +1,319 @@
+package pebble
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// Posting segments (G keys). A write batch of the writer does not write
+// one S block per term it holds: it writes all of its blocks into one G
+// key, a segment, and the writer keeps the postings of the segments in
+// memory (writer.pend). Once the segments hold foldPostings postings or
+// number maxSegments, the next batch folds them: it writes the postings
+// of every segment and its own as S blocks, one per term (more past
+// maxBlockPostings), and deletes the G keys (one by one: see
+// writer.writePostings), in the same batch. pebble's
+// cost is per key, and a batch of a few events under load would
+// otherwise write a key per distinct term it holds; the fold writes a
+// key per distinct term of hundreds of batches. A search reads the
+// segments of its snapshot (at most maxSegments) as blocks newer than any
+// S block (segmentBlocks). See docs/storage.md, "Search".
+
+// Fold thresholds: the segments are folded into S blocks by the batch
+// that would take them past maxSegments segments or foldPostings
+// postings; a batch holding bigFoldPostings postings or more folds at
+// once (a bulk import gains nothing from a segment).
+const (
+	maxSegments     = 128
+	foldPostings    = 1 << 16
+	bigFoldPostings = foldPostings / 4
+)
+
+// segmentKey is G ^minSerial: later segments sort first, as S blocks do.
+func appendSegmentKey(dst []byte, minSerial uint64) []byte {
+	return appendU64(append(dst, pfxSegment), ^minSerial)
+}
+
+// A segment value is
+//
+//	n(uvarint) offset(4)*n entries
+//
+// where entry i starts offset[i] bytes into entries and ends where entry
+// i+1 starts (the last one at the end of the value), and is
+//
+//	len(1) term minSerial(8) block
+//
+// with block an S block's value (appendBlock) whose oldest serial is
+// minSerial. Entries are in S key order: by term (length first), and the
+// blocks of one term newest first. A reader finds a term by binary
+// search over the offsets, without decoding the rest.
+type segment struct {
+	offs []byte // n big-endian uint32
+	ents []byte
+	n    int
+}
+
+// segmentWriter builds a segment value.
+type segmentWriter struct {
+	offs []uint32
+	ents []byte
+}
+
+func (sw *segmentWriter) reset() { sw.offs, sw.ents = sw.offs[:0], sw.ents[:0] }
+
+// add appends the entry of one block: ps newest first.
+func (sw *segmentWriter) add(term string, ps []blockPosting) {
+	sw.offs = append(sw.offs, uint32(len(sw.ents)))
+	sw.ents = append(append(sw.ents, byte(len(term))), term...)
+	sw.ents = appendU64(sw.ents, ps[len(ps)-1].serial)
+	sw.ents = appendBlock(sw.ents, ps)
+}
+
+// appendValue appends the segment value.
+func (sw *segmentWriter) appendValue(dst []byte) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(sw.offs)))
+	for _, o := range sw.offs {
+		dst = binary.BigEndian.AppendUint32(dst, o)
+	}
+	return append(dst, sw.ents...)
+}
+
+// parseSegment reads the header of a segment value (in place). It
+// reports false when the header does not decode; entries are checked as
+// they are read.
+func parseSegment(v []byte) (segment, bool) {
+	n, k := binary.Uvarint(v)
+	if k <= 0 || n == 0 || n > uint64(len(v)-k)/4 {
+		return segment{}, false
+	}
+	offs := v[k : k+4*int(n)]
+	return segment{offs: offs, ents: v[k+4*int(n):], n: int(n)}, true
+}
+
+func (sg *segment) off(i int) int {
+	if i == sg.n {
+		return len(sg.ents)
+	}
+	return int(binary.BigEndian.Uint32(sg.offs[4*i:]))
+}
+
+// entry returns entry i: its term prefix (len(1) term), the oldest
+// serial of its block, and the block.
+func (sg *segment) entry(i int) (lterm []byte, minSerial uint64, block []byte, ok bool) {
+	a, b := sg.off(i), sg.off(i+1)
+	if a > b || b > len(sg.ents) || b-a < 1 {
+		return nil, 0, nil, false
+	}
+	e := sg.ents[a:b]
+	tl := int(e[0])
+	if tl == 0 || len(e) < 1+tl+8+1 {
+		return nil, 0, nil, false
+	}
+	return e[:1+tl], binary.BigEndian.Uint64(e[1+tl:]), e[1+tl+8:], true
+}
+
+// find returns the index of the first entry whose term prefix is at or
+// after lterm (len(1) term), n if none; it reports false on an entry
+// that does not decode.
+func (sg *segment) find(lterm []byte) (int, bool) {
+	lo, hi := 0, sg.n
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		t, _, _, ok := sg.entry(m)
+		if !ok {
+			return 0, false
+		}
+		if bytes.Compare(t, lterm) < 0 {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return lo, true
+}
+
+// vblock is a posting block read from a segment: its S key (the key it
+// would have as an S block) and its value (a copy).
+type vblock struct {
+	key, val []byte
+}
+
+// segmentBlocks returns, for each term prefix (S len term), the blocks
+// of that term in the segments of the query's snapshot, newest first.
+// They are all newer than any S block of the snapshot: a fold writes
+// every segment's postings into S blocks and deletes the segments in
+// one batch, and later segments hold later serials.
+func (q *query) segmentBlocks(prefixes [][]byte) ([][]vblock, error) {
+	out := make([][]vblock, len(prefixes))
+	if !q.s.segments {
+		return out, nil
+	}
+	it, err := q.snap.NewIter(&pebble.IterOptions{LowerBound: []byte{pfxSegment}, UpperBound: []byte{pfxSegment + 1}})
+	if err != nil {
+		return nil, err
+	}
+	// The keys and values are copied into one buffer (the iterator's
+	// bytes do not outlive its position), sliced once it is complete.
+	type span struct{ term, key, val, end int }
+	var buf []byte
+	var spans []span
+	for valid := it.First(); valid; valid = it.Next() {
+		v, err := it.ValueAndErr()
+		if err != nil {
+			it.Close()
+			return nil, err
+		}
+		sg, ok := parseSegment(v)
+		if !ok || len(it.Key()) != 9 {
+			it.Close()
+			return nil, fmt.Errorf("%w: posting segment %x", errCorrupt, it.Key())
+		}
+		for i, pfx := range prefixes {
+			lterm := pfx[1:]
+			j, ok := sg.find(lterm)
+			for ; ok && j < sg.n; j++ {
+				t, minSerial, blk, good := sg.entry(j)
+				if !good {
+					ok = false
+					break
+				}
+				if !bytes.Equal(t, lterm) {
+					break
+				}
+				sp := span{term: i, key: len(buf)}
+				buf = appendU64(append(buf, pfx...), ^minSerial)
+				sp.val = len(buf)
+				buf = append(buf, blk...)
+				sp.end = len(buf)
+				spans = append(spans, sp)
+			}
+			if !ok {
+				it.Close()
+				return nil, fmt.Errorf("%w: posting segment %x", errCorrupt, it.Key())
+			}
+		}
+	}
+	for _, sp := range spans {
+		out[sp.term] = append(out[sp.term], vblock{key: buf[sp.key:sp.val:sp.val], val: buf[sp.val:sp.end:sp.end]})
+	}
+	return out, closeIter(it)
+}
+
+// termIter reads the blocks of one term: first the blocks from segments
+// (virt, newest first), then the S keys through the pebble iterator. It
+// has the few iterator methods the search cursor uses.
+type termIter struct {
+	virt []vblock
+	vi   int // index of the current block in virt; len(virt): on it
+	it   *pebble.Iterator
+}
+
+func (t *termIter) First() bool {
+	t.vi = 0
+	if len(t.virt) > 0 {
+		return true
+	}
+	return t.it.First()
+}
+
+func (t *termIter) Next() bool {
+	if t.vi < len(t.virt) {
+		t.vi++
+		if t.vi < len(t.virt) {
+			return true
+		}
+		return t.it.First()
+	}
+	return t.it.Next()
+}
+
+func (t *termIter) SeekGE(key []byte) bool {
+	if n := len(t.virt); n > 0 && bytes.Compare(key, t.virt[n-1].key) <= 0 {
+		i := 0
+		for bytes.Compare(t.virt[i].key, key) < 0 {
+			i++
+		}
+		t.vi = i
+		return true
+	}
+	t.vi = len(t.virt)
+	return t.it.SeekGE(key)
+}
+
+func (t *termIter) Key() []byte {
+	if t.vi < len(t.virt) {
+		return t.virt[t.vi].key
+	}
+	return t.it.Key()
+}
+
+func (t *termIter) ValueAndErr() ([]byte, error) {
+	if t.vi < len(t.virt) {
+		return t.virt[t.vi].val, nil
+	}
+	return t.it.ValueAndErr()
+}
+
+func (t *termIter) Error() error { return t.it.Error() }
+
+func (t *termIter) Close() error { return t.it.Close() }
+
+// loadPending reads the segments of the database into w.pend (the
+// writer's copy of their postings, oldest first per term), pendSegs and
+// pendPostings: at open, and after a failed commit (which may have
+// changed w.pend).
+func (w *writer) loadPending() error {
+	w.pend.reset()
+	w.pendSegs, w.pendPostings = 0, 0
+	w.pendKeys = w.pendKeys[:0]
+	it, err := w.s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{pfxSegment}, UpperBound: []byte{pfxSegment + 1}})
+	if err != nil {
+		return err
+	}
+	var ps []blockPosting
+	// Oldest segment first, and within one the entries backwards, so
+	// that each term's postings come oldest first.
+	for valid := it.Last(); valid; valid = it.Prev() {
+		v, err := it.ValueAndErr()
+		if err != nil {
+			it.Close()
+			return err
+		}
+		sg, ok := parseSegment(v)
+		bad := fmt.Errorf("%w: posting segment %x", errCorrupt, it.Key())
+		if !ok || len(it.Key()) != 9 {
+			it.Close()
+			return bad
+		}
+		for i := sg.n - 1; i >= 0; i-- {
+			lterm, minSerial, blk, ok := sg.entry(i)
+			var r blockReader
+			if !ok || !r.reset(minSerial, blk) {
+				it.Close()
+				return bad
+			}
+			ps = ps[:0]
+			for {
+				ok, err := r.next()
+				if err != nil {
+					it.Close()
+					return bad
+				}
+				if !ok {
+					break
+				}
+				ps = append(ps, blockPosting{serial: r.serial, p: r.p})
+			}
+			for j := len(ps) - 1; j >= 0; j-- {
+				w.pend.add(lterm[1:], ps[j].serial, ps[j].p)
+			}
+			w.pendPostings += len(ps)
+		}
+		w.pendSegs++
+		w.pendKeys = append(w.pendKeys, ^binary.BigEndian.Uint64(it.Key()[1:]))
+	}
+	return closeIter(it)
+}

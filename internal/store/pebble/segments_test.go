@@ -1,0 +1,335 @@
+package pebble
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/petrel-relay/petrel/internal/nostr"
+	"github.com/petrel-relay/petrel/internal/search"
+)
+
+// countTable returns the number of keys of one table.
+func countTable(t testing.TB, s *Store, pfx byte) int {
+	t.Helper()
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{pfx}, UpperBound: []byte{pfx + 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for it.First(); it.Valid(); it.Next() {
+		n++
+	}
+	if err := closeIter(it); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestSegmentFoldAtLimit saves maxSegments batches: each is a segment,
+// no S block is written, and searches find everything through the
+// segments; the next batch folds them all into S blocks (one per term,
+// split at maxBlockPostings) and deletes the segments.
+func TestSegmentFoldAtLimit(t *testing.T) {
+	s := openTest(t, Options{NoSync: true, PurgeInterval: -1})
+	defer s.Close()
+	note := noteMaker(40)
+	var all, five []*nostr.Event
+	check := func(stage string) {
+		t.Helper()
+		sameSet(t, stage+": shared", searchIDs(t, s, nostr.Filter{Search: "shared"}), all...)
+		sameSet(t, stage+": shared w5", searchIDs(t, s, nostr.Filter{Search: "shared w5"}), five...)
+		sameSet(t, stage+": w5 odd", searchIDs(t, s, nostr.Filter{Search: "w5 odd"}), five[1:2]...)
+		if got := searchIDs(t, s, nostr.Filter{Search: "shared", Limit: 3, HasLimit: true}); len(got) != 3 {
+			t.Fatalf("%s: shared limit 3: %s", stage, short(got))
+		}
+	}
+	for i := 0; i <= maxSegments; i++ {
+		a, b := note(fmt.Sprintf("shared w%d even", i)), note(fmt.Sprintf("shared w%d odd", i))
+		saveAll(t, s, a, b)
+		all = append(all, a, b)
+		if i == 5 {
+			five = []*nostr.Event{a, b}
+		}
+		if i == 5 || i == maxSegments-1 {
+			rep := report(t, s)
+			if rep.segments != i+1 || rep.blocks != 0 || countTable(t, s, pfxSearch) != 0 {
+				t.Fatalf("after %d batches: %+v", i+1, rep)
+			}
+			check(fmt.Sprintf("%d segments", i+1))
+		}
+	}
+	rep := report(t, s)
+	if rep.segments != 0 || countTable(t, s, pfxSegment) != 0 || rep.postings != len(all)*3 {
+		t.Fatalf("after the fold: %+v", rep)
+	}
+	// One block per term: shared (split at the cap), even, odd, and
+	// each w%d.
+	if got, want := blocksOf(t, s, "shared"), []int{maxBlockPostings, len(all) - maxBlockPostings}; !slices.Equal(got, want) {
+		t.Fatalf("blocks of shared %v, want %v", got, want)
+	}
+	if rep.blocks != 2+2+maxSegments+1 {
+		t.Fatalf("after the fold: %d blocks", rep.blocks)
+	}
+	check("folded")
+}
+
+// notesWithPostings returns notes holding n postings in all (at most 100
+// distinct terms each), every term used once.
+func notesWithPostings(t testing.TB, note func(string) *nostr.Event, tag string, n int) []*nostr.Event {
+	t.Helper()
+	var evs []*nostr.Event
+	var an search.Analyzer
+	total := 0
+	for k := 0; total < n; k++ {
+		var words []string
+		for j := 0; j < 100 && total < n; j++ {
+			words = append(words, fmt.Sprintf("%s%dx%d", tag, k, j))
+			total++
+		}
+		ev := note(strings.Join(words, " "))
+		if doc := an.Analyze(ev); len(doc.Terms) != len(words) {
+			t.Fatalf("%d terms, want %d", len(doc.Terms), len(words))
+		}
+		evs = append(evs, ev)
+	}
+	return evs
+}
+
+// TestSegmentFoldPostings checks the postings limits: a batch of
+// bigFoldPostings-1 postings makes a segment, one of bigFoldPostings
+// folds at once; segments holding foldPostings postings in all stay
+// segments, one posting more folds them.
+func TestSegmentFoldPostings(t *testing.T) {
+	for _, n := range []int{bigFoldPostings - 1, bigFoldPostings} {
+		s := openTest(t, Options{NoSync: true, PurgeInterval: -1})
+		saveAll(t, s, notesWithPostings(t, noteMaker(41), "big", n)...)
+		g, sk := countTable(t, s, pfxSegment), countTable(t, s, pfxSearch)
+		if n < bigFoldPostings && (g != 1 || sk != 0) || n == bigFoldPostings && (g != 0 || sk != n) {
+			t.Fatalf("a batch of %d postings: %d segments, %d S keys", n, g, sk)
+		}
+		report(t, s)
+		s.Close()
+	}
+
+	s := openTest(t, Options{NoSync: true, PurgeInterval: -1})
+	defer s.Close()
+	note := noteMaker(46)
+	per := bigFoldPostings - 1
+	left := foldPostings
+	for i := 0; left > 0; i++ {
+		n := min(per, left)
+		saveAll(t, s, notesWithPostings(t, note, fmt.Sprintf("p%dq", i), n)...)
+		left -= n
+	}
+	g := countTable(t, s, pfxSegment)
+	if g < 2 || countTable(t, s, pfxSearch) != 0 {
+		t.Fatalf("%d postings in segments: %d segments, %d S keys", foldPostings, g, countTable(t, s, pfxSearch))
+	}
+	last := notesWithPostings(t, note, "last", 1)
+	saveAll(t, s, last...)
+	if g, sk := countTable(t, s, pfxSegment), countTable(t, s, pfxSearch); g != 0 || sk != foldPostings+1 {
+		t.Fatalf("one posting more: %d segments, %d S keys", g, sk)
+	}
+	sameSet(t, "last", searchIDs(t, s, nostr.Filter{Search: "last0x0"}), last...)
+	report(t, s)
+}
+
+// TestSegmentsReopen closes a store holding segments: the writer reads
+// their postings again at Open, so the fold after the reopen writes them
+// (integrity would find postings missing otherwise).
+func TestSegmentsReopen(t *testing.T) {
+	dir := t.TempDir()
+	s := openTest(t, Options{Path: dir, NoSync: true, PurgeInterval: -1})
+	note := noteMaker(42)
+	var all []*nostr.Event
+	for i := 0; i < 10; i++ {
+		evs := []*nostr.Event{note(fmt.Sprintf("shared before%d", i)), note("shared")}
+		saveAll(t, s, evs...)
+		all = append(all, evs...)
+	}
+	s.Close()
+	s = openTest(t, Options{Path: dir, NoSync: true, PurgeInterval: -1})
+	defer s.Close()
+	sameSet(t, "reopened", searchIDs(t, s, nostr.Filter{Search: "shared"}), all...)
+	more := note("shared after")
+	saveAll(t, s, more)
+	all = append(all, more)
+	if rep := report(t, s); rep.segments != 11 || rep.blocks != 0 {
+		t.Fatalf("before the fold: %+v", rep)
+	}
+	if got := blocksOf(t, s, "shared"); !slices.Equal(got, []int{len(all)}) {
+		t.Fatalf("blocks of shared after the fold: %v", got)
+	}
+	sameSet(t, "folded", searchIDs(t, s, nostr.Filter{Search: "shared"}), all...)
+	sameSet(t, "one", searchIDs(t, s, nostr.Filter{Search: "before3"}), all[6])
+	report(t, s)
+}
+
+// TestSegmentsCommitFailure fails a batch that writes a segment and one
+// that folds: the writer reads the segments again, and what comes after
+// stores and folds as if the failed batches had never been.
+func TestSegmentsCommitFailure(t *testing.T) {
+	var armed atomic.Bool
+	s := openTest(t, Options{NoSync: true, PurgeInterval: -1, CommitFault: func() error {
+		if armed.Load() {
+			return errInjected
+		}
+		return nil
+	}})
+	defer s.Close()
+	ctx := context.Background()
+	note := noteMaker(43)
+	var all []*nostr.Event
+	for i := 0; i < 3; i++ {
+		ev := note(fmt.Sprintf("shared kept%d", i))
+		saveAll(t, s, ev)
+		all = append(all, ev)
+	}
+	armed.Store(true)
+	lost := note("shared lost")
+	if _, err := s.Save(ctx, []*nostr.Event{lost}); !errors.Is(err, errInjected) {
+		t.Fatalf("save: %v", err)
+	}
+	if err := s.foldSegments(ctx); !errors.Is(err, errInjected) {
+		t.Fatalf("fold: %v", err)
+	}
+	armed.Store(false)
+	if rep := report(t, s); rep.segments != 3 {
+		t.Fatalf("after the failures: %+v", rep)
+	}
+	ev := note("shared kept3")
+	saveAll(t, s, ev)
+	all = append(all, ev)
+	sameSet(t, "segments", searchIDs(t, s, nostr.Filter{Search: "shared"}), all...)
+	if got := blocksOf(t, s, "shared"); !slices.Equal(got, []int{4}) {
+		t.Fatalf("blocks of shared: %v", got)
+	}
+	sameSet(t, "folded", searchIDs(t, s, nostr.Filter{Search: "shared"}), all...)
+	sameSet(t, "lost", searchIDs(t, s, nostr.Filter{Search: "lost"}))
+	report(t, s)
+}
+
+// TestSearchIndexV1 opens an index in the previous layout (blocks, no
+// segments: searchIndexV1) holding a G key that an older build left
+// behind (a duplicate of postings in its S blocks). Read-only, the G key
+// is not read; a writable Open upgrades the index in place (no rebuild),
+// dropping the G key.
+func TestSearchIndexV1(t *testing.T) {
+	dir := t.TempDir()
+	s := openTest(t, Options{Path: dir, NoSync: true, PurgeInterval: -1})
+	note := noteMaker(44)
+	var all []*nostr.Event
+	for i := 0; i < 20; i++ {
+		all = append(all, note(fmt.Sprintf("shared w%d", i)))
+	}
+	saveFold(t, s, all...)
+	want := searchIDs(t, s, nostr.Filter{Search: "shared"})
+	// A stale segment: the postings of shared again.
+	var sw segmentWriter
+	ps := []blockPosting{{serial: 3, p: posting{freq: 1, kind: 1, docLen: 2}}, {serial: 2, p: posting{freq: 1, kind: 1, docLen: 2}}}
+	sw.add("shared", ps)
+	b := s.db.NewBatch()
+	b.Set(appendSegmentKey(nil, 2), sw.appendValue(nil), nil)
+	b.Set(searchKey, []byte(searchIndexV1), nil)
+	if err := b.Commit(pebble.Sync); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+
+	ro := openTest(t, Options{Path: dir, ReadOnly: true})
+	if !ro.SupportsSearch() {
+		t.Fatal("read-only open of a blocks1 index: search off")
+	}
+	if got := searchIDs(t, ro, nostr.Filter{Search: "shared"}); !slices.Equal(got, want) {
+		t.Fatalf("read-only: %s, want %s", short(got), short(want))
+	}
+	ro.Close()
+
+	s = openTest(t, Options{Path: dir, NoSync: true, PurgeInterval: -1})
+	defer s.Close()
+	if v, _, _ := getValue(s.db, searchKey); string(v) != searchIndexVersion {
+		t.Fatalf("search key: %q", v)
+	}
+	if n := countTable(t, s, pfxSegment); n != 0 {
+		t.Fatalf("%d G keys after the upgrade", n)
+	}
+	if got := searchIDs(t, s, nostr.Filter{Search: "shared"}); !slices.Equal(got, want) {
+		t.Fatalf("upgraded: %s, want %s", short(got), short(want))
+	}
+	report(t, s)
+}
+
+// TestSegmentCorrupt checks that a segment that does not decode makes a
+// search fail with errCorrupt (and never panics).
+func TestSegmentCorrupt(t *testing.T) {
+	s := openTest(t, Options{NoSync: true, PurgeInterval: -1})
+	defer s.Close()
+	note := noteMaker(45)
+	var evs []*nostr.Event
+	for i := 0; i < 10; i++ {
+		evs = append(evs, note("apple pear"))
+	}
+	saveAll(t, s, evs...)
+	key := appendSegmentKey(nil, 1)
+	v, ok, err := getValue(s.db, key)
+	if err != nil || !ok {
+		t.Fatalf("segment: %v %v", ok, err)
+	}
+	for _, bad := range [][]byte{v[:len(v)-2], append(slices.Clone(v), 1), {0}, {1, 0, 0, 0, 9}, {2, 0, 0, 0, 5, 0, 0, 0, 1, 6, 'a'}} {
+		if err := s.db.Set(key, bad, pebble.Sync); err != nil {
+			t.Fatal(err)
+		}
+		for _, query := range []string{"apple", "pear apple"} {
+			it, err := s.Query(context.Background(), []nostr.Filter{{Search: query}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for it.Next() {
+			}
+			if err := it.Err(); !errors.Is(err, errCorrupt) {
+				t.Fatalf("%q over segment %x: %v", query, bad, err)
+			}
+			it.Close()
+		}
+	}
+}
+
+// FuzzSegment decodes arbitrary segment values the way a search does: it
+// never panics, and a segment the writer built reads back exactly.
+func FuzzSegment(f *testing.F) {
+	var sw segmentWriter
+	sw.add("ab", []blockPosting{{serial: 9, p: posting{freq: 2, kind: 1, docLen: 7}}, {serial: 4, p: posting{freq: 1, kind: 1, docLen: 3}}})
+	sw.add("abc", []blockPosting{{serial: 5, p: posting{freq: 1, kind: 0, docLen: 300}}})
+	f.Add(sw.appendValue(nil))
+	f.Add([]byte{1, 0, 0, 0, 0})
+	f.Fuzz(func(t *testing.T, v []byte) {
+		sg, ok := parseSegment(v)
+		if !ok {
+			return
+		}
+		for _, term := range []string{"ab", "abc", "zz"} {
+			lterm := append([]byte{byte(len(term))}, term...)
+			i, ok := sg.find(lterm)
+			for ; ok && i < sg.n; i++ {
+				lt, minSerial, blk, good := sg.entry(i)
+				if !good || string(lt) != string(lterm) {
+					break
+				}
+				var r blockReader
+				if r.reset(minSerial, blk) {
+					for {
+						if ok, err := r.next(); !ok || err != nil {
+							break
+						}
+					}
+				}
+			}
+		}
+	})
+}

@@ -36,6 +36,8 @@ type Options struct {
 	// Verifier is passed to the relay (relay.Options.Verifier): nil for
 	// the default.
 	Verifier nostr.Verifier
+	// Now is the relay's clock (relay.Options.Now): nil for time.Now.
+	Now func() time.Time
 }
 
 // OpenStore opens the default store for test relays in dir: the embedded
@@ -76,7 +78,7 @@ func Start(t testing.TB, opts Options) *Relay {
 		log = testLogger()
 	}
 	rl, err := relay.New(opts.Relay, relay.Options{Store: st, Logger: log, Info: opts.Info,
-		Policy: opts.Policy, Persister: opts.Persister, Plugin: opts.Plugin, Bus: opts.Bus, Verifier: opts.Verifier})
+		Policy: opts.Policy, Persister: opts.Persister, Plugin: opts.Plugin, Bus: opts.Bus, Verifier: opts.Verifier, Now: opts.Now})
 	if err != nil {
 		t.Fatalf("relay: %v", err)
 	}

@@ -588,5 +588,7 @@ func (s *Session) finishEvent(j verifyJob, rej *nostr.Rejection, msgOK string) {
 // count.
 func (s *Session) eventDone() {
 	s.pendingEvents.Add(-1)
-	s.r.inflight.Add(-1)
+	if s.r.inflight.Add(-1) == 0 {
+		s.r.wait.idle() // however it ended: nothing waits now
+	}
 }

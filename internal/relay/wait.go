@@ -54,6 +54,17 @@ func (v *waitValve) answered(t0, now time.Time, inflight int64) {
 	}
 }
 
+// idle records that nothing is in flight (an EVENT ended without an
+// answer through the pipeline, a duplicate found before verification,
+// left none): no standing wait, as in answered.
+func (v *waitValve) idle() {
+	if v.max <= 0 {
+		return
+	}
+	v.sojourn.Store(0)
+	v.stalled.Store(0)
+}
+
 // wait is the valve's estimate of how long the EVENTs in flight have been
 // waiting at now (a lower bound; see waitValve).
 func (v *waitValve) wait(now time.Time) time.Duration {

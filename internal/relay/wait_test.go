@@ -45,6 +45,12 @@ func TestWaitValve(t *testing.T) {
 	if w := v.wait(last.Add(2 * time.Hour)); w != 0 {
 		t.Fatalf("wait after the pipeline emptied = %v, want 0", w)
 	}
+	// Nothing in flight any more, however the last EVENT ended.
+	v.answered(t0, t0.Add(time.Hour), 1)
+	v.idle()
+	if w := v.wait(t0.Add(2 * time.Hour)); w != 0 {
+		t.Fatalf("wait after idle = %v, want 0", w)
+	}
 	// Off.
 	off := waitValve{max: -1}
 	off.answered(t0, t0.Add(time.Hour), 1)

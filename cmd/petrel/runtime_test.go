@@ -99,6 +99,33 @@ func TestReleaseAfterBurst(t *testing.T) {
 	}
 }
 
+// TestReleaseWaitsForIdle: a release that is due while the relay has
+// EVENTs in flight is put off, check after check, and happens at the
+// first check that finds none.
+func TestReleaseWaitsForIdle(t *testing.T) {
+	debug.FreeOSMemory()
+	busy := true
+	w := heapWatch{busy: func() bool { return busy }}
+	w.check(time.Now())
+	burst := max(64<<20, 2*int(w.baseline))
+	for n := 0; n < burst; n += 1 << 20 {
+		sink = append(sink, make([]byte, 1<<20))
+	}
+	sink = nil
+	for i := 0; i < quietChecks+4; i++ {
+		if r, ok := w.check(time.Now()); ok {
+			t.Fatalf("check %d released %+v while the relay was busy", i, r)
+		}
+	}
+	if w.deferred == 0 {
+		t.Fatal("no release was due and put off: the burst was not seen")
+	}
+	busy = false
+	if r, ok := w.check(time.Now()); !ok || r.before < r.after+32<<20 {
+		t.Fatalf("first idle check = %+v, %v; want a release of at least 32 MiB", r, ok)
+	}
+}
+
 // TestReleaseWhenHeldDropped is the slow-consumer episode on a quiet
 // relay: a release happens while the out-queues are full (they are live,
 // so it returns little and its baseline includes them), then their
@@ -150,7 +177,7 @@ func TestReleaseWhenHeldDropped(t *testing.T) {
 func TestApplyRuntime(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	t.Setenv("GOGC", "")
-	stop := applyRuntime(config.Runtime{GCPercent: 37, MemoryReleaseInterval: time.Millisecond}, log, func() uint64 { return 0 })
+	stop := applyRuntime(config.Runtime{GCPercent: 37, MemoryReleaseInterval: time.Millisecond}, log, func() uint64 { return 0 }, nil)
 	if prev := debug.SetGCPercent(100); prev != 37 {
 		t.Errorf("GC target %d after applyRuntime, want 37", prev)
 	}
@@ -159,7 +186,7 @@ func TestApplyRuntime(t *testing.T) {
 
 	// GOGC set wins.
 	t.Setenv("GOGC", "100")
-	stop = applyRuntime(config.Runtime{GCPercent: 37, MemoryReleaseInterval: -1}, log, nil)
+	stop = applyRuntime(config.Runtime{GCPercent: 37, MemoryReleaseInterval: -1}, log, nil, nil)
 	if prev := debug.SetGCPercent(100); prev != 100 {
 		t.Errorf("GC target %d with GOGC=100 set, want 100", prev)
 	}
@@ -170,17 +197,17 @@ func TestApplyRuntime(t *testing.T) {
 	procs := runtime.GOMAXPROCS(0)
 	defer runtime.GOMAXPROCS(procs)
 	t.Setenv("GOMAXPROCS", "")
-	applyRuntime(config.Runtime{GOMAXPROCS: procs + 3, MemoryReleaseInterval: -1}, log, nil)()
+	applyRuntime(config.Runtime{GOMAXPROCS: procs + 3, MemoryReleaseInterval: -1}, log, nil, nil)()
 	if n := runtime.GOMAXPROCS(0); n != procs+3 {
 		t.Errorf("GOMAXPROCS %d after configuring %d", n, procs+3)
 	}
 	runtime.GOMAXPROCS(procs)
-	applyRuntime(config.Runtime{MemoryReleaseInterval: -1}, log, nil)()
+	applyRuntime(config.Runtime{MemoryReleaseInterval: -1}, log, nil, nil)()
 	if n := runtime.GOMAXPROCS(0); n != procs {
 		t.Errorf("GOMAXPROCS %d with 0 configured, want %d (unchanged)", n, procs)
 	}
 	t.Setenv("GOMAXPROCS", "1")
-	applyRuntime(config.Runtime{GOMAXPROCS: procs + 3, MemoryReleaseInterval: -1}, log, nil)()
+	applyRuntime(config.Runtime{GOMAXPROCS: procs + 3, MemoryReleaseInterval: -1}, log, nil, nil)()
 	if n := runtime.GOMAXPROCS(0); n != procs {
 		t.Errorf("GOMAXPROCS %d with the environment variable set, want %d (unchanged)", n, procs)
 	}

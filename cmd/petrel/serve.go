@@ -116,6 +116,9 @@ func serve(cfg config.Config) error {
 			return uint64(max(rl.OutQueueBytes(), 0))
 		}
 		return 0
+	}, func() bool {
+		rl := announce.Load()
+		return rl != nil && rl.InflightEvents() > 0
 	})
 	defer stopRuntime()
 	st, err := openStoreWith(cfg, log, func(ev *nostr.Event, seq uint64) {

@@ -161,7 +161,9 @@ type Runtime struct {
 	// reclaimed, it collects and returns that memory to the OS (the
 	// runtime alone would take minutes). Out-queue bytes let go of (slow
 	// readers that disconnected) count as reclaimable, so a quiet relay
-	// returns them too. Default 5s; negative: never.
+	// returns them too. A release due while EVENTs are waiting for their
+	// OK is put off to the next check that finds none (it holds the
+	// processor for its duration). Default 5s; negative: never.
 	MemoryReleaseInterval time.Duration `toml:"memory_release_interval"`
 	// GOMAXPROCS is how many goroutines run Go code at once (Go's
 	// GOMAXPROCS). 0 keeps Go's default, the number of CPUs the process

@@ -28,6 +28,7 @@ var signedKeys = map[string]bool{
 	"relay.idle_timeout":              true,
 	"relay.max_bad_signatures":        true,
 	"relay.max_inflight_events":       true,
+	"relay.max_event_wait":            true,
 	"relay.max_neg_sessions":          true,
 	"relay.max_neg_items":             true,
 	"relay.neg_items_total":           true,

@@ -106,11 +106,13 @@ type Config struct {
 	// Default: the number of CPUs.
 	VerifyWorkers int `toml:"verify_workers"`
 	// VerifyQueue is the number of events waiting for verification,
-	// relay-wide; beyond it EVENTs are refused with "rate-limited:". It is
-	// the relay's overload valve: a deeper queue only turns overload into
-	// latency (at 4096 a ladder step above capacity queued for seconds
-	// before refusing). Default 512 (about 0.15 s of work at the 2-core
-	// dev machine's capacity).
+	// relay-wide; beyond it EVENTs are refused with "rate-limited:". It
+	// bounds the queue's memory; the overload valve is MaxEventWait, which
+	// refuses by the time events wait, and this count is sized to hold
+	// that wait's worth of events at the 2-core dev machine's capacity
+	// (about 8,000 events/s), so that it trips only when events arrive
+	// faster than that in a burst. Default 4096 (512 before MaxEventWait:
+	// a count that small refused on every short stall).
 	VerifyQueue int `toml:"verify_queue"`
 	// VerifyMode is when an EVENT's signature is checked: "sync" checks it
 	// before the event is stored and answered; "optimistic" holds the
@@ -138,8 +140,8 @@ type Config struct {
 	// awaiting their OK; beyond it they are refused with "rate-limited:".
 	// It is each connection's share of the relay-wide budgets (the verify
 	// queue, MaxInflightEvents): kept under them, one connection cannot
-	// fill them and starve the others. Default half of VerifyQueue (256,
-	// a quarter of MaxInflightEvents).
+	// fill them and starve the others. Default half of VerifyQueue (2048,
+	// half of MaxInflightEvents).
 	MaxPendingEvents int `toml:"max_pending_events"`
 	// MaxBadSignatures closes a connection that sends this many events
 	// with invalid signatures in a row (1008, counted in
@@ -155,8 +157,29 @@ type Config struct {
 	// plugin, or the store's writer); beyond it EVENTs are refused with
 	// "rate-limited:" before any work is spent on them. It bounds the
 	// latency of an OK under overload to about MaxInflightEvents divided by
-	// the ingest rate. Default 1024. Negative: no limit.
+	// the ingest rate, and their memory to about MaxInflightEvents times
+	// the event size (4 MiB of typical 1 KiB notes, 256 MiB at the
+	// largest events max_event_bytes allows by default: lower it on a
+	// small host that takes large events); like VerifyQueue it is sized
+	// to hold MaxEventWait's worth of events at the dev machine's
+	// capacity, and MaxEventWait is the valve that trips first under
+	// sustained overload. Default 4096. Negative: no limit.
 	MaxInflightEvents int `toml:"max_inflight_events"`
+	// MaxEventWait is the relay's overload valve: while the EVENTs already
+	// admitted have waited longer than this for their OK (measured: the
+	// wait of the last one answered, or the time since the last answer
+	// while others wait), new EVENTs are refused with "rate-limited:"
+	// (counted in limits_tripped.max_event_wait). A burst or a stall
+	// shorter than this (a memtable flush, a slow fsync, a collection)
+	// is absorbed, however many events it queues within the count
+	// bounds above; when events keep arriving faster than the relay
+	// serves them the wait grows past it and the excess is refused, so
+	// that the OK latency under overload stays about this long. It is
+	// set above the stalls a busy shared host shows (on the dev machine
+	// under other load, OK latencies of 150-450 ms at 100-500 events/s
+	// while the relay was starved of CPU; 250ms refused there). Default
+	// 500ms. Negative: off (only the counts refuse).
+	MaxEventWait time.Duration `toml:"max_event_wait"`
 	// FanoutQueue is the number of committed events waiting to be fanned
 	// out. Default 8192.
 	FanoutQueue int `toml:"fanout_queue"`
@@ -204,14 +227,17 @@ func (c Config) Normalize() Config {
 	def(&c.OutQueueBytes, 1<<20)
 	def(&c.QueryWorkers, runtime.NumCPU())
 	def(&c.VerifyWorkers, runtime.NumCPU())
-	def(&c.VerifyQueue, 512)
+	def(&c.VerifyQueue, 4096)
 	if c.VerifyMode == "" {
 		c.VerifyMode = VerifySync
 	}
 	def(&c.VerifyPending, 4096)
 	def(&c.MaxPendingEvents, max(1, c.VerifyQueue/2))
 	def(&c.MaxBadSignatures, 100)
-	def(&c.MaxInflightEvents, 1024)
+	def(&c.MaxInflightEvents, 4096)
+	if c.MaxEventWait == 0 {
+		c.MaxEventWait = 500 * time.Millisecond
+	}
 	def(&c.FanoutQueue, 8192)
 	if c.AuthWindow <= 0 {
 		c.AuthWindow = 10 * time.Minute

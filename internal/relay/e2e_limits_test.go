@@ -9,6 +9,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -777,4 +778,85 @@ func TestBadSignatureFloodDoesNotStarve(t *testing.T) {
 	if v := trips(r, "bad_signatures"); v != 1 {
 		t.Fatalf("bad_signatures = %d, want 1", v)
 	}
+}
+
+// fakeClock is a relay clock the test moves by hand.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) Set(t time.Time) {
+	c.mu.Lock()
+	c.now = t
+	c.mu.Unlock()
+}
+
+// TestLimitEventWait: the time valve (MaxEventWait). With commits held
+// and the relay's clock moved by hand: while the last answered EVENT
+// waited exactly the bound, with others still in flight, a new EVENT is
+// admitted; once the last answered one waited just past it, the next is
+// refused "rate-limited:" and counted in max_event_wait, far below every
+// count valve; once the pipeline empties, EVENTs are admitted again.
+func TestLimitEventWait(t *testing.T) {
+	t.Parallel()
+	const bound = time.Second
+	start := time.Now()
+	clk := &fakeClock{now: start}
+	r, ls := startLagging(t, relaytest.Options{Now: clk.Now, Relay: relay.Config{MaxEventWait: bound}})
+	alice := relaytest.NewKey("limit-event-wait")
+	evs := notes(alice, 5, "wait")
+	gates := make([]chan struct{}, 3)
+	ls.mu.Lock()
+	for i := range gates {
+		gates[i] = make(chan struct{})
+		ls.hold[evs[i].ID] = gates[i]
+	}
+	ls.mu.Unlock()
+	c1, c2 := relaytest.Dial(t, r.URL), relaytest.Dial(t, r.URL)
+	c1.SendRaw(`["EVENT",` + string(evs[0].Raw) + `]`)
+	c1.SendRaw(`["EVENT",` + string(evs[1].Raw) + `]`)
+	waitFor(t, "2 events in flight", func() bool { return r.Relay.InflightEvents() == 2 })
+
+	// At the bound: evs[0] answered after exactly the bound, evs[1] waits.
+	clk.Set(start.Add(bound))
+	close(gates[0])
+	if m := c1.ExpectType("OK"); !m.OK || m.EventID != evs[0].ID {
+		t.Fatalf("first held event: %+v", m)
+	}
+	c2.SendRaw(`["EVENT",` + string(evs[2].Raw) + `]`)
+	waitFor(t, "the event at the bound admitted", func() bool { return r.Relay.InflightEvents() == 2 })
+	if v := trips(r, "max_event_wait"); v != 0 {
+		t.Fatalf("max_event_wait = %d at the bound, want 0", v)
+	}
+
+	// Just past it: evs[1] answered after the bound and a nanosecond,
+	// evs[2] still waits.
+	clk.Set(start.Add(bound + 1))
+	close(gates[1])
+	if m := c1.ExpectType("OK"); !m.OK || m.EventID != evs[1].ID {
+		t.Fatalf("second held event: %+v", m)
+	}
+	m := c1.Publish(evs[3])
+	if m.OK || !strings.HasPrefix(m.Message, "rate-limited: ") {
+		t.Fatalf("past the bound: OK %v %q, want false \"rate-limited: ...\"", m.OK, m.Message)
+	}
+	if v := trips(r, "max_event_wait"); v != 1 {
+		t.Fatalf("max_event_wait = %d, want 1", v)
+	}
+
+	// The pipeline empties: no standing wait, EVENTs are admitted.
+	close(gates[2])
+	if m := c2.ExpectType("OK"); !m.OK || m.EventID != evs[2].ID {
+		t.Fatalf("third held event: %+v", m)
+	}
+	waitFor(t, "nothing in flight", func() bool { return r.Relay.InflightEvents() == 0 })
+	c1.MustPublish(evs[4])
+	c1.MustPublish(evs[3])
 }

@@ -179,6 +179,9 @@ func (d *dispatcher) handle(it dispatchItem) {
 			}
 		}
 		s.eventDone()
+		// The valve learns of the answer before the client can.
+		now := r.now()
+		r.wait.answered(it.t0, now, r.inflight.Load())
 		if !s.closed.Load() {
 			o := &s.out
 			bp := scratchPool.Get().(*[]byte)
@@ -191,7 +194,7 @@ func (d *dispatcher) handle(it dispatchItem) {
 			r.stats.MessagesOut.Add(1)
 			d.touch(s)
 		}
-		r.OKLatency.Observe(r.now().Sub(it.t0).Seconds())
+		r.OKLatency.Observe(now.Sub(it.t0).Seconds())
 	} else if it.stored && it.res.Outcome == store.Stored {
 		fanout = true
 		r.stats.EventsAccepted.Add(1)

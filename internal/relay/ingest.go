@@ -497,10 +497,17 @@ func (s *Session) handleEvent(ev *nostr.Event) {
 		reject(nostr.PrefixRateLimited, "too many events awaiting OK on this connection")
 		return
 	}
-	if n := r.inflight.Add(1); r.cfg.MaxInflightEvents > 0 && n > int64(r.cfg.MaxInflightEvents) {
+	n := r.inflight.Add(1)
+	if r.cfg.MaxInflightEvents > 0 && n > int64(r.cfg.MaxInflightEvents) {
 		r.inflight.Add(-1)
 		s.pendingEvents.Add(-1)
 		r.stats.LimitTrips[limInflightEvents].Add(1)
+		reject(nostr.PrefixRateLimited, "relay is at capacity, slow down")
+		return
+	}
+	if r.wait.over(t0, n-1) {
+		s.eventDone()
+		r.stats.LimitTrips[limEventWait].Add(1)
 		reject(nostr.PrefixRateLimited, "relay is at capacity, slow down")
 		return
 	}
@@ -565,13 +572,15 @@ func (s *Session) slowed() bool {
 // verifier or refused at submission. msgOK is the message for accepted.
 func (s *Session) finishEvent(j verifyJob, rej *nostr.Rejection, msgOK string) {
 	s.eventDone()
+	now := s.r.now()
+	s.r.wait.answered(j.t0, now, s.r.inflight.Load()) // before the client can know
 	if rej != nil {
 		s.r.countReject(rej.Prefix)
 		s.ok(j.ev.ID, false, rej.Error())
 	} else {
 		s.ok(j.ev.ID, true, msgOK)
 	}
-	s.r.OKLatency.Observe(s.r.now().Sub(j.t0).Seconds())
+	s.r.OKLatency.Observe(now.Sub(j.t0).Seconds())
 }
 
 // eventDone ends an admitted EVENT (answered, one way or another): it
@@ -579,5 +588,7 @@ func (s *Session) finishEvent(j verifyJob, rej *nostr.Rejection, msgOK string) {
 // count.
 func (s *Session) eventDone() {
 	s.pendingEvents.Add(-1)
-	s.r.inflight.Add(-1)
+	if s.r.inflight.Add(-1) == 0 {
+		s.r.wait.idle() // however it ended: nothing waits now
+	}
 }

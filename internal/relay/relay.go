@@ -118,6 +118,7 @@ type Relay struct {
 	zcache *bodyCache  // recent compressed bodies; nil: none
 
 	inflight atomic.Int64 // EVENTs admitted and not yet answered, relay-wide
+	wait     waitValve    // Config.MaxEventWait
 
 	infoMu sync.RWMutex
 	info   Info
@@ -217,6 +218,7 @@ func New(cfg Config, opts Options) (*Relay, error) {
 			r.log.Warn("relay: verify_mode optimistic is off: a write-policy plugin and the per-pubkey event rate limit need the signature checked first")
 		}
 	}
+	r.wait.max = r.cfg.MaxEventWait
 	r.ingest = newIngest(r)
 	r.wg.Add(1)
 	go r.sweep()

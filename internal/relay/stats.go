@@ -33,7 +33,7 @@ var limitNames = [...]string{
 	"control_backlog", "max_limit_clamped",
 	"event_rate_ip", "event_rate_pubkey", "req_rate_ip", "max_auth_pubkeys",
 	"count_scan_limit", "max_inflight_events", "bad_signatures",
-	"verify_pending",
+	"verify_pending", "max_event_wait",
 }
 
 const (
@@ -66,6 +66,7 @@ const (
 	limInflightEvents
 	limBadSignatures
 	limVerifyPending
+	limEventWait
 	numLimits
 )
 

@@ -36,6 +36,8 @@ type Options struct {
 	// Verifier is passed to the relay (relay.Options.Verifier): nil for
 	// the default.
 	Verifier nostr.Verifier
+	// Now is the relay's clock (relay.Options.Now): nil for time.Now.
+	Now func() time.Time
 }
 
 // OpenStore opens the default store for test relays in dir: the embedded
@@ -75,8 +77,14 @@ func Start(t testing.TB, opts Options) *Relay {
 	if log == nil {
 		log = testLogger()
 	}
+	if opts.Relay.MaxEventWait == 0 {
+		// The time valve refuses by how long EVENTs wait, which on a
+		// loaded test machine has nothing to do with what a test checks:
+		// off unless the test sets it (tests use no wall-clock bounds).
+		opts.Relay.MaxEventWait = -1
+	}
 	rl, err := relay.New(opts.Relay, relay.Options{Store: st, Logger: log, Info: opts.Info,
-		Policy: opts.Policy, Persister: opts.Persister, Plugin: opts.Plugin, Bus: opts.Bus, Verifier: opts.Verifier})
+		Policy: opts.Policy, Persister: opts.Persister, Plugin: opts.Plugin, Bus: opts.Bus, Verifier: opts.Verifier, Now: opts.Now})
 	if err != nil {
 		t.Fatalf("relay: %v", err)
 	}

@@ -90,6 +90,9 @@ type Store struct {
 	writeOps, writeBytes atomic.Uint64
 	// events mirrors the writer's count of stored events (Stats).
 	events atomic.Int64
+	// pebbleEvents counts and logs pebble's flushes, compactions and
+	// write stalls (events.go).
+	pebbleEvents *events
 }
 
 var (
@@ -138,6 +141,8 @@ func Open(opts Options) (*Store, error) {
 			popts.Levels[i].FilterPolicy = nil
 		}
 	}
+	ev := &events{log: o.Logger}
+	popts.EventListener = ev.listener()
 	lock, err := lockDir(o.FS, o.Path)
 	if err != nil {
 		return nil, fmt.Errorf("open pebble store %q: %w", o.Path, err)
@@ -149,17 +154,18 @@ func Open(opts Options) (*Store, error) {
 		return nil, fmt.Errorf("open pebble store %q: %w", o.Path, err)
 	}
 	s := &Store{
-		opts:       o,
-		db:         db,
-		lock:       lock,
-		log:        o.Logger,
-		closing:    make(chan struct{}),
-		queue:      make(chan *request, o.QueueLen),
-		writerDone: make(chan struct{}),
-		purgeDone:  make(chan struct{}),
-		iters:      make(map[*iterator]struct{}),
-		bodies:     newBodyCache(o.BodyCacheBytes),
-		space:      newReserve(o.FS, o.Path, o.MinFreeBytes),
+		opts:         o,
+		db:           db,
+		lock:         lock,
+		log:          o.Logger,
+		closing:      make(chan struct{}),
+		queue:        make(chan *request, o.QueueLen),
+		writerDone:   make(chan struct{}),
+		purgeDone:    make(chan struct{}),
+		iters:        make(map[*iterator]struct{}),
+		bodies:       newBodyCache(o.BodyCacheBytes),
+		space:        newReserve(o.FS, o.Path, o.MinFreeBytes),
+		pebbleEvents: ev,
 	}
 	upgrade, err := s.checkFormat()
 	if err == nil {

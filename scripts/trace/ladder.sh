@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# trace/ladder.sh BIN OUTDIR [env...]: a fresh relay (BIN serve) on CPU 0 with
+# GODEBUG=gctrace=1 and a pprof listener, petrel bench ladder on CPU 1;
+# TRACE=seconds also saves a runtime trace of the run (OUTDIR/trace.out).
+# RATES, HOLD, CONNS set the ladder. Used for issue 19 (docs/BENCHMARKS.md).
+set -u
+BIN=$1; OUT=$2; shift 2
+mkdir -p $OUT
+PORT=${PORT:-7871}; PP=${PP:-7881}
+DATA=$(mktemp -d /tmp/petrel-ladder.XXXX)
+RATES=${RATES:-100,300,500,1000,2000,3000,4000,5000,6000,8000}
+HOLD=${HOLD:-5s}
+env GODEBUG=gctrace=1 PETREL_SERVER_PPROF_LISTEN=127.0.0.1:$PP "$@" taskset -c 0 $BIN serve --listen 127.0.0.1:$PORT --data $DATA/store >$OUT/serve.log 2>&1 &
+RPID=$!
+for i in $(seq 300); do curl -s -o /dev/null http://127.0.0.1:$PORT/stats && break; sleep 0.05; done
+grep -q 'verifier=libsecp256k1' $OUT/serve.log || echo "NOT libsecp" >&2
+if [ -n "${TRACE:-}" ]; then curl -s -o $OUT/trace.out "http://127.0.0.1:$PP/debug/pprof/trace?seconds=$TRACE" & TPID=$!; fi
+taskset -c 1 $BIN bench ladder --rates $RATES --hold $HOLD --conns ${CONNS:-4} --url ws://127.0.0.1:$PORT --pid $RPID -q >$OUT/ladder.txt 2>&1
+[ -n "${TPID:-}" ] && wait $TPID
+curl -s http://127.0.0.1:$PORT/stats > $OUT/stats.json
+kill $RPID; wait $RPID 2>/dev/null
+rm -rf $DATA
+grep -E '^(step|knee|capacity)' $OUT/ladder.txt

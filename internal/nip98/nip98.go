@@ -2,8 +2,8 @@
 // kind-27235 event naming the request's URL ("u"), method and the
 // SHA-256 of its body ("payload"), base64-encoded after "Nostr ". petrel
 // admin signs its NIP-86 requests with it; the relay's side of the check
-// is internal/server's NIP-86 handler, which refuses a token used before
-// (Replays).
+// is internal/server's NIP-86 handler, which reads the header with Parse,
+// checks the rest and refuses a token used before (Replays).
 //
 // Functions are safe for concurrent use.
 package nip98

@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -218,27 +217,9 @@ func (h *nip86Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // admin's pubkey.
 func (h *nip86Handler) authorize(r *http.Request, body []byte) (nostr.PubKey, error) {
 	var none nostr.PubKey
-	auth := r.Header.Get("Authorization")
-	if auth == "" {
-		return none, errors.New("missing Authorization header (NIP-98)")
-	}
-	if len(auth) > nip86MaxAuth {
-		return none, errors.New("Authorization header too large")
-	}
-	scheme, token, _ := strings.Cut(auth, " ")
-	if !strings.EqualFold(scheme, "Nostr") {
-		return none, errors.New("Authorization scheme must be Nostr")
-	}
-	raw, err := nip98Base64(strings.TrimSpace(token))
+	ev, err := nip98.Parse(r.Header.Get("Authorization"), nip86MaxAuth)
 	if err != nil {
-		return none, errors.New("Authorization token is not base64")
-	}
-	ev, err := nostr.ParseEvent(raw, nil)
-	if err != nil {
-		return none, fmt.Errorf("Authorization event: %v", err)
-	}
-	if ev.Kind != nostr.KindHTTPAuth {
-		return none, fmt.Errorf("Authorization event has kind %d, want %d", ev.Kind, nostr.KindHTTPAuth)
+		return none, err
 	}
 	now := h.d.Now().Unix()
 	if d := now - ev.CreatedAt; d > nip86AuthWindow || d < -nip86AuthWindow {
@@ -276,17 +257,6 @@ func (h *nip86Handler) authorize(r *http.Request, body []byte) (nostr.PubKey, er
 		return none, err
 	}
 	return ev.PubKey, nil
-}
-
-func nip98Base64(s string) ([]byte, error) {
-	var err error
-	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.RawStdEncoding, base64.URLEncoding, base64.RawURLEncoding} {
-		var b []byte
-		if b, err = enc.DecodeString(s); err == nil {
-			return b, nil
-		}
-	}
-	return nil, err
 }
 
 // nip86LoopbackURL returns the URL of r if its Host is a loopback

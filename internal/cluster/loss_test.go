@@ -288,8 +288,12 @@ func TestSilentNodePolled(t *testing.T) {
 		pa.MustPublish(ev)
 	}
 	sub.until(evs...)
-	if s := b.b.Stats(); s.OriginsSilent < 1 || s.CaughtUp != int64(len(evs)) {
-		t.Errorf("b: %d silent, %d caught up; want a silent and %d caught up", s.OriginsSilent, s.CaughtUp, len(evs))
+	// Each poll of the silent origin fans out what it finds; on a loaded
+	// machine the silence can outlast one poll, and the next finds the
+	// same events again (counted again, delivered once: exactlyOnce
+	// below). So at least one catch-up's worth, not exactly one.
+	if s := b.b.Stats(); s.OriginsSilent < 1 || s.CaughtUp < int64(len(evs)) {
+		t.Errorf("b: %d silent, %d caught up; want a silent and at least %d caught up", s.OriginsSilent, s.CaughtUp, len(evs))
 	}
 	px.Heal()
 	waitConnected(t, a, b) // a's buffered publishes arrive now: already fanned out

@@ -142,7 +142,7 @@ func (d *dispatcher) handle(it dispatchItem) {
 	fanout := it.accepted
 	if it.okTo != nil {
 		s := it.okTo
-		var okv bool
+		var okv, storeFailed bool
 		var msg string
 		switch {
 		case it.accepted, it.held:
@@ -163,6 +163,7 @@ func (d *dispatcher) handle(it dispatchItem) {
 				msg = "blocked: this event has been deleted"
 				r.countReject(nostr.PrefixBlocked)
 			default:
+				storeFailed = true
 				r.stats.DBErrors.Add(1)
 				r.countReject(nostr.PrefixError)
 				msg = "error: could not store event"
@@ -181,7 +182,11 @@ func (d *dispatcher) handle(it dispatchItem) {
 		s.eventDone()
 		// The valve learns of the answer before the client can.
 		now := r.now()
-		r.wait.answered(it.t0, now, r.inflight.Load())
+		if storeFailed {
+			r.wait.failed(now)
+		} else {
+			r.wait.answered(it.t0, now, r.inflight.Load())
+		}
 		if !s.closed.Load() {
 			o := &s.out
 			bp := scratchPool.Get().(*[]byte)

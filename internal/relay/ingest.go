@@ -573,7 +573,11 @@ func (s *Session) slowed() bool {
 func (s *Session) finishEvent(j verifyJob, rej *nostr.Rejection, msgOK string) {
 	s.eventDone()
 	now := s.r.now()
-	s.r.wait.answered(j.t0, now, s.r.inflight.Load()) // before the client can know
+	if rej != nil && rej.Prefix == nostr.PrefixError {
+		s.r.wait.failed(now) // the store refused the submission (see failed)
+	} else {
+		s.r.wait.answered(j.t0, now, s.r.inflight.Load()) // before the client can know
+	}
 	if rej != nil {
 		s.r.countReject(rej.Prefix)
 		s.ok(j.ev.ID, false, rej.Error())

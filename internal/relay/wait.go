@@ -37,12 +37,20 @@ type waitValve struct {
 	max     time.Duration // <= 0: off
 	sojourn atomic.Int64  // ns: the last answered EVENT's wait; 0 if it left none in flight
 	stalled atomic.Int64  // unix ns of the last answer; 0 if it left none in flight
+	failure atomic.Int64  // unix ns of the last store error's answer (failed)
 }
 
 // answered records an EVENT answered at now that was read at t0;
 // inflight is the number of EVENTs still in flight after it.
 func (v *waitValve) answered(t0, now time.Time, inflight int64) {
 	if v.max <= 0 {
+		return
+	}
+	if t0.UnixNano() <= v.failure.Load() {
+		// Admitted before a store error's answer: its wait may be the
+		// outage's (retries, then the backlog once the store is back),
+		// which says nothing of the relay's capacity (see failed).
+		v.idle()
 		return
 	}
 	if inflight > 0 {
@@ -63,6 +71,23 @@ func (v *waitValve) idle() {
 	}
 	v.sojourn.Store(0)
 	v.stalled.Store(0)
+}
+
+// failed records an EVENT answered with a store error: the store ended
+// it, not a lack of capacity (a database that is down answers each batch
+// only after the writer's retries, so every sojourn would pass the
+// bound). Such answers must not shut the valve on the EVENTs that do not
+// wait for the store: ephemeral events, whose live delivery goes on
+// through an outage, while stored ones are answered "error:", not
+// "rate-limited:". So they show no standing wait, as idle does, and
+// neither do the answers of EVENTs admitted before it (answered), which
+// may have waited out the same outage.
+func (v *waitValve) failed(now time.Time) {
+	if v.max <= 0 {
+		return
+	}
+	storeMax(&v.failure, now.UnixNano())
+	v.idle()
 }
 
 // wait is the valve's estimate of how long the EVENTs in flight have been

@@ -45,6 +45,28 @@ func TestWaitValve(t *testing.T) {
 	if w := v.wait(last.Add(2 * time.Hour)); w != 0 {
 		t.Fatalf("wait after the pipeline emptied = %v, want 0", w)
 	}
+	// A store error's answer (a database down: its sojourn is the
+	// writer's retries) shows no standing wait, even with EVENTs in
+	// flight behind it.
+	v.answered(t0, t0.Add(time.Hour), 1)
+	if !v.over(t0.Add(time.Hour), 1) {
+		t.Fatal("not over after an hour-long sojourn")
+	}
+	v.failed(t0.Add(time.Hour))
+	if v.over(t0.Add(time.Hour), 1) {
+		t.Fatalf("over after a store error's answer (wait %v)", v.wait(t0.Add(time.Hour)))
+	}
+	// An EVENT admitted before that error, answered long after (the
+	// backlog once the store is back): its wait is the outage's.
+	v.answered(t0.Add(time.Hour-time.Second), t0.Add(2*time.Hour), 1)
+	if v.over(t0.Add(2*time.Hour), 1) {
+		t.Fatalf("over after an answer admitted before the store error (wait %v)", v.wait(t0.Add(2*time.Hour)))
+	}
+	// One admitted after it counts again.
+	v.answered(t0.Add(time.Hour+time.Second), t0.Add(2*time.Hour), 1)
+	if !v.over(t0.Add(2*time.Hour), 1) {
+		t.Fatal("not over after a long sojourn admitted after the store error")
+	}
 	// Nothing in flight any more, however the last EVENT ended.
 	v.answered(t0, t0.Add(time.Hour), 1)
 	v.idle()

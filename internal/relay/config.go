@@ -177,8 +177,12 @@ type Config struct {
 	// that the OK latency under overload stays about this long. It is
 	// set above the stalls a busy shared host shows (on the dev machine
 	// under other load, OK latencies of 150-450 ms at 100-500 events/s
-	// while the relay was starved of CPU; 250ms refused there). Default
-	// 500ms. Negative: off (only the counts refuse).
+	// while the relay was starved of CPU; 250ms refused there). A store
+	// that fails is not a lack of capacity: its error answers, and the
+	// waits of EVENTs admitted before them (an outage's backlog), do not
+	// count, so through a database outage writes are answered "error:"
+	// and ephemeral events go on. Default 500ms. Negative: off (only the
+	// counts refuse).
 	MaxEventWait time.Duration `toml:"max_event_wait"`
 	// FanoutQueue is the number of committed events waiting to be fanned
 	// out. Default 8192.

@@ -5,8 +5,8 @@
 # writer, nbio, GC...). PARSED is `go tool trace -d=parsed trace.out`; the trace
 # comes from server.pprof_listen's /debug/pprof/trace over a ladder run
 # (scripts/trace/ladder.sh with TRACE=seconds). See docs/BENCHMARKS.md, issue 19.
-# attributed to what held the processor meanwhile. Input: go tool trace -d=parsed.
-f = open(sys.argv[1])
+import bisect, collections, sys
+from traceparse import transitions
 rules = [('flush', ['(*DB).flush', '(*DB).compact', 'runCompaction', 'compact.(*Iter)', 'RawColumnWriter', 'arenaskl.(*flushIterator)']),
          ('gc', ['gcBgMarkWorker', 'bgsweep', 'bgscavenge']),
          ('writer', ['pebble.(*writer).run']),
@@ -25,20 +25,9 @@ def classify(g, frames):
                 label[g] = name; return
     label.setdefault(g, 'other')
 events = []  # (t, g, a, b)
-pend = None; stk = []
-t0 = None
-for line in f:
-    if line.startswith('\t'):
-        if pend is not None: stk.append(line)
-        continue
-    if line.rstrip().endswith('Stack='): continue
-    if pend is not None:
-        classify(pend, [l.strip() for l in stk if ' @ 0x' in l]); pend = None; stk = []
-    if 'StateTransition' not in line or 'GoID=' not in line: continue
-    t = int(re.search(r' Time=(\d+)', line).group(1)); t0 = t0 or t
-    g = int(re.search(r'GoID=(\d+)', line).group(1))
-    a, b = re.search(r'GoID=\d+ (\w+)->(\w+)', line).groups()
-    events.append((t, g, a, b)); pend = g
+for t, g, a, b, frames in transitions(sys.argv[1]):
+    classify(g, frames)
+    events.append((t, g, a, b))
 runnable = {}; runstart = {}; ran = collections.defaultdict(float)  # ran[g] within windows
 lat = collections.defaultdict(list)  # (victim label, blocker label) -> latencies
 busy = collections.defaultdict(float)
@@ -56,7 +45,6 @@ for t, g, a, b in events:
         lat_ns = t - rs
         lat[(g, rs, t)] = lat_ns
 intervals.sort()
-import bisect
 starts = [i[0] for i in intervals]
 res = collections.defaultdict(list)
 for (g, rs, t), d in lat.items():

@@ -2,12 +2,13 @@
 # trace/ladder.sh BIN OUTDIR [env...]: a fresh relay (BIN serve) on CPU 0 with
 # GODEBUG=gctrace=1 and a pprof listener, petrel bench ladder on CPU 1;
 # TRACE=seconds also saves a runtime trace of the run (OUTDIR/trace.out).
-# RATES, HOLD, CONNS set the ladder. Used for issue 19 (docs/BENCHMARKS.md).
+# RATES, HOLD, CONNS set the ladder; DATA_ROOT the directory the fresh store
+# goes under (default /tmp; /dev/shm takes the disk's fsync out of the path). Used for issue 19 (docs/BENCHMARKS.md).
 set -u
 BIN=$1; OUT=$2; shift 2
 mkdir -p $OUT
 PORT=${PORT:-7871}; PP=${PP:-7881}
-DATA=$(mktemp -d /tmp/petrel-ladder.XXXX)
+DATA=$(mktemp -d ${DATA_ROOT:-/tmp}/petrel-ladder.XXXX)
 RATES=${RATES:-100,300,500,1000,2000,3000,4000,5000,6000,8000}
 HOLD=${HOLD:-5s}
 env GODEBUG=gctrace=1 PETREL_SERVER_PPROF_LISTEN=127.0.0.1:$PP "$@" taskset -c 0 $BIN serve --listen 127.0.0.1:$PORT --data $DATA/store >$OUT/serve.log 2>&1 &

@@ -2,10 +2,13 @@ package pebble
 
 import (
 	"bytes"
+	"context"
 	"log/slog"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/cockroachdb/pebble/v2"
 )
 
 // syncBuffer is a bytes.Buffer safe for pebble's goroutines to log into.
@@ -45,5 +48,48 @@ func TestEventListenerLogsFlushes(t *testing.T) {
 	}
 	if !strings.Contains(buf.String(), "store: memtable flushed") {
 		t.Fatalf("no flush in the log:\n%s", buf.String())
+	}
+}
+
+// TestFlushYields: the block writes of a memtable flush and of a
+// compaction give the processor back (yieldfs.go), and the commits'
+// own writes (the WAL) do not.
+func TestFlushYields(t *testing.T) {
+	dir := t.TempDir()
+	s := openTest(t, Options{Path: dir})
+	put := func(v byte) {
+		for i := 0; i < 2000; i++ {
+			k := []byte{0xff, byte(i >> 8), byte(i)}
+			if err := s.db.Set(k, bytes.Repeat([]byte{v}, 100), pebble.Sync); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	put(1)
+	if n := s.yields.Load(); n != 0 {
+		t.Fatalf("%d yields before any flush: the WAL's writes yield", n)
+	}
+	if err := s.db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	afterFlush := s.yields.Load()
+	if afterFlush == 0 {
+		t.Fatal("a flush wrote its table without yielding")
+	}
+	// A second table over the same keys, so that the compaction merges
+	// and rewrites them rather than moving one table down.
+	put(2)
+	if err := s.db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	afterFlush = s.yields.Load()
+	if err := s.db.Compact(context.Background(), []byte{0}, []byte{0xff, 0xff, 0xff, 0xff}, true); err != nil {
+		t.Fatal(err)
+	}
+	if s.yields.Load() == afterFlush {
+		t.Fatal("a compaction wrote its tables without yielding")
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/petrel-relay/petrel/internal/nostr"
 	"github.com/petrel-relay/petrel/internal/search"
 	"github.com/petrel-relay/petrel/internal/store"
@@ -93,6 +94,9 @@ type Store struct {
 	// pebbleEvents counts and logs pebble's flushes, compactions and
 	// write stalls (events.go).
 	pebbleEvents *events
+	// yields counts the block writes of flushes and compactions that
+	// gave the processor back (yieldfs.go).
+	yields *atomic.Uint64
 }
 
 var (
@@ -141,6 +145,14 @@ func Open(opts Options) (*Store, error) {
 			popts.Levels[i].FilterPolicy = nil
 		}
 	}
+	yields := new(atomic.Uint64)
+	if !o.ReadOnly {
+		fs := o.FS
+		if fs == nil {
+			fs = vfs.Default
+		}
+		popts.FS = yieldFS{FS: fs, yields: yields}
+	}
 	ev := &events{log: o.Logger}
 	popts.EventListener = ev.listener()
 	lock, err := lockDir(o.FS, o.Path)
@@ -166,6 +178,7 @@ func Open(opts Options) (*Store, error) {
 		bodies:       newBodyCache(o.BodyCacheBytes),
 		space:        newReserve(o.FS, o.Path, o.MinFreeBytes),
 		pebbleEvents: ev,
+		yields:       yields,
 	}
 	upgrade, err := s.checkFormat()
 	if err == nil {

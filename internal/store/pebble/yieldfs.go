@@ -1,0 +1,76 @@
+package pebble
+
+import (
+	"runtime"
+	"sync/atomic"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// yieldFS makes pebble's flushes and compactions give the processor back
+// after every block they write, so that the request path (reading,
+// verifying, committing, answering) is not held up behind them.
+//
+// Why: a flush or compaction is CPU-bound for hundreds of milliseconds
+// (a 64 MiB memtable flush took 280-350 ms, an L0 compaction 550-650 ms
+// on the 2-core test machine). Its sstable writer compresses each block
+// and hands it over an unbuffered channel to a second goroutine that
+// writes it; the hand-off puts that goroutine in the processor's
+// "run next" slot, which inherits the time slice, so the pair keeps the
+// processor until Go preempts it after 10 ms. With few processors (one
+// core, or GOMAXPROCS 1), every goroutine of the request path that
+// becomes runnable meanwhile waits: in a runtime trace of a ladder run
+// on one core (docs/BENCHMARKS.md, issue 19) those waits had a median of
+// 19.6 ms and a 99th percentile of 50 ms, the largest source of the OK
+// latency tail. runtime.Gosched after each block write puts the writing
+// goroutine at the back of the global run queue, so the goroutines
+// already waiting run first; the flush goes on as soon as they are done.
+// With idle processors to spare it costs a few hundred nanoseconds per
+// block (16 KiB of keys): nothing measurable.
+//
+// Only files pebble creates for flushes and compactions yield: the WAL
+// (on the commit path itself), the manifest and reads are untouched.
+type yieldFS struct {
+	vfs.FS
+	yields *atomic.Uint64 // counted for tests
+}
+
+// yieldCategories are the pebble write categories of background work.
+var yieldCategories = map[vfs.DiskWriteCategory]bool{
+	"pebble-memtable-flush":    true,
+	"pebble-compaction":        true,
+	"pebble-blob-file-rewrite": true,
+}
+
+func (fs yieldFS) Create(name string, category vfs.DiskWriteCategory) (vfs.File, error) {
+	f, err := fs.FS.Create(name, category)
+	if err != nil || !yieldCategories[category] {
+		return f, err
+	}
+	return yieldFile{File: f, yields: fs.yields}, nil
+}
+
+func (fs yieldFS) ReuseForWrite(oldname, newname string, category vfs.DiskWriteCategory) (vfs.File, error) {
+	f, err := fs.FS.ReuseForWrite(oldname, newname, category)
+	if err != nil || !yieldCategories[category] {
+		return f, err
+	}
+	return yieldFile{File: f, yields: fs.yields}, nil
+}
+
+// Unwrap returns the filesystem underneath (pebble's vfs.Root).
+func (fs yieldFS) Unwrap() vfs.FS { return fs.FS }
+
+type yieldFile struct {
+	vfs.File
+	yields *atomic.Uint64
+}
+
+func (f yieldFile) Write(p []byte) (int, error) {
+	n, err := f.File.Write(p)
+	if f.yields != nil {
+		f.yields.Add(1)
+	}
+	runtime.Gosched()
+	return n, err
+}

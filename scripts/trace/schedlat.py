@@ -6,24 +6,7 @@
 # comes from server.pprof_listen's /debug/pprof/trace over a ladder run
 # (scripts/trace/ladder.sh with TRACE=seconds). See docs/BENCHMARKS.md, issue 19.
 import bisect, collections, sys
-from traceparse import transitions
-rules = [('flush', ['(*DB).flush', '(*DB).compact', 'runCompaction', 'compact.(*Iter)', 'RawColumnWriter', 'arenaskl.(*flushIterator)']),
-         ('gc', ['gcBgMarkWorker', 'bgsweep', 'bgscavenge']),
-         ('writer', ['pebble.(*writer).run']),
-         ('verifier', ['relay.(*ingest).run']),
-         ('dispatcher', ['relay.(*dispatcher).run']),
-         ('wal', ['LogWriter).flushLoop']),
-         ('nbio', ['lesismal/nbio']),
-         ('sampler', ['server.(*Server).sample', 'Metrics']),
-         ]
-label = {}
-def classify(g, frames):
-    if g in label and label[g] != 'other': return
-    for name, keys in rules:
-        for fr in frames:
-            if any(k in fr for k in keys):
-                label[g] = name; return
-    label.setdefault(g, 'other')
+from traceparse import transitions, classify, label
 events = []  # (t, g, a, b)
 for t, g, a, b, frames in transitions(sys.argv[1]):
     classify(g, frames)

@@ -30,3 +30,24 @@ def transitions(path):
             pend = (int(m.group(1)), int(g.group(1))) + ab.groups()
     if pend is not None:
         yield pend + ([l.strip() for l in stk if ' @ 0x' in l],)
+
+
+# The goroutine classes of petrel's request path and background work,
+# by the frames of a goroutine's stacks (schedlat.py, longruns.py).
+rules = [('flush', ['(*DB).flush', '(*DB).compact', 'runCompaction', 'compact.(*Iter)', 'RawColumnWriter', 'arenaskl.(*flushIterator)']),
+         ('gc', ['gcBgMarkWorker', 'bgsweep', 'bgscavenge']),
+         ('writer', ['pebble.(*writer).run']),
+         ('verifier', ['relay.(*ingest).run']),
+         ('dispatcher', ['relay.(*dispatcher).run']),
+         ('wal', ['LogWriter).flushLoop']),
+         ('nbio', ['lesismal/nbio']),
+         ('sampler', ['server.(*Server).sample', 'Metrics']),
+         ]
+label = {}
+def classify(g, frames):
+    if g in label and label[g] != 'other': return
+    for name, keys in rules:
+        for fr in frames:
+            if any(k in fr for k in keys):
+                label[g] = name; return
+    label.setdefault(g, 'other')

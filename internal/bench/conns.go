@@ -76,6 +76,10 @@ type ConnsStats struct {
 	// the hold (workers whole, this process's growth) per subscribed
 	// connection.
 	ClientRSSPerConn float64 `json:"client_rss_per_conn_bytes,omitempty"`
+	// ClientAnonPerConn is the same for the processes' private memory
+	// (RssAnon: heap, stacks), without the pages of the binary that
+	// VmRSS counts in every process but the machine holds once.
+	ClientAnonPerConn float64 `json:"client_anon_per_conn_bytes,omitempty"`
 	// LastDeliverySeconds is from the first liveness event's OK to the
 	// last liveness delivery anywhere.
 	LastDeliverySeconds float64 `json:"last_delivery_from_ok_s,omitempty"`
@@ -121,6 +125,7 @@ type connsReport struct {
 	// worker's own resident memory when asked to collect (after the hold).
 	LastAt    int64            `json:"last_unix_ns,omitempty"`
 	RSS       int64            `json:"rss_bytes,omitempty"`
+	Anon      int64            `json:"anon_bytes,omitempty"` // RssAnon
 	Delivery  *Hist            `json:"delivery"`
 	Closed    map[string]int64 `json:"closed,omitempty"`
 	Notices   map[string]int64 `json:"notices,omitempty"`
@@ -503,7 +508,7 @@ func (g *connsGroup) subscribed(i int) bool {
 // collect waits until every held subscription has the liveness event or
 // the deadline passes, and reports.
 func (g *connsGroup) collect(sentAt, deadline int64) *connsReport {
-	rss := selfRSS() // before the deliveries: the idle figure
+	rss, anon := selfRSS(), selfAnon() // before the deliveries: the idle figures
 	ctx, cancel := context.WithDeadline(context.Background(), time.Unix(0, deadline))
 	defer cancel()
 	all := g.all()
@@ -516,7 +521,7 @@ func (g *connsGroup) collect(sentAt, deadline int64) *connsReport {
 		return true
 	})
 	time.Sleep(100 * time.Millisecond) // catch a late duplicate
-	rep := &connsReport{Delivery: &Hist{}, RSS: rss}
+	rep := &connsReport{Delivery: &Hist{}, RSS: rss, Anon: anon}
 	for i, c := range g.conns {
 		if c == nil || c.nc == nil {
 			continue
@@ -816,7 +821,7 @@ func Conns(o Options) (*Result, error) {
 	}
 	relays0, _ := sumRSS(relayPIDs)
 	sock0, slab0 := kernelMem()
-	self0 := selfRSS()
+	self0, anon0 := selfRSS(), selfAnon()
 	r.startMeasure()
 	openedTotal := func() int64 {
 		var n int64
@@ -914,10 +919,11 @@ func Conns(o Options) (*Result, error) {
 		sock1, slab1 := kernelMem()
 		st.KernelSockMemPerConn = float64(sock1-sock0) / float64(st.Subscribed)
 		st.KernelSlabPerConn = float64(slab1-slab0) / float64(st.Subscribed)
-		selfNow := selfRSS()
-		var workers int64
-		delivery, workers = r.liveness(parts, set.Events, st, procs)
+		selfNow, anonNow := selfRSS(), selfAnon()
+		var workers, workersAnon int64
+		delivery, workers, workersAnon = r.liveness(parts, set.Events, st, procs)
 		st.ClientRSSPerConn = float64(workers+selfNow-self0) / float64(st.Subscribed)
+		st.ClientAnonPerConn = float64(workersAnon+anonNow-anon0) / float64(st.Subscribed)
 	}
 	r.stopMeasure(time.Time{}, 0, 0)
 	if u := r.res.Relay; u != nil && st.Held > 0 {
@@ -939,8 +945,8 @@ func Conns(o Options) (*Result, error) {
 
 // liveness publishes evs, one after the other, from a fresh connection,
 // and collects every part's report. It returns the first-delivery
-// histogram and the worker processes' summed RSS.
-func (r *runner) liveness(parts []*connsPart, evs []*nostr.Event, st *ConnsStats, procs int) (*Hist, int64) {
+// histogram and the worker processes' summed RSS and RssAnon.
+func (r *runner) liveness(parts []*connsPart, evs []*nostr.Event, st *ConnsStats, procs int) (*Hist, int64, int64) {
 	delivery := &Hist{}
 	type ok struct {
 		m  *nostr.RelayMessage
@@ -959,7 +965,7 @@ func (r *runner) liveness(parts []*connsPart, evs []*nostr.Event, st *ConnsStats
 	})
 	if err != nil {
 		r.res.Fail("liveness publisher: %v", err)
-		return delivery, 0
+		return delivery, 0, 0
 	}
 	sentAt := time.Now()
 	var firstOK time.Time
@@ -967,23 +973,23 @@ func (r *runner) liveness(parts []*connsPart, evs []*nostr.Event, st *ConnsStats
 		frame := append(append([]byte(`["EVENT",`), ev.Raw...), ']')
 		if err := pub.Send(frame); err != nil {
 			r.res.Fail("liveness publish: %v", err)
-			return delivery, 0
+			return delivery, 0, 0
 		}
 		select {
 		case m := <-okc:
 			if m.m.EventID != ev.ID || !m.m.OK {
 				r.res.Fail("liveness event refused: %q", m.m.Message)
-				return delivery, 0
+				return delivery, 0, 0
 			}
 			if firstOK.IsZero() {
 				firstOK = m.at
 			}
 		case <-r.ctx.Done():
 			r.timedOut("waiting for the liveness event's OK")
-			return delivery, 0
+			return delivery, 0, 0
 		case <-time.After(stallTimeout):
 			r.res.Fail("liveness event got no OK within %v", stallTimeout)
-			return delivery, 0
+			return delivery, 0, 0
 		}
 	}
 	deadline := time.Now().Add(30 * time.Second)
@@ -1021,7 +1027,7 @@ func (r *runner) liveness(parts []*connsPart, evs []*nostr.Event, st *ConnsStats
 	stop()
 	var lost int
 	var lostFirst string
-	var lastAt, workers int64
+	var lastAt, workers, workersAnon int64
 	for i, rep := range reports {
 		if errs[i] != nil {
 			r.res.Fail("process %d of %d: %v", i+1, procs, errs[i])
@@ -1034,6 +1040,7 @@ func (r *runner) liveness(parts []*connsPart, evs []*nostr.Event, st *ConnsStats
 		lastAt = max(lastAt, rep.LastAt)
 		if parts[i].group == nil {
 			workers += rep.RSS
+			workersAnon += rep.Anon
 		}
 		st.LivenessReceived += rep.Received
 		st.LivenessDuplicated += rep.Duplicated
@@ -1075,7 +1082,7 @@ func (r *runner) liveness(parts []*connsPart, evs []*nostr.Event, st *ConnsStats
 	if n := len(r.closedSnapshot()); n > 0 {
 		r.res.Fail("subscriptions were CLOSED by the relay (%s)", formatCounts(r.closedSnapshot()))
 	}
-	return delivery, workers
+	return delivery, workers, workersAnon
 }
 
 // sumRSS returns the summed VmRSS of pids.
@@ -1095,6 +1102,27 @@ func sumRSS(pids []int) (int64, error) {
 func selfRSS() int64 {
 	n, _ := sumRSS([]int{os.Getpid()})
 	return n
+}
+
+// selfAnon returns this process's RssAnon, 0 if it cannot be read.
+func selfAnon() int64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	return parseStatusAnon(string(b))
+}
+
+// parseStatusAnon returns the RssAnon of a /proc/<pid>/status in bytes,
+// 0 if there is none.
+func parseStatusAnon(s string) int64 {
+	for _, line := range strings.Split(s, "\n") {
+		if f := strings.Fields(line); len(f) == 3 && f[0] == "RssAnon:" && f[2] == "kB" {
+			kb, _ := strconv.ParseInt(f[1], 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
 }
 
 // kernelMem returns the TCP buffer memory of /proc/net/sockstat (its TCP

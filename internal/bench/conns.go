@@ -344,7 +344,11 @@ func (g *connsGroup) dial(ctx context.Context, i int, buf []byte) error {
 	c := &leanConn{idx: int32(i), started: time.Now().UnixNano()}
 	g.conns[i] = c
 	u := g.url(i)
-	nd := &net.Dialer{Timeout: handshakeTimeout}
+	// No TCP keepalive: at a million idle connections on loopback the
+	// probes (Go's default: every 15 s, both ends) overflowed the
+	// kernel's backlog under load, and 9 lost probes in a row abort a
+	// connection (ETIMEDOUT). The relay's pings are what keep it alive.
+	nd := &net.Dialer{Timeout: handshakeTimeout, KeepAlive: -1}
 	if ip := sourceIP(g.spec.First+i, g.spec.PerIP); ip != nil {
 		nd.LocalAddr = &net.TCPAddr{IP: ip}
 	}

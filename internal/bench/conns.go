@@ -971,6 +971,11 @@ func (r *runner) liveness(parts []*connsPart, evs []*nostr.Event, st *ConnsStats
 		r.res.Fail("liveness publisher: %v", err)
 		return delivery, 0, 0
 	}
+	// An event's OK can wait behind the previous event's fan-out, which
+	// on two cores takes tens of seconds at a million subscriptions: the
+	// waits grow with the count (100 s at a million; 15 s and 30 s up to
+	// 150,000), bounded by the run's timeout.
+	okWait := max(stallTimeout, time.Duration(st.Subscribed/10000)*time.Second)
 	sentAt := time.Now()
 	var firstOK time.Time
 	for _, ev := range evs {
@@ -991,12 +996,12 @@ func (r *runner) liveness(parts []*connsPart, evs []*nostr.Event, st *ConnsStats
 		case <-r.ctx.Done():
 			r.timedOut("waiting for the liveness event's OK")
 			return delivery, 0, 0
-		case <-time.After(stallTimeout):
-			r.res.Fail("liveness event got no OK within %v", stallTimeout)
+		case <-time.After(okWait):
+			r.res.Fail("liveness event got no OK within %v", okWait)
 			return delivery, 0, 0
 		}
 	}
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(max(30*time.Second, 2*okWait))
 	if d, ok := r.ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}

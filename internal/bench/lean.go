@@ -76,8 +76,8 @@ const (
 	lsDeflate             // permessage-deflate negotiated
 )
 
-// leanConn is one idle subscribed connection (about 100 bytes, plus
-// nbio's Conn).
+// leanConn is one idle subscribed connection (152 bytes, plus nbio's
+// Conn).
 type leanConn struct {
 	nc  *nbio.Conn
 	raw net.Conn // during the handshake, before nc exists

@@ -205,11 +205,13 @@ func TestReadUpgrade(t *testing.T) {
 // relay pings every connection during it; the client answers, and every
 // connection is held and receives the event.
 func TestE2EConnsPings(t *testing.T) {
-	rl := relaytest.Start(t, relaytest.Options{Relay: relay.Config{IdleTimeout: 600 * time.Millisecond}})
+	// Pings from 1 s idle; a connection that has not answered by 2 s is
+	// closed, well inside the hold.
+	rl := relaytest.Start(t, relaytest.Options{Relay: relay.Config{IdleTimeout: 2 * time.Second}})
 	o := testOptions(rl.URL)
 	o.Conns = 50
 	o.PerIP = 25
-	o.Hold = 2 * time.Second
+	o.Hold = 3500 * time.Millisecond
 	res, err := Conns(o)
 	if err != nil {
 		t.Fatal(err)

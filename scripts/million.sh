@@ -17,6 +17,9 @@
 #                  100, below the nodes' max_connections_per_ip of 128)
 #   --bin PATH     the petrel binary (default: built into the state dir)
 #   --out DIR      keep the bench's JSON and the nodes' logs there
+#   --min-avail MB stop the run (it fails) when the machine's MemAvailable
+#                  falls below MB (default 3000): a run too big for the box
+#                  ends before the kernel's OOM killer picks a victim
 #
 # Each node holds at most 19,000 connections (the open-file limit is
 # 20,000 a process), so K must be at least N/19000. The clients are
@@ -36,7 +39,7 @@ export GOTOOLCHAIN=local
 die() { printf 'million.sh: %s\n' "$*" >&2; exit 2; }
 usage() { sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//' >&2; exit 2; }
 
-nodes="" conns="" events=1 hold=5 timeout=600 per_ip=100 bin="" out=""
+nodes="" conns="" events=1 hold=5 timeout=600 per_ip=100 bin="" out="" min_avail=3000
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--nodes) nodes=$2; shift 2 ;;
@@ -47,11 +50,12 @@ while [ $# -gt 0 ]; do
 	--per-ip) per_ip=$2; shift 2 ;;
 	--bin) bin=$2; shift 2 ;;
 	--out) out=$2; shift 2 ;;
+	--min-avail) min_avail=$2; shift 2 ;;
 	-h | --help) usage ;;
 	*) die "unknown option $1" ;;
 	esac
 done
-for v in nodes conns events hold timeout per_ip; do
+for v in nodes conns events hold timeout per_ip min_avail; do
 	[[ ${!v} =~ ^[0-9]+$ ]] && [ "${!v}" -ge 1 ] || die "--${v/_/-}: a positive integer"
 done
 per_node=$(((conns + nodes - 1) / nodes))
@@ -59,7 +63,10 @@ per_node=$(((conns + nodes - 1) / nodes))
 [ "$per_ip" -le 128 ] || die "--per-ip: at most 128 (the nodes' max_connections_per_ip)"
 
 state=$(mktemp -d "${TMPDIR:-/tmp}/petrel-million.XXXXXX")
+watch_pid=""
 cleanup() {
+	[ -z "$watch_pid" ] || kill "$watch_pid" 2>/dev/null || true
+	[ ! -s "$state/bench_pid" ] || kill -TERM "$(cat "$state/bench_pid")" 2>/dev/null || true
 	scripts/cluster.sh stop --state "$state/c" >/dev/null 2>&1 || true
 	if [ -n "$out" ]; then mkdir -p "$out" && cp "$state"/c/*.log "$state"/*.json "$out"/ 2>/dev/null || true; fi
 	rm -rf "$state"
@@ -86,12 +93,48 @@ for i in $(seq "$nodes"); do
 done
 echo "million: $nodes nodes up in $(((t1 - t0) / 1000000)) ms"
 
+# The machine's used memory (MemTotal - MemAvailable), before and at its
+# peak, sampled every 2 s; below --min-avail the bench is stopped.
+avail_mb() { awk '$1 == "MemAvailable:" { print int($2 / 1024) }' /proc/meminfo; }
+total_mb=$(awk '$1 == "MemTotal:" { print int($2 / 1024) }' /proc/meminfo)
+used0=$((total_mb - $(avail_mb)))
+echo "$used0" >"$state/used_peak"
+(
+	peak=$used0
+	while sleep 2; do
+		a=$(avail_mb)
+		u=$((total_mb - a))
+		[ "$u" -le "$peak" ] || { peak=$u; echo "$peak" >"$state/used_peak"; }
+		if [ "$a" -lt "$min_avail" ]; then
+			echo "million: MemAvailable $a MB < --min-avail $min_avail MB: stopping the bench" >&2
+			echo "$a" >"$state/mem_stop"
+			# timeout(1) passes the signal to the bench, whose workers
+			# end when their stdin closes.
+			[ ! -s "$state/bench_pid" ] || kill -TERM "$(cat "$state/bench_pid")" 2>/dev/null || true
+			break
+		fi
+	done
+) &
+watch_pid=$!
+
 rc=0
 pid_args=(--pid "$(env_get n1_pid)")
 [ -z "$pids" ] || pid_args+=(--pids "$pids")
 timeout --kill-after=30 "$((timeout + 60))" "$bin" bench conns --url "$(env_get n1_url)" --node-urls "$urls" "${pid_args[@]}" \
 	--conns "$conns" --live-events "$events" --hold "${hold}s" --per-ip "$per_ip" --timeout "${timeout}s" \
-	--json -q >"$state/result.json" || rc=$?
+	--json -q >"$state/result.json" &
+echo $! >"$state/bench_pid"
+wait $! || rc=$?
+rm -f "$state/bench_pid"
+kill "$watch_pid" 2>/dev/null || true
+wait "$watch_pid" 2>/dev/null || true
+watch_pid=""
+used_peak=$(cat "$state/used_peak")
+if [ -s "$state/mem_stop" ]; then
+	echo "million: FAIL stopped at MemAvailable $(cat "$state/mem_stop") MB (< --min-avail $min_avail MB)"
+	rc=1
+fi
+echo "million: machine used memory (MemTotal - MemAvailable) $used0 MB before the connections, $used_peak MB at its peak: $(((used_peak - used0) * 1048576 / conns)) bytes/conn all told"
 
 python3 - "$state/result.json" "$conns" "$nodes" "$events" "$rc" <<'EOF'
 import json, sys
@@ -108,7 +151,7 @@ for f in r.get("failures") or []:
     print("million: FAIL", f)
 print(f"million: connections  opened {c.get('opened', 0)}  subscribed {c.get('subscribed', 0)}  held {c.get('held', 0)}  failed {c.get('dial_failed', 0)}  client processes {c.get('processes', 0)}  source addresses {c.get('source_addrs', 0)} ({c.get('source_range', '')})")
 print(f"million: connect all  {c.get('connect_s', 0):.1f} s  ({c.get('connect_per_s', 0):.0f} conns/s)")
-print(f"million: memory/conn  relay (RSS summed over nodes) {kib(c.get('relays_idle_rss_per_conn_bytes', 0))} KiB  kernel sockstat TCP mem {kib(c.get('kernel_sockstat_mem_per_conn_bytes', 0))} KiB  kernel slab {kib(c.get('kernel_slab_per_conn_bytes', 0))} KiB  client {kib(c.get('client_rss_per_conn_bytes', 0))} KiB")
+print(f"million: memory/conn  relay (RSS summed over nodes) {kib(c.get('relays_idle_rss_per_conn_bytes', 0))} KiB  kernel sockstat TCP mem {kib(c.get('kernel_sockstat_mem_per_conn_bytes', 0))} KiB  kernel slab {kib(c.get('kernel_slab_per_conn_bytes', 0))} KiB  client {kib(c.get('client_rss_per_conn_bytes', 0))} KiB (private {kib(c.get('client_anon_per_conn_bytes', 0))} KiB)")
 print(f"million: delivery     {e} event(s): first OK to last delivery {c.get('last_delivery_from_ok_s', 0):.3f} s; missing {c.get('liveness_missing', 0)}, duplicated {c.get('liveness_duplicated', 0)}")
 d, exp = c.get("liveness_received", 0), c.get("liveness_expected", 0)
 ok = exp == n * e and d == exp and c.get("liveness_duplicated", 0) == 0 and not r.get("failures")

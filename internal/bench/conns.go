@@ -12,11 +12,14 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/lesismal/nbio"
 
 	"github.com/petrel-relay/petrel/internal/nostr"
 )
@@ -73,6 +76,10 @@ type ConnsStats struct {
 	// the hold (workers whole, this process's growth) per subscribed
 	// connection.
 	ClientRSSPerConn float64 `json:"client_rss_per_conn_bytes,omitempty"`
+	// ClientAnonPerConn is the same for the processes' private memory
+	// (RssAnon: heap, stacks), without the pages of the binary that
+	// VmRSS counts in every process but the machine holds once.
+	ClientAnonPerConn float64 `json:"client_anon_per_conn_bytes,omitempty"`
 	// LastDeliverySeconds is from the first liveness event's OK to the
 	// last liveness delivery anywhere.
 	LastDeliverySeconds float64 `json:"last_delivery_from_ok_s,omitempty"`
@@ -118,6 +125,7 @@ type connsReport struct {
 	// worker's own resident memory when asked to collect (after the hold).
 	LastAt    int64            `json:"last_unix_ns,omitempty"`
 	RSS       int64            `json:"rss_bytes,omitempty"`
+	Anon      int64            `json:"anon_bytes,omitempty"` // RssAnon
 	Delivery  *Hist            `json:"delivery"`
 	Closed    map[string]int64 `json:"closed,omitempty"`
 	Notices   map[string]int64 `json:"notices,omitempty"`
@@ -151,31 +159,22 @@ func sourceIP(i, perIP int) net.IP {
 	return net.IPv4(127, byte(n>>16), byte(n>>8), byte(n))
 }
 
-// connSub is one idle connection's subscription state.
-type connSub struct {
-	id       string
-	eose     chan struct{}
-	ended    atomic.Bool
-	closed   atomic.Bool
-	seen     atomic.Uint64 // bit k: liveness event k arrived
-	dup      atomic.Int32  // liveness deliveries of an event already seen
-	recvAt   atomic.Int64  // unix nanos of the first liveness delivery
-	lastAt   atomic.Int64  // unix nanos of the last liveness delivery
-	started  time.Time
-	connectD time.Duration
-}
-
-// connsGroup holds one process's idle connections.
+// connsGroup holds one process's idle connections (lean.go).
 type connsGroup struct {
 	spec    connsSpec
-	targets []nostr.ID // bit k of connSub.seen is targets[k]
-	conns   []*Conn
-	subs    []*connSub
+	targets []nostr.ID // bit k of leanConn.seen is targets[k]
+	conns   []*leanConn
+	urls    []*url.URL // parsed spec.URL, or spec.URLs
+	eng     *leanEngine
 
+	slots   chan struct{} // dial slots: held from the dial to EOSE (or failure)
 	mu      sync.Mutex
 	closed  map[string]int64
 	notices map[string]int64
 	opened  atomic.Int64
+
+	bad      atomic.Int64 // relay messages that could not be parsed
+	firstBad string       // guarded by mu
 }
 
 func newConnsGroup(spec connsSpec) (*connsGroup, error) {
@@ -194,11 +193,54 @@ func newConnsGroup(spec connsSpec) (*connsGroup, error) {
 		spec.DialConcurrency = 64
 	}
 	return &connsGroup{spec: spec, targets: targets, closed: map[string]int64{}, notices: map[string]int64{},
-		conns: make([]*Conn, spec.Conns), subs: make([]*connSub, spec.Conns)}, nil
+		conns: make([]*leanConn, spec.Conns), slots: make(chan struct{}, spec.DialConcurrency)}, nil
 }
 
-func (g *connsGroup) handle(s *connSub, m *nostr.RelayMessage, at time.Time) {
-	if m.SubID != s.id {
+// leanURLs parses the URLs the connections dial (spec.URLs, or spec.URL):
+// ws:// only.
+func leanURLs(spec connsSpec) ([]*url.URL, error) {
+	raw := spec.URLs
+	if len(raw) == 0 {
+		raw = []string{spec.URL}
+	}
+	var out []*url.URL
+	for _, s := range raw {
+		u, err := url.Parse(s)
+		if err != nil {
+			return nil, fmt.Errorf("%w: url %q: %v", ErrOptions, s, err)
+		}
+		if u.Scheme != "ws" {
+			return nil, fmt.Errorf("%w: url %q: the conns client speaks ws:// only", ErrOptions, s)
+		}
+		out = append(out, u)
+	}
+	return out, nil
+}
+
+// message handles one relay message of c.
+func (g *connsGroup) message(c *leanConn, data []byte) {
+	at := time.Now()
+	if m, ok := fastEvent(data); ok {
+		g.handle(c, m, at)
+		return
+	}
+	m, err := nostr.ParseRelayMessage(data)
+	if err != nil {
+		if g.bad.Add(1) == 1 {
+			g.mu.Lock()
+			g.firstBad = fmt.Sprintf("%v: %.200q", err, data)
+			g.mu.Unlock()
+		}
+		return
+	}
+	g.handle(c, m, at)
+}
+
+// subID is connection i's subscription id.
+func (g *connsGroup) subID(i int) string { return "c" + strconv.Itoa(g.spec.First+i) }
+
+func (g *connsGroup) handle(s *leanConn, m *nostr.RelayMessage, at time.Time) {
+	if m.SubID != g.subID(int(s.idx)) {
 		if m.Type == nostr.LabelNotice {
 			g.mu.Lock()
 			g.notices[m.Message]++
@@ -208,7 +250,7 @@ func (g *connsGroup) handle(s *connSub, m *nostr.RelayMessage, at time.Time) {
 	}
 	switch m.Type {
 	case nostr.LabelEvent:
-		if !s.ended.Load() {
+		if !s.has(lsEnded) {
 			return
 		}
 		k := g.target(eventID(m))
@@ -226,23 +268,49 @@ func (g *connsGroup) handle(s *connSub, m *nostr.RelayMessage, at time.Time) {
 		}
 		s.lastAt.Store(at.UnixNano()) // one connection's messages come in order
 	case nostr.LabelEOSE:
-		if s.ended.CompareAndSwap(false, true) {
-			s.connectD = at.Sub(s.started)
-			close(s.eose)
+		// A connection's messages are handled by one goroutine at a
+		// time: connectD is written before lsEnded, which readers check.
+		if !s.has(lsEnded) {
+			s.connectD = at.UnixNano() - s.started
+			s.set(lsEnded)
+			g.settle(s)
 		}
 	case nostr.LabelClosed:
-		s.closed.Store(true)
+		s.state.Or(lsClosed)
 		g.mu.Lock()
 		g.closed[m.Message]++
 		g.mu.Unlock()
-		if s.ended.CompareAndSwap(false, true) {
-			close(s.eose)
+		if s.set(lsEnded) {
+			g.settle(s)
 		}
 	}
 }
 
+// settle returns c's dial slot, once: at EOSE, CLOSED, or the end of the
+// connection.
+func (g *connsGroup) settle(c *leanConn) {
+	if c.set(lsSettled) {
+		<-g.slots
+	}
+}
+
+// onData is the poller's data handler.
+func (g *connsGroup) onData(nc *nbio.Conn, b []byte) {
+	if c, ok := nc.Session().(*leanConn); ok {
+		c.onData(b, g.message)
+	}
+}
+
+// onClose is nbio's close handler.
+func (g *connsGroup) onClose(nc *nbio.Conn, err error) {
+	if c, ok := nc.Session().(*leanConn); ok {
+		c.ended(err)
+		g.settle(c)
+	}
+}
+
 // maxLiveEvents is the most liveness events a conns run publishes (one
-// bit each in connSub.seen).
+// bit each in leanConn.seen).
 const maxLiveEvents = 64
 
 // target returns the index of id among the liveness events, or -1.
@@ -264,19 +332,93 @@ func (g *connsGroup) all() uint64 {
 }
 
 // url returns the URL connection First+i dials.
-func (g *connsGroup) url(i int) string {
-	if n := len(g.spec.URLs); n > 0 {
-		return g.spec.URLs[(g.spec.First+i)%n]
-	}
-	return g.spec.URL
+func (g *connsGroup) url(i int) *url.URL {
+	return g.urls[(g.spec.First+i)%len(g.urls)]
 }
 
-// open dials every connection (DialConcurrency at a time), subscribes
-// each, and waits for every EOSE or the spec's deadline.
+// dial opens connection i: TCP from its source address, the upgrade and
+// the REQ in blocking mode on this goroutine (buf is its scratch), then
+// hands it to the poller. It holds a dial slot, returned at EOSE (by the
+// poller) or here on failure.
+func (g *connsGroup) dial(ctx context.Context, i int, buf []byte) error {
+	c := &leanConn{idx: int32(i), started: time.Now().UnixNano()}
+	g.conns[i] = c
+	u := g.url(i)
+	// No TCP keepalive: at a million idle connections on loopback the
+	// probes (Go's default: every 15 s, both ends) overflowed the
+	// kernel's backlog under load, and 9 lost probes in a row abort a
+	// connection (ETIMEDOUT). The relay's pings are what keep it alive.
+	nd := &net.Dialer{Timeout: handshakeTimeout, KeepAlive: -1}
+	if ip := sourceIP(g.spec.First+i, g.spec.PerIP); ip != nil {
+		nd.LocalAddr = &net.TCPAddr{IP: ip}
+	}
+	raw, err := nd.DialContext(ctx, "tcp", hostPort(u))
+	if err != nil {
+		return err
+	}
+	c.raw = raw
+	deadline := time.Now().Add(handshakeTimeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	raw.SetDeadline(deadline)
+	req, key := upgradeRequest(u, g.spec.Compress)
+	if _, err := raw.Write(req); err != nil {
+		raw.Close()
+		return fmt.Errorf("dial %s: %w", u, err)
+	}
+	deflate, rest, err := readUpgrade(raw, buf, key)
+	if err != nil {
+		raw.Close()
+		return fmt.Errorf("dial %s: %w", u, err)
+	}
+	if deflate {
+		c.state.Or(lsDeflate)
+	}
+	g.opened.Add(1)
+	if len(rest) > 0 { // the relay spoke first (an AUTH challenge)
+		c.onData(append([]byte(nil), rest...), g.message)
+		if c.has(lsDone) {
+			return fmt.Errorf("connection lost before EOSE: %v", c.err)
+		}
+	}
+	if err := c.send(wsText, subscribeFrame(g.subID(i), g.spec.Filter)); err != nil {
+		raw.Close()
+		return fmt.Errorf("send REQ: %w", err)
+	}
+	raw.SetDeadline(time.Time{})
+	nc, err := nbio.NBConn(raw) // a copy of the descriptor; raw is closed
+	if err != nil {
+		raw.Close()
+		return fmt.Errorf("hand the connection to the poller: %w", err)
+	}
+	nc.SetSession(c)
+	c.nc, c.raw = nc, nil
+	if _, err := g.eng.eng.AddConn(nc); err != nil {
+		return fmt.Errorf("hand the connection to the poller: %w", err)
+	}
+	return nil
+}
+
+// open dials every connection (DialConcurrency at a time, each holding a
+// slot until its EOSE), subscribes each, and waits for every EOSE or the
+// spec's deadline.
 func (g *connsGroup) open() *connsReady {
+	ready := &connsReady{Errors: map[string]int{}}
+	urls, err := leanURLs(g.spec)
+	var eng *leanEngine
+	if err == nil {
+		eng, err = newLeanEngine(g.onData, g.onClose)
+	}
+	if err != nil {
+		ready.Failed = g.spec.Conns
+		ready.Errors[err.Error()] = g.spec.Conns
+		ready.Connect = &Hist{}
+		return ready
+	}
+	g.eng, g.urls = eng, urls
 	ctx, cancel := context.WithDeadline(context.Background(), time.Unix(0, g.spec.Deadline))
 	defer cancel()
-	ready := &connsReady{Errors: map[string]int{}}
 	var mu sync.Mutex
 	fail := func(err error) {
 		msg := groupDialError(err.Error())
@@ -285,146 +427,156 @@ func (g *connsGroup) open() *connsReady {
 		ready.Errors[msg]++
 		mu.Unlock()
 	}
-	pool := &sync.Pool{}
-	sem := make(chan struct{}, g.spec.DialConcurrency)
+	next := make(chan int)
 	var wg sync.WaitGroup
+	for w := 0; w < g.spec.DialConcurrency; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			buf := make([]byte, 4096)
+			for i := range next {
+				if err := g.dial(ctx, i, buf); err != nil {
+					fail(err)
+					if c := g.conns[i]; c != nil {
+						c.ended(err)
+						g.settle(c)
+					}
+				}
+			}
+		}()
+	}
+	attempted := g.spec.Conns
 	for i := 0; i < g.spec.Conns; i++ {
-		if ctx.Err() != nil {
-			fail(fmt.Errorf("not attempted: deadline passed"))
+		select {
+		case g.slots <- struct{}{}:
+			next <- i
+			continue
+		case <-ctx.Done():
+		}
+		attempted = i
+		break
+	}
+	close(next)
+	wg.Wait()
+	if n := g.spec.Conns - attempted; n > 0 {
+		ready.Failed += n
+		ready.Errors["not attempted: deadline passed"] += n
+	}
+	// Wait for the slots still held (EOSE outstanding) or the deadline.
+	for held := 0; held < cap(g.slots); held++ {
+		select {
+		case g.slots <- struct{}{}:
+			continue
+		case <-ctx.Done():
+		}
+		break
+	}
+	ready.Opened = int(g.opened.Load())
+	ready.Connect = &Hist{}
+	for _, c := range g.conns[:attempted] {
+		if c == nil {
 			continue
 		}
-		sem <- struct{}{}
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
-			defer func() { <-sem }()
-			s := &connSub{id: "c" + strconv.Itoa(g.spec.First+i), eose: make(chan struct{}), started: time.Now()}
-			g.subs[i] = s
-			c, err := Dial(ctx, DialConfig{
-				URL: g.url(i), LocalIP: sourceIP(g.spec.First+i, g.spec.PerIP),
-				BufferSize: 2048, WriteBufferPool: pool, FastEvents: true,
-				Compress: g.spec.Compress,
-			}, func(m *nostr.RelayMessage, at time.Time) { g.handle(s, m, at) })
-			if err != nil {
-				fail(err)
-				return
-			}
-			g.conns[i] = c
-			g.opened.Add(1)
-			if err := c.Send(subscribeFrame(s.id, g.spec.Filter)); err != nil {
-				fail(fmt.Errorf("send REQ: %w", err))
-				return
-			}
-			select {
-			case <-s.eose:
-				if s.closed.Load() {
-					fail(errors.New("subscription refused with CLOSED"))
-				}
-			case <-c.Done():
-				fail(fmt.Errorf("connection lost before EOSE: %v", c.Err()))
-			case <-ctx.Done():
-				fail(errors.New("no EOSE before the deadline"))
-			}
-		}(i)
-	}
-	wg.Wait()
-	ready.Opened = int(g.opened.Load())
-	for _, c := range g.conns {
-		if c != nil && c.Compressed() {
+		if c.has(lsDeflate) {
 			ready.Negotiated++
 		}
-	}
-	ready.Connect = &Hist{}
-	for _, s := range g.subs {
-		if s != nil && s.ended.Load() && !s.closed.Load() {
+		switch st := c.state.Load(); {
+		case st&lsEnded != 0 && st&lsClosed == 0:
 			ready.Subscribed++
-			ready.Connect.RecordDuration(s.connectD)
+			ready.Connect.RecordDuration(time.Duration(c.connectD))
+		case st&lsClosed != 0:
+			fail(errors.New("subscription refused with CLOSED"))
+		case st&lsSettled != 0 && st&lsDone != 0 && c.nc != nil:
+			fail(fmt.Errorf("connection lost before EOSE: %v", c.Err()))
+		case st&lsSettled == 0:
+			fail(errors.New("no EOSE before the deadline"))
 		}
 	}
 	g.mu.Lock()
 	ready.Closed = copyCounts(g.closed)
 	g.mu.Unlock()
+	// The dials' garbage (handshakes, the net package's connections the
+	// poller's copies replaced) is many times the idle connections'
+	// memory: collect it and return the pages, so that the hold measures
+	// (and a big run is sized by) what idle connections keep.
+	debug.FreeOSMemory()
 	return ready
 }
 
 // subscribed reports whether connection i holds a live subscription.
 func (g *connsGroup) subscribed(i int) bool {
-	s := g.subs[i]
-	return g.conns[i] != nil && s != nil && s.ended.Load() && !s.closed.Load()
+	c := g.conns[i]
+	return c != nil && c.nc != nil && c.state.Load()&(lsEnded|lsClosed) == lsEnded
 }
 
 // collect waits until every held subscription has the liveness event or
 // the deadline passes, and reports.
 func (g *connsGroup) collect(sentAt, deadline int64) *connsReport {
-	rss := selfRSS() // before the deliveries: the idle figure
+	rss, anon := selfRSS(), selfAnon() // before the deliveries: the idle figures
 	ctx, cancel := context.WithDeadline(context.Background(), time.Unix(0, deadline))
 	defer cancel()
 	all := g.all()
 	waitUntil(ctx, func() bool {
-		for i := range g.conns {
-			if g.subscribed(i) && !g.conns[i].Lost() && g.subs[i].seen.Load() != all {
+		for i, c := range g.conns {
+			if g.subscribed(i) && !c.Lost() && c.seen.Load() != all {
 				return false
 			}
 		}
 		return true
 	})
 	time.Sleep(100 * time.Millisecond) // catch a late duplicate
-	rep := &connsReport{Delivery: &Hist{}, RSS: rss}
+	rep := &connsReport{Delivery: &Hist{}, RSS: rss, Anon: anon}
 	for i, c := range g.conns {
-		if c == nil {
+		if c == nil || c.nc == nil {
 			continue
 		}
 		if c.Lost() {
 			rep.Lost++
 			if rep.LostFirst == "" {
-				rep.LostFirst = c.Err().Error()
+				if err := c.Err(); err != nil {
+					rep.LostFirst = err.Error()
+				} else {
+					rep.LostFirst = "connection lost"
+				}
 			}
-		}
-		if n := c.BadMessages.Load(); n > 0 {
-			if rep.Bad == 0 {
-				rep.BadFirst = c.FirstBad()
-			}
-			rep.Bad += n
 		}
 		if !g.subscribed(i) {
 			continue
 		}
-		s := g.subs[i]
 		if !c.Lost() {
 			rep.Alive++
 		}
-		if seen := s.seen.Load(); seen != 0 {
+		if seen := c.seen.Load(); seen != 0 {
 			rep.Received += bits.OnesCount64(seen)
-			rep.Delivery.Record(s.recvAt.Load() - sentAt)
-			rep.LastAt = max(rep.LastAt, s.lastAt.Load())
+			rep.Delivery.Record(c.recvAt.Load() - sentAt)
+			rep.LastAt = max(rep.LastAt, c.lastAt.Load())
 		}
-		rep.Duplicated += int(s.dup.Load())
+		rep.Duplicated += int(c.dup.Load())
 	}
+	rep.Bad = g.bad.Load()
 	g.mu.Lock()
+	rep.BadFirst = g.firstBad
 	rep.Closed = copyCounts(g.closed)
 	rep.Notices = copyCounts(g.notices)
 	g.mu.Unlock()
 	return rep
 }
 
-// close closes every connection and waits (at most 5s) for the readers.
+// close closes every connection and stops the poller, waiting (at most
+// 5s) for nbio to report every connection closed.
 func (g *connsGroup) close() {
+	if g.eng == nil {
+		return
+	}
 	for _, c := range g.conns {
 		if c != nil {
 			c.Close()
 		}
 	}
-	limit := time.After(5 * time.Second)
-	for _, c := range g.conns {
-		if c == nil {
-			continue
-		}
-		select {
-		case <-c.Done():
-		case <-limit:
-			return
-		}
-	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = g.eng.eng.Shutdown(ctx)
+	g.eng = nil
 }
 
 // RunConnsWorker is a conns-scenario worker process: it reads JSON-line
@@ -634,6 +786,9 @@ func Conns(o Options) (*Result, error) {
 			return nil, err
 		}
 	}
+	if _, err := leanURLs(connsSpec{URL: o.URL, URLs: o.NodeURLs}); err != nil {
+		return nil, err
+	}
 	st.Nodes, st.LiveEvents = max(len(o.NodeURLs), 1), nev
 	r.param("nodes", st.Nodes)
 	r.param("live_events", nev)
@@ -670,7 +825,7 @@ func Conns(o Options) (*Result, error) {
 	}
 	relays0, _ := sumRSS(relayPIDs)
 	sock0, slab0 := kernelMem()
-	self0 := selfRSS()
+	self0, anon0 := selfRSS(), selfAnon()
 	r.startMeasure()
 	openedTotal := func() int64 {
 		var n int64
@@ -768,10 +923,11 @@ func Conns(o Options) (*Result, error) {
 		sock1, slab1 := kernelMem()
 		st.KernelSockMemPerConn = float64(sock1-sock0) / float64(st.Subscribed)
 		st.KernelSlabPerConn = float64(slab1-slab0) / float64(st.Subscribed)
-		selfNow := selfRSS()
-		var workers int64
-		delivery, workers = r.liveness(parts, set.Events, st, procs)
+		selfNow, anonNow := selfRSS(), selfAnon()
+		var workers, workersAnon int64
+		delivery, workers, workersAnon = r.liveness(parts, set.Events, st, procs)
 		st.ClientRSSPerConn = float64(workers+selfNow-self0) / float64(st.Subscribed)
+		st.ClientAnonPerConn = float64(workersAnon+anonNow-anon0) / float64(st.Subscribed)
 	}
 	r.stopMeasure(time.Time{}, 0, 0)
 	if u := r.res.Relay; u != nil && st.Held > 0 {
@@ -793,8 +949,8 @@ func Conns(o Options) (*Result, error) {
 
 // liveness publishes evs, one after the other, from a fresh connection,
 // and collects every part's report. It returns the first-delivery
-// histogram and the worker processes' summed RSS.
-func (r *runner) liveness(parts []*connsPart, evs []*nostr.Event, st *ConnsStats, procs int) (*Hist, int64) {
+// histogram and the worker processes' summed RSS and RssAnon.
+func (r *runner) liveness(parts []*connsPart, evs []*nostr.Event, st *ConnsStats, procs int) (*Hist, int64, int64) {
 	delivery := &Hist{}
 	type ok struct {
 		m  *nostr.RelayMessage
@@ -813,34 +969,39 @@ func (r *runner) liveness(parts []*connsPart, evs []*nostr.Event, st *ConnsStats
 	})
 	if err != nil {
 		r.res.Fail("liveness publisher: %v", err)
-		return delivery, 0
+		return delivery, 0, 0
 	}
+	// An event's OK can wait behind the previous event's fan-out, which
+	// on two cores takes tens of seconds at a million subscriptions: the
+	// waits grow with the count (100 s at a million; 15 s and 30 s up to
+	// 150,000), bounded by the run's timeout.
+	okWait := max(stallTimeout, time.Duration(st.Subscribed/10000)*time.Second)
 	sentAt := time.Now()
 	var firstOK time.Time
 	for _, ev := range evs {
 		frame := append(append([]byte(`["EVENT",`), ev.Raw...), ']')
 		if err := pub.Send(frame); err != nil {
 			r.res.Fail("liveness publish: %v", err)
-			return delivery, 0
+			return delivery, 0, 0
 		}
 		select {
 		case m := <-okc:
 			if m.m.EventID != ev.ID || !m.m.OK {
 				r.res.Fail("liveness event refused: %q", m.m.Message)
-				return delivery, 0
+				return delivery, 0, 0
 			}
 			if firstOK.IsZero() {
 				firstOK = m.at
 			}
 		case <-r.ctx.Done():
 			r.timedOut("waiting for the liveness event's OK")
-			return delivery, 0
-		case <-time.After(stallTimeout):
-			r.res.Fail("liveness event got no OK within %v", stallTimeout)
-			return delivery, 0
+			return delivery, 0, 0
+		case <-time.After(okWait):
+			r.res.Fail("liveness event got no OK within %v", okWait)
+			return delivery, 0, 0
 		}
 	}
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(max(30*time.Second, 2*okWait))
 	if d, ok := r.ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}
@@ -875,7 +1036,7 @@ func (r *runner) liveness(parts []*connsPart, evs []*nostr.Event, st *ConnsStats
 	stop()
 	var lost int
 	var lostFirst string
-	var lastAt, workers int64
+	var lastAt, workers, workersAnon int64
 	for i, rep := range reports {
 		if errs[i] != nil {
 			r.res.Fail("process %d of %d: %v", i+1, procs, errs[i])
@@ -888,6 +1049,7 @@ func (r *runner) liveness(parts []*connsPart, evs []*nostr.Event, st *ConnsStats
 		lastAt = max(lastAt, rep.LastAt)
 		if parts[i].group == nil {
 			workers += rep.RSS
+			workersAnon += rep.Anon
 		}
 		st.LivenessReceived += rep.Received
 		st.LivenessDuplicated += rep.Duplicated
@@ -929,7 +1091,7 @@ func (r *runner) liveness(parts []*connsPart, evs []*nostr.Event, st *ConnsStats
 	if n := len(r.closedSnapshot()); n > 0 {
 		r.res.Fail("subscriptions were CLOSED by the relay (%s)", formatCounts(r.closedSnapshot()))
 	}
-	return delivery, workers
+	return delivery, workers, workersAnon
 }
 
 // sumRSS returns the summed VmRSS of pids.
@@ -949,6 +1111,27 @@ func sumRSS(pids []int) (int64, error) {
 func selfRSS() int64 {
 	n, _ := sumRSS([]int{os.Getpid()})
 	return n
+}
+
+// selfAnon returns this process's RssAnon, 0 if it cannot be read.
+func selfAnon() int64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	return parseStatusAnon(string(b))
+}
+
+// parseStatusAnon returns the RssAnon of a /proc/<pid>/status in bytes,
+// 0 if there is none.
+func parseStatusAnon(s string) int64 {
+	for _, line := range strings.Split(s, "\n") {
+		if f := strings.Fields(line); len(f) == 3 && f[0] == "RssAnon:" && f[2] == "kB" {
+			kb, _ := strconv.ParseInt(f[1], 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
 }
 
 // kernelMem returns the TCP buffer memory of /proc/net/sockstat (its TCP

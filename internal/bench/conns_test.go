@@ -29,3 +29,13 @@ func TestFirstErrorKinds(t *testing.T) {
 		t.Fatal("the caller's slice was modified")
 	}
 }
+
+func TestParseStatusAnon(t *testing.T) {
+	st := "Name:\tpetrel\nVmRSS:\t   40780 kB\nRssAnon:\t    9128 kB\nRssFile:\t   31652 kB\n"
+	if got := parseStatusAnon(st); got != 9128<<10 {
+		t.Fatalf("RssAnon %d", got)
+	}
+	if got := parseStatusAnon("VmRSS:\t 1 kB\n"); got != 0 {
+		t.Fatalf("no RssAnon line: %d", got)
+	}
+}

@@ -26,9 +26,17 @@
 // know (fanout, conns) read EVENT messages on a fast path that extracts the
 // subscription id and event id without parsing the event
 // (DialConfig.FastEvents): with full parsing the client spent more CPU per
-// delivery than the relay on the 2-core development machine. Above the
-// per-process file limit, the conns scenario runs worker subprocesses
-// speaking JSON lines (RunConnsWorker).
+// delivery than the relay on the 2-core development machine.
+//
+// The conns scenario's many idle connections are the exception (lean.go):
+// they are dialled and upgraded in blocking mode by a few goroutines, then
+// handed to one nbio poller (the vendored, patched third_party/nbio) that
+// reads them all into one shared buffer and parses WebSocket frames
+// itself, so an idle connection has no goroutine and no buffer of its own
+// (a few hundred bytes of Go heap: nbio's Conn and the subscription's
+// counters). It answers pings, inflates permessage-deflate, and speaks
+// ws:// only. Above the per-process file limit, the conns scenario runs
+// worker subprocesses speaking JSON lines (RunConnsWorker).
 //
 // Latencies are recorded in log-linear histograms (Hist) whose
 // percentiles are within 0.4% of the exact nearest-rank value. The

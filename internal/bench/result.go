@@ -248,7 +248,7 @@ func (r *Result) WriteText(w io.Writer) error {
 			row("kernel memory", "sockstat TCP mem %.2f KiB, slab %.2f KiB per connection (machine-wide growth over the hold; both ends)", c.KernelSockMemPerConn/1024, c.KernelSlabPerConn/1024)
 		}
 		if c.ClientRSSPerConn != 0 {
-			row("client memory", "%.2f KiB per connection (every client process)", c.ClientRSSPerConn/1024)
+			row("client memory", "%.2f KiB per connection (every client process), %.2f KiB private (RssAnon)", c.ClientRSSPerConn/1024, c.ClientAnonPerConn/1024)
 		}
 		for _, e := range c.Errors {
 			row("conn error", "%s", e)

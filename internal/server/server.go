@@ -232,8 +232,18 @@ func (s *Server) Shutdown(ctx context.Context) error {
 
 // listen opens nbio's listener and keeps it, for Addr and for Shutdown to
 // stop accepting.
+//
+// TCP keepalive is off on the connections it accepts: the relay finds a
+// dead peer with its own WebSocket pings (relay.idle_timeout), and Go's
+// default keepalive (a probe every 15 s once a connection is idle) is a
+// kernel timer and two packets per connection every 15 s. At a million
+// idle connections on one box (two million sockets, both ends) those
+// are about 130,000 probes a second: the kernel dropped about 18 million of them from its backlog
+// and aborted 391,694 of the relay's sockets, whose subscribers then
+// missed their events (docs/BENCHMARKS.md, issue 14).
 func (s *Server) listen(network, addr string) (net.Listener, error) {
-	ln, err := net.Listen(network, addr)
+	lc := net.ListenConfig{KeepAlive: -1}
+	ln, err := lc.Listen(context.Background(), network, addr)
 	if err != nil {
 		return nil, err
 	}

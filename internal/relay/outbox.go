@@ -72,9 +72,9 @@ func (s *seg) reset() {
 // ..., segMax) that a burst has finished with (popHead), one pool per size:
 // under fan-out every connection takes a run of growing segments per
 // burst, and allocating them afresh made the GC a tenth of the relay's CPU
-// (1,000 subscribers x 200 events). Segments emptied by an idle connection
-// (trimIdle) are not pooled: they go to the GC as before, so idle memory is
-// not held in the pool.
+// (1,000 subscribers x 200 events). A drained out-queue returns all its
+// segments here (release), so an idle connection holds none; what the pool
+// holds is not per connection, and the GC empties it when it is not used.
 var segPool [segClasses]sync.Pool
 
 const segClasses = 6 // log2(segMax/segMin) + 1
@@ -129,7 +129,7 @@ type outbox struct {
 	nextSeg    int32        // size of the next new segment (at most segMax)
 	scheduled  atomic.Bool  // queued on (or running in) the flusher
 	writing    bool         // a flusher holds part of segs[shead] outside the lock; o.mu
-	wasIdle    bool         // empty at the sweeper's previous pass; o.mu
+	touched    bool         // in the dispatcher's list of sessions to flush; dispatcher only
 	zbits      uint8        // permessage-deflate window bits, 0: off; set before Start (compress.go)
 	inTransp   atomic.Int64 // bytes handed to the transport, not yet on the wire
 	progress   atomic.Int64 // unix nanos of the last write progress
@@ -325,7 +325,7 @@ func (o *outbox) takeChunk(released *[numCats]int) []byte {
 			break
 		}
 		if o.shead == len(o.segs)-1 {
-			t.reset() // nothing queued; keep the tail for the next frames
+			o.release() // nothing queued
 			return nil
 		}
 		o.popHead()
@@ -346,7 +346,6 @@ func (o *outbox) takeChunk(released *[numCats]int) []byte {
 	t.mhead = len(t.markers)
 	t.off = end
 	o.writing = true
-	o.wasIdle = false
 	return t.b[start:end:end]
 }
 
@@ -383,8 +382,24 @@ func (o *outbox) doneChunk() {
 		}
 	}
 	if !o.pending() {
-		o.nextSeg = 0 // the next burst starts with a small segment again
+		o.release()
 	}
+}
+
+// release returns the segments of a drained out-queue to the pool, so
+// that a connection holds no buffer between bursts: an idle connection's
+// out-queue costs only its fields in the Session. The next frame takes a
+// small segment again (from the pool, where a busy relay's drained
+// segments wait for the next connection that needs one). o.mu must be
+// held; nothing may be queued or being written.
+func (o *outbox) release() {
+	for _, t := range o.segs[o.shead:] {
+		freeSeg(t)
+	}
+	if o.spare != nil {
+		freeSeg(o.spare)
+	}
+	o.segs, o.shead, o.spare, o.nextSeg = nil, 0, nil, 0
 }
 
 // reset drops everything queued (the connection is gone). o.mu must be
@@ -396,19 +411,20 @@ func (o *outbox) reset() {
 	o.queued.Store(int64(o.heldBytes))
 }
 
-// trimIdle drops the buffers of an out-queue that has been empty since
-// the previous call (so a connection that is actively written keeps its
-// segments). o.mu must be held.
-func (o *outbox) trimIdle() {
-	if o.writing || o.pending() {
-		o.wasIdle = false
-		return
-	}
-	if o.wasIdle {
-		o.segs, o.shead, o.spare, o.nextSeg = nil, 0, nil, 0
-	}
-	o.wasIdle = true
-}
-
 // touch records write progress now.
 func (o *outbox) touch(now time.Time) { o.progress.Store(now.UnixNano()) }
+
+// bufferBytes returns the capacity of the segments the out-queue holds,
+// the spare included, and of the segment list. o.mu must be held.
+func (o *outbox) bufferBytes() int64 {
+	n := int64(cap(o.segs)) * 8
+	for _, t := range o.segs {
+		if t != nil {
+			n += int64(cap(t.b))
+		}
+	}
+	if o.spare != nil {
+		n += int64(cap(o.spare.b))
+	}
+	return n
+}

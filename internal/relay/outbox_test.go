@@ -92,7 +92,7 @@ func TestOutboxSegments(t *testing.T) {
 				// An out-queue with nothing queued and no write in
 				// progress holds no buffer: the drain returned them.
 				if m.inflight == nil && !o.pending() {
-					if n := o.bufferBytes(); n != 0 || o.segs != nil || o.spare != nil {
+					if n := o.bufferBytes(); n != 0 || o.first != nil || o.last != nil || o.spare != nil {
 						t.Fatalf("seed %d step %d: drained out-queue holds %d bytes of buffers", seed, step, n)
 					}
 				}
@@ -126,7 +126,7 @@ func TestOutboxSegments(t *testing.T) {
 					t.Fatalf("seed %d: drained out-queue still accounts %d bytes / %d frames in category %d", seed, o.bytes[c], o.frames[c], c)
 				}
 			}
-			if o.segs != nil || o.spare != nil || o.bufferBytes() != 0 {
+			if o.first != nil || o.last != nil || o.spare != nil || o.bufferBytes() != 0 {
 				t.Fatalf("seed %d: drained out-queue kept its segments", seed)
 			}
 		}

@@ -58,6 +58,7 @@ type seg struct {
 	off     int      // start of unwritten bytes
 	markers []marker // runs covering b[off:], in order
 	mhead   int      // first live marker
+	next    *seg     // the next newer segment of its out-queue
 }
 
 // reset empties s for reuse.
@@ -66,15 +67,16 @@ func (s *seg) reset() {
 	s.off = 0
 	s.markers = s.markers[:0]
 	s.mhead = 0
+	s.next = nil
 }
 
 // segPool recycles the segments of the standard sizes (segMin, 2*segMin,
 // ..., segMax) that a burst has finished with (popHead), one pool per size:
 // under fan-out every connection takes a run of growing segments per
 // burst, and allocating them afresh made the GC a tenth of the relay's CPU
-// (1,000 subscribers x 200 events). Segments emptied by an idle connection
-// (trimIdle) are not pooled: they go to the GC as before, so idle memory is
-// not held in the pool.
+// (1,000 subscribers x 200 events). A drained out-queue returns all its
+// segments here (release), so an idle connection holds none; what the pool
+// holds is not per connection, and the GC empties it when it is not used.
 var segPool [segClasses]sync.Pool
 
 const segClasses = 6 // log2(segMax/segMin) + 1
@@ -112,12 +114,14 @@ func freeSeg(t *seg) {
 // is guarded by mu; the flusher takes a prefix, writes it outside the lock,
 // then releases it.
 type outbox struct {
-	mu     sync.Mutex
-	segs   []*seg // oldest first; the last takes appends
-	shead  int    // first live segment in segs
-	spare  *seg   // an emptied segment kept for reuse
-	bytes  [numCats]int
-	frames [numCats]int
+	mu sync.Mutex
+	// The segments, oldest first, linked by seg.next; the last takes
+	// appends. A list, not a slice: a drained out-queue holds nothing,
+	// and a slice would be allocated again at every burst's start.
+	first, last *seg
+	spare       *seg // an emptied segment kept for reuse
+	bytes       [numCats]int
+	frames      [numCats]int
 	// heldBytes and heldFrames count the live events matched by this
 	// connection's subscriptions still in their stored phase (sub.held):
 	// they are not in buf yet but count against the live budget.
@@ -128,8 +132,8 @@ type outbox struct {
 	heldFrames int32        // at most OutQueueFrames
 	nextSeg    int32        // size of the next new segment (at most segMax)
 	scheduled  atomic.Bool  // queued on (or running in) the flusher
-	writing    bool         // a flusher holds part of segs[shead] outside the lock; o.mu
-	wasIdle    bool         // empty at the sweeper's previous pass; o.mu
+	writing    bool         // a flusher holds part of the first segment outside the lock; o.mu
+	touched    bool         // in the dispatcher's list of sessions to flush; dispatcher only
 	zbits      uint8        // permessage-deflate window bits, 0: off; set before Start (compress.go)
 	inTransp   atomic.Int64 // bytes handed to the transport, not yet on the wire
 	progress   atomic.Int64 // unix nanos of the last write progress
@@ -174,11 +178,8 @@ const (
 // tail returns the segment that takes the next n bytes, adding one if
 // needed. o.mu must be held.
 func (o *outbox) tail(n int) *seg {
-	if len(o.segs) > o.shead {
-		t := o.segs[len(o.segs)-1]
-		if cap(t.b)-len(t.b) >= n {
-			return t
-		}
+	if t := o.last; t != nil && cap(t.b)-len(t.b) >= n {
+		return t
 	}
 	size := max(int(o.nextSeg), segMin)
 	o.nextSeg = int32(min(size*2, segMax))
@@ -190,11 +191,12 @@ func (o *outbox) tail(n int) *seg {
 	} else {
 		t = newSeg(max(size, n))
 	}
-	if o.shead > 0 && o.shead == len(o.segs) {
-		o.segs = o.segs[:0]
-		o.shead = 0
+	if o.last != nil {
+		o.last.next = t
+	} else {
+		o.first = t
 	}
-	o.segs = append(o.segs, t)
+	o.last = t
 	return t
 }
 
@@ -302,7 +304,7 @@ func (o *outbox) notePeaks() {
 
 // pending reports whether anything is queued. o.mu must be held.
 func (o *outbox) pending() bool {
-	for _, t := range o.segs[o.shead:] {
+	for t := o.first; t != nil; t = t.next {
 		if len(t.b) > t.off {
 			return true
 		}
@@ -319,21 +321,21 @@ func (o *outbox) takeChunk(released *[numCats]int) []byte {
 	if o.writing {
 		return nil
 	}
-	for o.shead < len(o.segs) {
-		t := o.segs[o.shead]
+	for o.first != nil {
+		t := o.first
 		if t.off < len(t.b) {
 			break
 		}
-		if o.shead == len(o.segs)-1 {
-			t.reset() // nothing queued; keep the tail for the next frames
+		if t == o.last {
+			o.release() // nothing queued
 			return nil
 		}
 		o.popHead()
 	}
-	if o.shead >= len(o.segs) {
+	t := o.first
+	if t == nil {
 		return nil
 	}
-	t := o.segs[o.shead]
 	start := t.off
 	end := t.off
 	for _, m := range t.markers[t.mhead:] {
@@ -346,7 +348,6 @@ func (o *outbox) takeChunk(released *[numCats]int) []byte {
 	t.mhead = len(t.markers)
 	t.off = end
 	o.writing = true
-	o.wasIdle = false
 	return t.b[start:end:end]
 }
 
@@ -354,61 +355,70 @@ func (o *outbox) takeChunk(released *[numCats]int) []byte {
 // when it is the tail (appends continue into it) or of reusable size.
 // o.mu must be held.
 func (o *outbox) popHead() {
-	t := o.segs[o.shead]
-	if o.shead == len(o.segs)-1 {
+	t := o.first
+	if t == o.last {
 		t.reset() // the tail: reuse it in place
 		return
 	}
-	o.segs[o.shead] = nil
-	o.shead++
+	o.first = t.next
+	t.next = nil
 	if o.spare == nil && cap(t.b) <= segMax {
 		o.spare = t
 	} else {
 		freeSeg(t)
-	}
-	if o.shead > 16 && o.shead > len(o.segs)/2 {
-		k := copy(o.segs, o.segs[o.shead:])
-		clear(o.segs[k:])
-		o.segs = o.segs[:k]
-		o.shead = 0
 	}
 }
 
 // doneChunk ends a write started by takeChunk. o.mu must be held.
 func (o *outbox) doneChunk() {
 	o.writing = false
-	if o.shead < len(o.segs) {
-		if t := o.segs[o.shead]; t.off == len(t.b) {
-			o.popHead()
-		}
+	if t := o.first; t != nil && t.off == len(t.b) {
+		o.popHead()
 	}
 	if !o.pending() {
-		o.nextSeg = 0 // the next burst starts with a small segment again
+		o.release()
 	}
+}
+
+// release returns the segments of a drained out-queue to the pool, so
+// that a connection holds no buffer between bursts: an idle connection's
+// out-queue costs only its fields in the Session. The next frame takes a
+// small segment again (from the pool, where a busy relay's drained
+// segments wait for the next connection that needs one). o.mu must be
+// held; nothing may be queued or being written.
+func (o *outbox) release() {
+	for t := o.first; t != nil; {
+		next := t.next
+		freeSeg(t)
+		t = next
+	}
+	if o.spare != nil {
+		freeSeg(o.spare)
+	}
+	o.first, o.last, o.spare, o.nextSeg = nil, nil, nil, 0
 }
 
 // reset drops everything queued (the connection is gone). o.mu must be
 // held.
 func (o *outbox) reset() {
-	o.segs, o.shead, o.spare, o.nextSeg = nil, 0, nil, 0
+	o.first, o.last, o.spare, o.nextSeg = nil, nil, nil, 0
 	o.bytes = [numCats]int{}
 	o.frames = [numCats]int{}
 	o.queued.Store(int64(o.heldBytes))
 }
 
-// trimIdle drops the buffers of an out-queue that has been empty since
-// the previous call (so a connection that is actively written keeps its
-// segments). o.mu must be held.
-func (o *outbox) trimIdle() {
-	if o.writing || o.pending() {
-		o.wasIdle = false
-		return
-	}
-	if o.wasIdle {
-		o.segs, o.shead, o.spare, o.nextSeg = nil, 0, nil, 0
-	}
-	o.wasIdle = true
-}
-
 // touch records write progress now.
 func (o *outbox) touch(now time.Time) { o.progress.Store(now.UnixNano()) }
+
+// bufferBytes returns the capacity of the segments the out-queue holds,
+// the spare included. o.mu must be held.
+func (o *outbox) bufferBytes() int64 {
+	var n int64
+	for t := o.first; t != nil; t = t.next {
+		n += int64(cap(t.b))
+	}
+	if o.spare != nil {
+		n += int64(cap(o.spare.b))
+	}
+	return n
+}

@@ -18,11 +18,12 @@ type outboxModel struct {
 // TestOutboxSegments drives three out-queues with random frames of random
 // categories and sizes (small control frames to frames over segMax),
 // interleaving writes the way flushers do: a chunk taken from one queue is
-// written only later, while the others append, take and trim (and so take
+// written only later, while the others append, take and drain (and so take
 // segments from the shared pool). It checks that the bytes each queue
 // writes are exactly the frames appended to it, in order (a segment
-// pooled while a write still reads it would corrupt them), and that the
-// per-category accounting always equals what is still queued.
+// pooled while a write still reads it would corrupt them), that the
+// per-category accounting always equals what is still queued, and that
+// a drained out-queue holds no buffer.
 func TestOutboxSegments(t *testing.T) {
 	for seed := uint64(0); seed < 50; seed++ {
 		rng := rand.New(rand.NewPCG(seed, 99))
@@ -88,7 +89,13 @@ func TestOutboxSegments(t *testing.T) {
 					write(m)
 				}
 			default:
-				o.trimIdle()
+				// An out-queue with nothing queued and no write in
+				// progress holds no buffer: the drain returned them.
+				if m.inflight == nil && !o.pending() {
+					if n := o.bufferBytes(); n != 0 || o.first != nil || o.last != nil || o.spare != nil {
+						t.Fatalf("seed %d step %d: drained out-queue holds %d bytes of buffers", seed, step, n)
+					}
+				}
 			}
 			for c := range m.queued {
 				if o.bytes[c] != m.queued[c] {
@@ -119,10 +126,8 @@ func TestOutboxSegments(t *testing.T) {
 					t.Fatalf("seed %d: drained out-queue still accounts %d bytes / %d frames in category %d", seed, o.bytes[c], o.frames[c], c)
 				}
 			}
-			o.trimIdle()
-			o.trimIdle()
-			if o.segs != nil || o.spare != nil {
-				t.Fatalf("seed %d: idle out-queue kept its segments", seed)
+			if o.first != nil || o.last != nil || o.spare != nil || o.bufferBytes() != 0 {
+				t.Fatalf("seed %d: drained out-queue kept its segments", seed)
 			}
 		}
 	}

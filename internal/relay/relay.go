@@ -400,16 +400,22 @@ func (r *Relay) sweep() {
 				}
 				if idle > r.cfg.IdleTimeout/2 && !s.pinged.Load() {
 					s.pinged.Store(true)
-					s.out.mu.Lock()
-					s.out.appendRawFrame(ping)
-					s.out.mu.Unlock()
+					o := &s.out
+					o.mu.Lock()
+					idleQ := !o.pending() && o.inTransp.Load() <= 0
+					o.appendRawFrame(ping)
+					if idleQ {
+						// The drain deadline counts from the ping, on
+						// the relay's clock (the one it is checked on).
+						o.touch(now)
+					}
+					o.mu.Unlock()
 					r.flusher.schedule(s)
 				}
 			}
 			o := &s.out
 			o.mu.Lock()
 			busy := o.pending() || o.inTransp.Load() > 0
-			o.trimIdle()
 			o.mu.Unlock()
 			if busy && time.Duration(now.UnixNano()-o.progress.Load()) > r.cfg.DrainTimeout {
 				s.closeFor(ClosePolicy, "not reading: out-queue stuck", limDrainTimeout)

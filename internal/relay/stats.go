@@ -345,3 +345,42 @@ func storeMax(a *atomic.Int64, v int64) {
 		}
 	}
 }
+
+// OutQueueBuffers returns how many connections hold out-queue buffers
+// and the capacity of those buffers, relay-wide (segments in use and the
+// spare). An idle connection holds none: its buffers are returned once
+// its out-queue drains. It takes every session's out-queue lock in turn,
+// under the registry lock: for tests and diagnostics, not a hot path.
+func (r *Relay) OutQueueBuffers() (conns int, bytes int64) {
+	r.regMu.Lock()
+	defer r.regMu.Unlock()
+	for _, s := range r.sessions {
+		o := &s.out
+		o.mu.Lock()
+		n := o.bufferBytes()
+		o.mu.Unlock()
+		if n > 0 {
+			conns++
+			bytes += n
+		}
+	}
+	return conns, bytes
+}
+
+// OutQueuesIdle reports whether every out-queue is drained: nothing
+// queued, no flush scheduled or writing, nothing held by the transport.
+// For tests and diagnostics.
+func (r *Relay) OutQueuesIdle() bool {
+	r.regMu.Lock()
+	defer r.regMu.Unlock()
+	for _, s := range r.sessions {
+		o := &s.out
+		o.mu.Lock()
+		busy := o.writing || o.pending() || o.scheduled.Load() || o.inTransp.Load() > 0
+		o.mu.Unlock()
+		if busy {
+			return false
+		}
+	}
+	return true
+}

@@ -244,10 +244,9 @@ func (c *Conn) execute(job func()) {
 			c.mux.Lock()
 			i++
 			if len(c.jobList) == i {
-				// set nil to release the job and gc
-				c.jobList[i-1] = nil
-				// reuse the slice
-				c.jobList = c.jobList[0:0]
+				// petrel patch: the drained list is dropped, not kept for
+				// reuse, so that an idle connection holds none.
+				c.jobList = nil
 				c.mux.Unlock()
 				return
 			}

@@ -258,6 +258,11 @@ type Engine struct {
 	SyncCall      func(f func())
 	ExecuteClient func(f func())
 
+	// dataHandler is DataHandler as a func value, made once (petrel
+	// patch): the method value made per connection was an allocation a
+	// connection kept (16 bytes).
+	dataHandler func(c *nbio.Conn, data []byte)
+
 	// isOneshot bool
 }
 
@@ -724,7 +729,7 @@ func (engine *Engine) AddConnNonTLSNonBlocking(conn *Conn, tlsConfig *tls.Config
 	engine.mux.Unlock()
 	// petrel patch: the data handler is set before OnOpen, so that an
 	// OnOpen handler can wrap it (it was set after, replacing any wrapper).
-	nbc.OnData(engine.DataHandler)
+	nbc.OnData(engine.dataHandler)
 	engine._onOpen(conn.Conn)
 	processor := NewServerProcessor()
 	parser := NewParser(conn, engine, processor, false, nbc.Execute)
@@ -1176,6 +1181,7 @@ func NewEngine(conf Config) *Engine {
 	if engine.SyncCall == nil {
 		engine.SyncCall = serverCall
 	}
+	engine.dataHandler = engine.DataHandler
 
 	// shouldSupportTLS := !conf.SupportServerOnly || len(conf.AddrsTLS) > 0
 	// if shouldSupportTLS {

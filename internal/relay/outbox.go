@@ -410,6 +410,27 @@ func (o *outbox) reset() {
 // touch records write progress now.
 func (o *outbox) touch(now time.Time) { o.progress.Store(now.UnixNano()) }
 
+// stuck reports whether the connection has stopped reading: output has
+// waited (queued, or handed to a transport that cannot write it) with no
+// write progress for longer than limit, and the session is not waiting
+// for a flusher. While it is queued on (or running in) the flusher, the
+// wait is the relay's own backlog, not the client's: at a million
+// connections on one box the flushers fell 30-60 s behind a fan-out, and
+// the sweeper closed 1,884 connections that were reading
+// ("not reading: out-queue stuck", docs/BENCHMARKS.md, issue 14). A
+// client that stops reading is still found: its socket fills, the
+// transport holds the bytes, and the flusher leaves the session
+// unscheduled until Written. o.mu must be held.
+func (o *outbox) stuck(now time.Time, limit time.Duration) bool {
+	if !o.pending() && o.inTransp.Load() <= 0 {
+		return false
+	}
+	if o.scheduled.Load() {
+		return false
+	}
+	return time.Duration(now.UnixNano()-o.progress.Load()) > limit
+}
+
 // bufferBytes returns the capacity of the segments the out-queue holds,
 // the spare included. o.mu must be held.
 func (o *outbox) bufferBytes() int64 {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"math/rand/v2"
 	"testing"
+	"time"
 )
 
 // outboxModel is one out-queue under test with what it should write.
@@ -157,5 +158,49 @@ func TestSegPool(t *testing.T) {
 	freeSeg(odd)
 	if got := newSeg(segMax + 100); got == odd {
 		t.Fatal("a segment of a non-standard size was pooled")
+	}
+}
+
+// TestOutboxStuck: the sweeper's "not reading" rule. Output that waits
+// with no write progress past the limit is stuck; exactly at the limit it
+// is not; while the session waits for a flusher (the relay's own
+// backlog) it is not, however long; bytes the transport holds count as
+// waiting; an idle out-queue is never stuck.
+func TestOutboxStuck(t *testing.T) {
+	const limit = 30 * time.Second
+	t0 := time.Unix(1_800_000_000, 0)
+	var o outbox
+	o.touch(t0)
+	if o.stuck(t0.Add(time.Hour), limit) {
+		t.Fatal("an idle out-queue is stuck")
+	}
+	o.appendRawFrame(appendWSHeader(nil, opPing, 0))
+	o.touch(t0) // account stamps the real clock; the test's clock starts here
+	if o.stuck(t0.Add(limit), limit) {
+		t.Fatal("stuck exactly at the limit")
+	}
+	if !o.stuck(t0.Add(limit+time.Nanosecond), limit) {
+		t.Fatal("not stuck one nanosecond past the limit")
+	}
+	o.scheduled.Store(true)
+	if o.stuck(t0.Add(10*limit), limit) {
+		t.Fatal("stuck while waiting for a flusher")
+	}
+	o.scheduled.Store(false)
+	var rel [numCats]int
+	if o.takeChunk(&rel) == nil {
+		t.Fatal("nothing to take")
+	}
+	o.inTransp.Store(6) // handed to a transport that could not write it
+	o.doneChunk()
+	if o.pending() {
+		t.Fatal("still pending after the chunk")
+	}
+	if !o.stuck(t0.Add(limit+time.Nanosecond), limit) {
+		t.Fatal("bytes held by the transport past the limit: not stuck")
+	}
+	o.touch(t0.Add(limit)) // Written: progress
+	if o.stuck(t0.Add(limit+time.Nanosecond), limit) {
+		t.Fatal("stuck right after progress")
 	}
 }

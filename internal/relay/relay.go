@@ -415,9 +415,9 @@ func (r *Relay) sweep() {
 			}
 			o := &s.out
 			o.mu.Lock()
-			busy := o.pending() || o.inTransp.Load() > 0
+			stuck := o.stuck(now, r.cfg.DrainTimeout)
 			o.mu.Unlock()
-			if busy && time.Duration(now.UnixNano()-o.progress.Load()) > r.cfg.DrainTimeout {
+			if stuck {
 				s.closeFor(ClosePolicy, "not reading: out-queue stuck", limDrainTimeout)
 			}
 		})

@@ -17,7 +17,7 @@ type query struct {
 	srcs   []*source // every range source, to recycle their buffers
 	slabs  [][]entry // shared initial buffers, recycled at close
 	snap   *pebble.Snapshot
-	it     *pebble.Iterator // index scans
+	it     *pebble.Iterator // index scans, created on first use (indexIter)
 	bodyIt *pebble.Iterator // body reads, created on first use
 	docIt  *pebble.Iterator // search doc reads, created on first use
 	cands  []*[]cand        // search candidate heaps, recycled at close
@@ -26,17 +26,25 @@ type query struct {
 }
 
 func (s *Store) newQuery() (*query, error) {
-	snap := s.db.NewSnapshot()
-	it, err := snap.NewIter(nil)
-	if err != nil {
-		snap.Close()
-		return nil, err
+	return &query{s: s, snap: s.db.NewSnapshot(), now: time.Now().Unix()}, nil
+}
+
+// indexIter returns the iterator of index scans, created at the first
+// call: a lookup by id reads no index range, and a pebble iterator is a
+// few KiB of state (fresh memory, hence page faults, in a short command).
+func (q *query) indexIter() (*pebble.Iterator, error) {
+	if q.it == nil {
+		it, err := q.snap.NewIter(nil)
+		if err != nil {
+			return nil, err
+		}
+		q.it = it
 	}
-	return &query{s: s, snap: snap, it: it, now: time.Now().Unix()}, nil
+	return q.it, nil
 }
 
 func (q *query) close() error {
-	if q.it == nil {
+	if q.snap == nil {
 		return nil
 	}
 	for _, s := range q.srcs {
@@ -50,8 +58,8 @@ func (q *query) close() error {
 		*c = nil
 	}
 	q.srcs, q.slabs, q.cands = nil, nil, nil
-	err := q.it.Close()
-	for _, it := range []*pebble.Iterator{q.bodyIt, q.docIt} {
+	var err error
+	for _, it := range []*pebble.Iterator{q.it, q.bodyIt, q.docIt} {
 		if it != nil {
 			if cerr := it.Close(); err == nil {
 				err = cerr

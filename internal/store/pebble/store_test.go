@@ -390,8 +390,17 @@ func TestReadOnly(t *testing.T) {
 	if _, err := Open(Options{Path: dir, Logger: quiet}); !errors.Is(err, ErrLocked) {
 		t.Errorf("writable open beside a read-only one: %v, want ErrLocked", err)
 	}
+	size := ro.Stats().SizeBytes
+	if size <= 0 {
+		t.Errorf("read-only Stats: size %d", size)
+	}
 	if err := ro.Close(); err != nil {
 		t.Fatal(err)
+	}
+	// Close of a read-only store reads no metrics: Stats then reports the
+	// size of the last call.
+	if got := ro.Stats().SizeBytes; got != size {
+		t.Errorf("Stats after a read-only Close: size %d, want %d", got, size)
 	}
 	if after := dirListing(t, dir); after != before {
 		t.Errorf("a read-only open changed the directory:\nbefore %s\nafter  %s", before, after)

@@ -205,9 +205,17 @@ func (s *storeFlags) open() (store.Store, error) {
 	}
 	cfg.Store.Backend, cfg.Store.Path = "pebble", s.dir
 	cfg = cfg.Normalize()
-	// A reader needs no large cache; pebble's own messages below
-	// warnings are noise here.
-	cfg.Store.CacheBytes = 8 << 20
+	// A block cache smaller than the memtable pebble reserves in it
+	// (256 KiB at open) keeps no block: each block read is freed when
+	// the iterator leaves it, and the next read reuses that memory.
+	// Every block a cache keeps is fresh memory, a page fault per 4 KiB
+	// (about 12 µs on a guest where page faults are dear): a 500-event
+	// feed read about 2.5 MB of blocks into an 8 MiB cache, 490 faults,
+	// against 120 more reads of blocks the kernel holds anyway
+	// (docs/BENCHMARKS.md, issue 15). A command reads each block about
+	// once; petrel serve keeps its own large cache. Pebble's own
+	// messages below warnings are noise here.
+	cfg.Store.CacheBytes = storeReadCacheBytes
 	cfg.Store.IDFilterBytes = -1
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	st, err := openPebbleTool(cfg, log, toolStoreOptions{readOnly: true})
@@ -219,6 +227,10 @@ func (s *storeFlags) open() (store.Store, error) {
 	}
 	return st, nil
 }
+
+// storeReadCacheBytes is the block cache of a store opened by req or
+// count (see storeFlags.open).
+const storeReadCacheBytes = 64 << 10
 
 // query writes the events of filters in the store to sink.
 func (s *storeFlags) query(ctx context.Context, filters []nostr.Filter, sink *eventSink) error {

@@ -516,6 +516,11 @@ func TestClientStore(t *testing.T) {
 		if !slices.Equal(got, want) {
 			t.Fatalf("%s: req --store: %q", mode, got)
 		}
+		// --verify parses and checks what the store returns (otherwise
+		// written as stored).
+		if got := lines(c.must("", "req", "--store", data, "--verify", "-k", "2", "-l", "5")); !slices.Equal(got, want) {
+			t.Fatalf("%s: req --store --verify: %q", mode, got)
+		}
 		got = lines(c.must("", "req", "--store", data, "-i", nip19.EncodeNote(evs[7].ID)))
 		if len(got) != 1 || got[0] != string(evs[7].Raw) {
 			t.Fatalf("%s: req --store by id: %q", mode, got)

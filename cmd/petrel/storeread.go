@@ -234,14 +234,7 @@ const storeReadCacheBytes = 64 << 10
 
 // query writes the events of filters in the store to sink.
 func (s *storeFlags) query(ctx context.Context, filters []nostr.Filter, sink *eventSink) error {
-	putRaw := func(raw []byte) error {
-		ev, err := nostr.ParseEvent(raw, nil)
-		if err != nil {
-			return fmt.Errorf("the store returned an event that does not parse: %w", err)
-		}
-		_, err = sink.put(ev, raw, s.dir)
-		return err
-	}
+	putRaw := func(raw []byte) error { return sink.putStored(raw, s.dir) }
 	if served, err := askQuery(ctx, s.dir, filters, false, putRaw); served {
 		return err
 	}

@@ -525,12 +525,12 @@ func TestReadOnlyTinyCache(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 10))
 	s := openTest(t, Options{Path: dir, NoSync: true})
 	var evs []*nostr.Event
-	for i := 0; i < 3000; i++ {
+	for i := 0; i < 1200; i++ {
 		evs = append(evs, storetest.NewEvent(rng, storetest.Key(i%40), []int{1, 7}[i%2], storetest.BaseTime+int64(i), nil, strings.Repeat("tiny cache ", 20)))
 	}
 	// Three flushes: overlapping tables, as an import leaves.
-	for i := 0; i < len(evs); i += 1000 {
-		if _, err := s.Save(ctx, evs[i:i+1000]); err != nil {
+	for i := 0; i < len(evs); i += 400 {
+		if _, err := s.Save(ctx, evs[i:i+400]); err != nil {
 			t.Fatal(err)
 		}
 		if err := s.db.Flush(); err != nil {

@@ -497,6 +497,10 @@ func TestClientStore(t *testing.T) {
 	for i := range 50 {
 		evs = append(evs, k.Event(1+i%2, fmt.Sprintf("s%d", i), nil, fixtureBase+int64(i)))
 	}
+	// An event longer than the reader's first buffer (16 KiB) through
+	// the control socket.
+	big := k.Event(1, strings.Repeat("long line ", 5000), nil, fixtureBase-1)
+	evs = append(evs, big)
 	st := openStoreAt(t, data)
 	if _, err := st.Save(t.Context(), evs); err != nil {
 		t.Fatal(err)
@@ -516,11 +520,19 @@ func TestClientStore(t *testing.T) {
 		if !slices.Equal(got, want) {
 			t.Fatalf("%s: req --store: %q", mode, got)
 		}
+		// --verify parses and checks what the store returns (otherwise
+		// written as stored).
+		if got := lines(c.must("", "req", "--store", data, "--verify", "-k", "2", "-l", "5")); !slices.Equal(got, want) {
+			t.Fatalf("%s: req --store --verify: %q", mode, got)
+		}
 		got = lines(c.must("", "req", "--store", data, "-i", nip19.EncodeNote(evs[7].ID)))
 		if len(got) != 1 || got[0] != string(evs[7].Raw) {
 			t.Fatalf("%s: req --store by id: %q", mode, got)
 		}
-		if out := c.must("", "count", "--store", data, "-a", nip19.EncodePubKey(k.PK)); out != "50\n" {
+		if got := lines(c.must("", "req", "--store", data, "-i", big.ID.Hex(), "-i", evs[3].ID.Hex())); len(got) != 2 || got[0] != string(evs[3].Raw) || got[1] != string(big.Raw) {
+			t.Fatalf("%s: req --store of a %d-byte event: %d lines", mode, len(big.Raw), len(got))
+		}
+		if out := c.must("", "count", "--store", data, "-a", nip19.EncodePubKey(k.PK)); out != "51\n" {
 			t.Fatalf("%s: count --store: %q", mode, out)
 		}
 	}

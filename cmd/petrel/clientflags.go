@@ -8,6 +8,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"encoding/csv"
 	"errors"
 	"fmt"
 	"io"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/petrel-relay/petrel/internal/nip19"
 	"github.com/petrel-relay/petrel/internal/nostr"
@@ -72,12 +74,12 @@ type filterFlagSet struct {
 func (f *filterFlagSet) register(cmd *cobra.Command) {
 	fs := cmd.Flags()
 	fs.IntSliceVarP(&f.kinds, "kind", "k", nil, "kind (repeat or comma-separate for several)")
-	fs.StringSliceVarP(&f.authors, "author", "a", nil, "author pubkey: hex, npub or nprofile (repeatable)")
-	fs.StringSliceVarP(&f.ids, "id", "i", nil, "event id: hex, note or nevent (repeatable)")
-	fs.StringArrayVarP(&f.tags, "tag", "t", nil, "tag condition name=value, name one letter (repeatable; one name's values are OR'ed)")
-	fs.StringSliceVarP(&f.es, "e", "e", nil, "shortcut for -t e=<id> (hex, note or nevent)")
-	fs.StringSliceVarP(&f.ps, "p", "p", nil, "shortcut for -t p=<pubkey> (hex, npub or nprofile)")
-	fs.StringArrayVarP(&f.ds, "d", "d", nil, "shortcut for -t d=<identifier>")
+	listSliceVarP(fs, &f.authors, "author", "a", "author pubkey: hex, npub or nprofile (repeatable)")
+	listSliceVarP(fs, &f.ids, "id", "i", "event id: hex, note or nevent (repeatable)")
+	listArrayVarP(fs, &f.tags, "tag", "t", "tag condition name=value, name one letter (repeatable; one name's values are OR'ed)")
+	listSliceVarP(fs, &f.es, "e", "e", "shortcut for -t e=<id> (hex, note or nevent)")
+	listSliceVarP(fs, &f.ps, "p", "p", "shortcut for -t p=<pubkey> (hex, npub or nprofile)")
+	listArrayVarP(fs, &f.ds, "d", "d", "shortcut for -t d=<identifier>")
 	fs.IntVarP(&f.limit, "limit", "l", 0, "at most this many events (per relay; the total with --paginate)")
 	fs.StringVarP(&f.since, "since", "s", "", "only events created at or after: unix time, now, RFC 3339, or an age like 30m, 1h, 2d, 1w")
 	fs.StringVarP(&f.until, "until", "u", "", "only events created at or before (same forms as --since)")
@@ -319,3 +321,89 @@ func eachLine(r io.Reader, fn func(line []byte) error) error {
 	}
 	return nil
 }
+
+// listValue is the value of a repeatable string flag: pflag's
+// StringSlice (split is set: each use may hold several items, separated
+// by commas as in a CSV record) or StringArray (each use is one item),
+// with their type names, parsing and texts, but without their CSV
+// machinery where it is not needed. pflag renders every flag's default
+// at registration, which for its list types is a CSV writer with a 4 KiB
+// buffer, and StringSlice reads every use through a CSV reader with
+// another: fresh memory, a page fault each, in a command that lives a few
+// milliseconds (req registers six such flags; -a given 50 times was 50
+// more faults). TestListValue checks it against pflag's.
+type listValue struct {
+	p       *[]string
+	split   bool
+	changed bool
+}
+
+// listSliceVarP and listArrayVarP are fs.StringSliceVarP and
+// fs.StringArrayVarP with an empty default, on a listValue. The default
+// text is blank so that help shows no default, as for pflag's own list
+// flags (pflag knows their empty default, "[]", only for its own types).
+func listSliceVarP(fs *pflag.FlagSet, p *[]string, name, short, usage string) {
+	fs.VarPF(&listValue{p: p, split: true}, name, short, usage).DefValue = ""
+}
+
+func listArrayVarP(fs *pflag.FlagSet, p *[]string, name, short, usage string) {
+	fs.VarPF(&listValue{p: p}, name, short, usage).DefValue = ""
+}
+
+func (v *listValue) Set(s string) error {
+	var items []string
+	switch {
+	case !v.split:
+		items = []string{s}
+	case s == "":
+		items = []string{}
+	case strings.ContainsAny(s, "\"\r\n"):
+		// Quotes or line ends: a CSV record, as pflag reads it.
+		r, err := csv.NewReader(strings.NewReader(s)).Read()
+		if err != nil {
+			return err
+		}
+		items = r
+	default:
+		items = strings.Split(s, ",")
+	}
+	if !v.changed {
+		*v.p = items
+		v.changed = true
+	} else {
+		*v.p = append(*v.p, items...)
+	}
+	return nil
+}
+
+func (v *listValue) Type() string {
+	if v.split {
+		return "stringSlice"
+	}
+	return "stringArray"
+}
+
+func (v *listValue) String() string {
+	if len(*v.p) == 0 {
+		return "[]"
+	}
+	var b bytes.Buffer
+	w := csv.NewWriter(&b)
+	_ = w.Write(*v.p)
+	w.Flush()
+	return "[" + strings.TrimSuffix(b.String(), "\n") + "]"
+}
+
+// Append, Replace and GetSlice make it a pflag.SliceValue, as pflag's
+// list values are.
+func (v *listValue) Append(s string) error {
+	*v.p = append(*v.p, s)
+	return nil
+}
+
+func (v *listValue) Replace(items []string) error {
+	*v.p = items
+	return nil
+}
+
+func (v *listValue) GetSlice() []string { return *v.p }

@@ -2,11 +2,13 @@ package main
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/petrel-relay/petrel/internal/nip19"
 	"github.com/petrel-relay/petrel/internal/nostr"
@@ -160,4 +162,55 @@ func FuzzParseWhen(f *testing.F) {
 			t.Fatalf("%q: %d out of range", s, v)
 		}
 	})
+}
+
+// TestListValue: the list flags parse, print and describe themselves as
+// pflag's StringSlice and StringArray flags do.
+func TestListValue(t *testing.T) {
+	uses := [][]string{
+		nil,
+		{"a"},
+		{"a,b", "c"},
+		{"", "x"},
+		{"a,,b,", ","},
+		{`"q,1",r`, `"x""y"`},
+		{`s"t`},
+		{"a b, c\td"},
+		{"one\ntwo,three", "x\r\ny"},
+		{`"unterminated`},
+	}
+	for _, args := range uses {
+		ours, theirs := pflag.NewFlagSet("ours", pflag.ContinueOnError), pflag.NewFlagSet("theirs", pflag.ContinueOnError)
+		var os1, oa1, ts1, ta1 []string
+		listSliceVarP(ours, &os1, "slice", "s", "a `list` of things")
+		listArrayVarP(ours, &oa1, "array", "a", "things, one a use")
+		theirs.StringSliceVarP(&ts1, "slice", "s", nil, "a `list` of things")
+		theirs.StringArrayVarP(&ta1, "array", "a", nil, "things, one a use")
+		if o, w := ours.FlagUsages(), theirs.FlagUsages(); o != w {
+			t.Fatalf("usage:\n%s\nwant\n%s", o, w)
+		}
+		var line []string
+		for _, a := range args {
+			line = append(line, "--slice="+a, "--array="+a)
+		}
+		oerr, terr := ours.Parse(line), theirs.Parse(line)
+		if (oerr == nil) != (terr == nil) {
+			t.Fatalf("%q: error %v, pflag's %v", args, oerr, terr)
+		}
+		if oerr != nil {
+			continue
+		}
+		if !slices.Equal(os1, ts1) || !slices.Equal(oa1, ta1) || (os1 == nil) != (ts1 == nil) {
+			t.Fatalf("%q: slice %q array %q; pflag's %q %q", args, os1, oa1, ts1, ta1)
+		}
+		for _, name := range []string{"slice", "array"} {
+			o, w := ours.Lookup(name), theirs.Lookup(name)
+			if o.Value.String() != w.Value.String() || o.Value.Type() != w.Value.Type() || o.Changed != w.Changed {
+				t.Fatalf("%q --%s: %q %s %v; pflag's %q %s %v", args, name, o.Value.String(), o.Value.Type(), o.Changed, w.Value.String(), w.Value.Type(), w.Changed)
+			}
+		}
+		if got, err := ours.GetStringSlice("slice"); err != nil || !slices.Equal(got, ts1) {
+			t.Fatalf("%q: GetStringSlice %q, %v", args, got, err)
+		}
+	}
 }

@@ -62,7 +62,7 @@ on stdin). Inputs may be hex or any bech32 form that carries the value
 			})
 		},
 	}
-	prof.Flags().StringArrayVarP(&relays, "relay", "r", nil, "relay hint (repeatable)")
+	listArrayVarP(prof.Flags(), &relays, "relay", "r", "relay hint (repeatable)")
 	cmd.AddCommand(prof)
 
 	var evRelays []string
@@ -96,7 +96,7 @@ on stdin). Inputs may be hex or any bech32 form that carries the value
 			})
 		},
 	}
-	ev.Flags().StringArrayVarP(&evRelays, "relay", "r", nil, "relay hint (repeatable)")
+	listArrayVarP(ev.Flags(), &evRelays, "relay", "r", "relay hint (repeatable)")
 	ev.Flags().StringVarP(&author, "author", "a", "", "author's public key (hex or npub)")
 	ev.Flags().IntVarP(&kind, "kind", "k", 0, "the event's kind")
 	cmd.AddCommand(ev)
@@ -127,7 +127,7 @@ on stdin). Inputs may be hex or any bech32 form that carries the value
 			return err
 		},
 	}
-	addr.Flags().StringArrayVarP(&aRelays, "relay", "r", nil, "relay hint (repeatable)")
+	listArrayVarP(addr.Flags(), &aRelays, "relay", "r", "relay hint (repeatable)")
 	addr.Flags().StringVarP(&pubkey, "pubkey", "p", "", "author's public key (hex or npub)")
 	addr.Flags().IntVarP(&aKind, "kind", "k", 0, "the event's kind")
 	addr.Flags().StringVarP(&ident, "identifier", "d", "", "the event's d tag")

@@ -68,7 +68,7 @@ answers is reported on stderr and makes the exit status 1.`,
 		},
 	}
 	f.conn.register(cmd)
-	cmd.Flags().StringArrayVarP(&extra, "relay", "r", nil, "another relay to ask (repeatable)")
+	listArrayVarP(cmd.Flags(), &extra, "relay", "r", "another relay to ask (repeatable)")
 	cmd.Flags().BoolVar(&f.verify, "verify", false, "check every event's id and signature, dropping bad ones")
 	return cmd
 }

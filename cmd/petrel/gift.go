@@ -79,7 +79,7 @@ tag per recipient; --self wraps a copy for the sender too.`,
 		},
 	}
 	wsec.register(wrap)
-	wrap.Flags().StringArrayVarP(&recipients, "pubkey", "p", nil, "recipient's public key, hex, npub or nprofile (repeatable)")
+	listArrayVarP(wrap.Flags(), &recipients, "pubkey", "p", "recipient's public key, hex, npub or nprofile (repeatable)")
 	wrap.Flags().BoolVar(&self, "self", false, "also wrap a copy for the sender (NIP-17 keeps one)")
 	cmd.AddCommand(wrap)
 

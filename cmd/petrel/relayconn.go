@@ -128,6 +128,27 @@ func (s *eventSink) put(ev *nostr.Event, raw []byte, from string) (bool, error) 
 	return true, nil
 }
 
+// putStored writes an event of a local store's answer to one query,
+// which the store gives without duplicates (store.Store.Query; through a
+// running relay's control socket too). Unless the sink verifies, the
+// event is written as stored, neither parsed nor remembered: in a short
+// command, the parsed events and the map of seen ids of a 500-event feed
+// were about 140 page faults of fresh memory.
+func (s *eventSink) putStored(raw []byte, from string) error {
+	if s.verify != nil {
+		ev, err := nostr.ParseEvent(raw, nil)
+		if err != nil {
+			return fmt.Errorf("the store returned an event that does not parse: %w", err)
+		}
+		_, err = s.put(ev, raw, from)
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.w.Write(raw)
+	return s.w.WriteByte('\n')
+}
+
 func (s *eventSink) close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -18,6 +18,8 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -181,7 +183,11 @@ func askControlQuery(ctx context.Context, dir string, filters []nostr.Filter, re
 		return true, fmt.Errorf("the running relay: %s", ce.Error)
 	}
 	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 256<<10), 64<<20)
+	// The buffer starts small and doubles for a longer line: the lines
+	// arrive a few KiB a read whatever its size, and every page of it
+	// the scanner fills is fresh memory, a page fault in a short command
+	// (a 256 KiB buffer was 55 faults of the 500-event feed).
+	sc.Buffer(make([]byte, 16<<10), 64<<20)
 	for sc.Scan() {
 		if err := each(sc.Bytes()); err != nil {
 			return true, err
@@ -199,15 +205,23 @@ func askControlQuery(ctx context.Context, dir string, filters []nostr.Filter, re
 // postgres store is read over WebSocket from any node, or with petrel
 // scan).
 func (s *storeFlags) open() (store.Store, error) {
-	cfg, err := config.Load(s.config, os.Environ())
+	cfg, err := loadStoreConfig(s.config, os.Environ())
 	if err != nil {
 		return nil, err
 	}
 	cfg.Store.Backend, cfg.Store.Path = "pebble", s.dir
 	cfg = cfg.Normalize()
-	// A reader needs no large cache; pebble's own messages below
-	// warnings are noise here.
-	cfg.Store.CacheBytes = 8 << 20
+	// A block cache smaller than the memtable pebble reserves in it
+	// (256 KiB at open) keeps no block: each block read is freed when
+	// the iterator leaves it, and the next read reuses that memory.
+	// Every block a cache keeps is fresh memory, a page fault per 4 KiB
+	// (about 12 µs on a guest where page faults are dear): a 500-event
+	// feed read about 2.5 MB of blocks into an 8 MiB cache, 490 faults,
+	// against 120 more reads of blocks the kernel holds anyway
+	// (docs/BENCHMARKS.md, issue 15). A command reads each block about
+	// once; petrel serve keeps its own large cache. Pebble's own
+	// messages below warnings are noise here.
+	cfg.Store.CacheBytes = storeReadCacheBytes
 	cfg.Store.IDFilterBytes = -1
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	st, err := openPebbleTool(cfg, log, toolStoreOptions{readOnly: true})
@@ -220,16 +234,27 @@ func (s *storeFlags) open() (store.Store, error) {
 	return st, nil
 }
 
+// storeReadCacheBytes is the block cache of a store opened by req or
+// count (see storeFlags.open).
+const storeReadCacheBytes = 64 << 10
+
+// loadStoreConfig is config.Load, without its work when there is nothing
+// to load: no config file and no PETREL_ setting in the environment (the
+// usual case of req --store) give the zero Config, as config.Load does
+// (TestLoadStoreConfig), while Load's reflection over every setting costs
+// a short command about 7 page faults.
+func loadStoreConfig(path string, environ []string) (config.Config, error) {
+	if path == "" && !slices.ContainsFunc(environ, func(kv string) bool {
+		return strings.HasPrefix(kv, config.EnvPrefix) && !strings.HasPrefix(kv, config.EnvPrefix+"CONFIG=")
+	}) {
+		return config.Config{}, nil
+	}
+	return config.Load(path, environ)
+}
+
 // query writes the events of filters in the store to sink.
 func (s *storeFlags) query(ctx context.Context, filters []nostr.Filter, sink *eventSink) error {
-	putRaw := func(raw []byte) error {
-		ev, err := nostr.ParseEvent(raw, nil)
-		if err != nil {
-			return fmt.Errorf("the store returned an event that does not parse: %w", err)
-		}
-		_, err = sink.put(ev, raw, s.dir)
-		return err
-	}
+	putRaw := func(raw []byte) error { return sink.putStored(raw, s.dir) }
 	if served, err := askQuery(ctx, s.dir, filters, false, putRaw); served {
 		return err
 	}

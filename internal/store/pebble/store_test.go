@@ -390,8 +390,17 @@ func TestReadOnly(t *testing.T) {
 	if _, err := Open(Options{Path: dir, Logger: quiet}); !errors.Is(err, ErrLocked) {
 		t.Errorf("writable open beside a read-only one: %v, want ErrLocked", err)
 	}
+	size := ro.Stats().SizeBytes
+	if size <= 0 {
+		t.Errorf("read-only Stats: size %d", size)
+	}
 	if err := ro.Close(); err != nil {
 		t.Fatal(err)
+	}
+	// Close of a read-only store reads no metrics: Stats then reports the
+	// size of the last call.
+	if got := ro.Stats().SizeBytes; got != size {
+		t.Errorf("Stats after a read-only Close: size %d, want %d", got, size)
 	}
 	if after := dirListing(t, dir); after != before {
 		t.Errorf("a read-only open changed the directory:\nbefore %s\nafter  %s", before, after)
@@ -502,5 +511,81 @@ func TestReadOnlyReadsNoFilters(t *testing.T) {
 	lookups(rw)
 	if n := filterReads(rw); n == 0 {
 		t.Error("a writable open consulted no bloom filter (the test shows nothing)")
+	}
+}
+
+// TestReadOnlyTinyCache: a read-only open with a block cache smaller
+// than the memtable pebble reserves in it, as req --store opens a store
+// (cmd/petrel: storeReadCacheBytes), keeps no block, and still finds
+// every event by id and answers a feed as a writable open does, from a
+// store of several tables; the directory is left as it was.
+func TestReadOnlyTinyCache(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(9, 10))
+	s := openTest(t, Options{Path: dir, NoSync: true})
+	var evs []*nostr.Event
+	for i := 0; i < 1200; i++ {
+		evs = append(evs, storetest.NewEvent(rng, storetest.Key(i%40), []int{1, 7}[i%2], storetest.BaseTime+int64(i), nil, strings.Repeat("tiny cache ", 20)))
+	}
+	// Three flushes: overlapping tables, as an import leaves.
+	for i := 0; i < len(evs); i += 400 {
+		if _, err := s.Save(ctx, evs[i:i+400]); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.db.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	feed := []nostr.Filter{{Authors: []nostr.PubKey{storetest.Key(1), storetest.Key(7), storetest.Key(22)}, Kinds: []int{1, 7}, Limit: 40, HasLimit: true}}
+	answer := func(st *Store, filters []nostr.Filter) []string {
+		t.Helper()
+		it, err := st.Query(ctx, filters)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer it.Close()
+		var out []string
+		for it.Next() {
+			out = append(out, string(it.Record().Raw))
+		}
+		if err := it.Err(); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	want := answer(s, feed)
+	if len(want) != 40 {
+		t.Fatalf("writable open: feed of %d events", len(want))
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	before := dirListing(t, dir)
+
+	ro := openTest(t, Options{Path: dir, ReadOnly: true, CacheSize: 64 << 10, IDFilterMaxBytes: -1, BodyCacheBytes: -1})
+	if m := ro.db.Metrics(); m.Levels[0].TablesCount < 1 || m.Total().TablesCount < 2 {
+		t.Fatalf("the store has %d tables, %d in L0: the test shows nothing", m.Total().TablesCount, m.Levels[0].TablesCount)
+	}
+	for i, ev := range evs {
+		got := answer(ro, []nostr.Filter{{IDs: []nostr.ID{ev.ID}}})
+		if len(got) != 1 || got[0] != string(ev.Raw) {
+			t.Fatalf("event %d by id: %q", i, got)
+		}
+	}
+	if got := answer(ro, feed); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("feed: %d events, want the writable open's %d", len(got), len(want))
+	}
+	if n, err := ro.Count(ctx, []nostr.Filter{{}}); err != nil || n != int64(len(evs)) {
+		t.Fatalf("count %d, %v; want %d", n, err, len(evs))
+	}
+	if m := ro.db.Metrics().BlockCache; m.Size != 0 || m.Misses == 0 {
+		t.Errorf("block cache after the lookups: %d bytes kept, %d misses; want none kept", m.Size, m.Misses)
+	}
+	if err := ro.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if after := dirListing(t, dir); after != before {
+		t.Errorf("a read-only open changed the directory:\nbefore %s\nafter  %s", before, after)
 	}
 }

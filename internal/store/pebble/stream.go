@@ -69,7 +69,10 @@ func (s *source) fill() error {
 		s.buf = getEntries(s.chunk)
 	}
 	s.buf, s.pos = s.buf[:0], 0
-	it := s.q.it
+	it, err := s.q.indexIter()
+	if err != nil {
+		return err
+	}
 	for valid := it.SeekGE(s.lo); valid; valid = it.Next() {
 		k := it.Key()
 		if s.hi != nil && bytes.Compare(k, s.hi) >= 0 {

@@ -5,7 +5,6 @@
 # pwrite into a 64 MiB file written beforehand (no size change, as a recycled
 # WAL). The file is removed after. Used for issue 19 (docs/BENCHMARKS.md).
 import os, time, sys
-# mode append: O_APPEND writes (file grows); mode prealloc: pwrite into a preallocated, already-written file (no size change)
 path, n, interval, mode = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
 fd = os.open(path, os.O_RDWR | os.O_CREAT | (os.O_APPEND if mode == 'append' else 0), 0o644)
 if mode == 'prealloc':

@@ -29,7 +29,8 @@ import (
 // block (16 KiB of keys): nothing measurable.
 //
 // Only files pebble creates for flushes and compactions yield: the WAL
-// (on the commit path itself), the manifest and reads are untouched.
+// (on the commit path itself, and recycled with ReuseForWrite, which is
+// not wrapped), the manifest and reads are untouched.
 type yieldFS struct {
 	vfs.FS
 	yields *atomic.Uint64 // counted for tests
@@ -50,14 +51,6 @@ func (fs yieldFS) Create(name string, category vfs.DiskWriteCategory) (vfs.File,
 	return yieldFile{File: f, yields: fs.yields}, nil
 }
 
-func (fs yieldFS) ReuseForWrite(oldname, newname string, category vfs.DiskWriteCategory) (vfs.File, error) {
-	f, err := fs.FS.ReuseForWrite(oldname, newname, category)
-	if err != nil || !yieldCategories[category] {
-		return f, err
-	}
-	return yieldFile{File: f, yields: fs.yields}, nil
-}
-
 // Unwrap returns the filesystem underneath (pebble's vfs.Root).
 func (fs yieldFS) Unwrap() vfs.FS { return fs.FS }
 
@@ -68,9 +61,7 @@ type yieldFile struct {
 
 func (f yieldFile) Write(p []byte) (int, error) {
 	n, err := f.File.Write(p)
-	if f.yields != nil {
-		f.yields.Add(1)
-	}
+	f.yields.Add(1)
 	runtime.Gosched()
 	return n, err
 }

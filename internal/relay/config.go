@@ -95,7 +95,8 @@ type Config struct {
 	// Default: the number of CPUs.
 	QueryWorkers int `toml:"query_workers"`
 	// DrainTimeout closes a connection whose out-queue has made no progress
-	// for this long. Default 30s.
+	// for this long (time its output waits for the relay's own flushers
+	// does not count: only a client that stops reading). Default 30s.
 	DrainTimeout time.Duration `toml:"drain_timeout"`
 	// IdleTimeout closes a connection that has sent nothing (not even a
 	// pong) for this long. Pings are sent after half of it. Default 300s.

@@ -18,8 +18,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"slices"
-	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -205,7 +203,7 @@ func askControlQuery(ctx context.Context, dir string, filters []nostr.Filter, re
 // postgres store is read over WebSocket from any node, or with petrel
 // scan).
 func (s *storeFlags) open() (store.Store, error) {
-	cfg, err := loadStoreConfig(s.config, os.Environ())
+	cfg, err := config.Load(s.config, os.Environ())
 	if err != nil {
 		return nil, err
 	}
@@ -237,20 +235,6 @@ func (s *storeFlags) open() (store.Store, error) {
 // storeReadCacheBytes is the block cache of a store opened by req or
 // count (see storeFlags.open).
 const storeReadCacheBytes = 64 << 10
-
-// loadStoreConfig is config.Load, without its work when there is nothing
-// to load: no config file and no PETREL_ setting in the environment (the
-// usual case of req --store) give the zero Config, as config.Load does
-// (TestLoadStoreConfig), while Load's reflection over every setting costs
-// a short command about 7 page faults.
-func loadStoreConfig(path string, environ []string) (config.Config, error) {
-	if path == "" && !slices.ContainsFunc(environ, func(kv string) bool {
-		return strings.HasPrefix(kv, config.EnvPrefix) && !strings.HasPrefix(kv, config.EnvPrefix+"CONFIG=")
-	}) {
-		return config.Config{}, nil
-	}
-	return config.Load(path, environ)
-}
 
 // query writes the events of filters in the store to sink.
 func (s *storeFlags) query(ctx context.Context, filters []nostr.Filter, sink *eventSink) error {

@@ -5,13 +5,10 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
-	"reflect"
 	"strings"
 	"testing"
 
-	"github.com/petrel-relay/petrel/internal/config"
 	"github.com/petrel-relay/petrel/internal/nostr"
 	"github.com/petrel-relay/petrel/internal/relaytest"
 )
@@ -66,32 +63,5 @@ func TestServeQuery(t *testing.T) {
 	}
 	if w := ask(body(maxQueryBody + 1)); w.Code != 400 || !bytes.Contains(w.Body.Bytes(), []byte("filters")) {
 		t.Fatalf("past the limit: %d", w.Code)
-	}
-}
-
-// TestLoadStoreConfig: loadStoreConfig gives what config.Load gives,
-// skipping Load only when it has nothing to load.
-func TestLoadStoreConfig(t *testing.T) {
-	for _, env := range [][]string{nil, {"HOME=/root", "PETREL_CONFIG="}, {"PETREL_CONFIG=", "PATH=/bin"}} {
-		got, err := loadStoreConfig("", env)
-		want, werr := config.Load("", env)
-		if err != nil || werr != nil || !reflect.DeepEqual(got, want) {
-			t.Fatalf("env %q: %+v, %v; config.Load: %+v, %v", env, got, err, want, werr)
-		}
-	}
-	// A setting in the environment, or a file, goes through config.Load.
-	got, err := loadStoreConfig("", []string{"PETREL_CONFIG=", "PETREL_STORE_DISABLE_SEARCH=true"})
-	if err != nil || !got.Store.DisableSearch {
-		t.Fatalf("PETREL_STORE_DISABLE_SEARCH: %+v, %v", got.Store, err)
-	}
-	if _, err := loadStoreConfig("", []string{"PETREL_NO_SUCH_SETTING=1"}); err == nil || !strings.Contains(err.Error(), "no such setting") {
-		t.Fatalf("an unknown PETREL_ setting: %v", err)
-	}
-	file := filepath.Join(t.TempDir(), "petrel.toml")
-	if err := os.WriteFile(file, []byte("[store]\ndisable_search = true\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if got, err := loadStoreConfig(file, nil); err != nil || !got.Store.DisableSearch {
-		t.Fatalf("config file: %+v, %v", got.Store, err)
 	}
 }

@@ -134,3 +134,23 @@ func TestCompressionSwitch(t *testing.T) {
 		t.Error("PETREL_SERVER_COMPRESSION=maybe accepted")
 	}
 }
+
+// TestApplyEnvNothingToApply: with no setting in the environment (other
+// variables, and PETREL_ ones that are not settings, such as
+// PETREL_CONFIG), ApplyEnv allocates nothing: the map of every setting is
+// made only for a variable that may set one (a short client command's
+// start-up), and a real setting still applies.
+func TestApplyEnvNothingToApply(t *testing.T) {
+	env := []string{"HOME=/root", "PATH=/bin", "PETREL_CONFIG=", "PETREL_DATA=/tmp/x"}
+	var c Config
+	if n := testing.AllocsPerRun(20, func() {
+		if err := ApplyEnv(&c, env); err != nil {
+			t.Fatal(err)
+		}
+	}); n != 0 {
+		t.Fatalf("%v allocations with nothing to apply", n)
+	}
+	if err := ApplyEnv(&c, append(env, "PETREL_STORE_DISABLE_SEARCH=true")); err != nil || !c.Store.DisableSearch {
+		t.Fatalf("a setting after them: %v, disable_search %v", err, c.Store.DisableSearch)
+	}
+}

@@ -60,7 +60,16 @@ func (s *Store) Sync() error {
 // import. It needs free disk space for the rewritten tables (up to the
 // size of the store), and runs until done or ctx ends: Close waits for
 // it.
+//
+// The search index's posting segments are folded into S blocks first
+// (segments.go), so that the rewritten tables hold the folded postings
+// rather than segments a later batch would fold and rewrite again.
 func (s *Store) Compact(ctx context.Context) error {
+	if !s.opts.ReadOnly {
+		if err := s.foldSegments(ctx); err != nil {
+			return fmt.Errorf("store/pebble: compact: %w", err)
+		}
+	}
 	return s.whileOpen(func() error {
 		start, end := keyspace()
 		if err := s.db.Compact(ctx, start, end, true); err != nil {

@@ -147,6 +147,17 @@ func TestCompact(t *testing.T) {
 	if n := countAll(t, s); n != 0 {
 		t.Fatalf("%d events after deleting all", n)
 	}
+	// Compact folds the search index's posting segments too.
+	saveAll(t, s, notes(2, 3)...)
+	if g := countTable(t, s, pfxSegment); g == 0 {
+		t.Fatal("no posting segment before the compaction: the check below proves nothing")
+	}
+	if err := s.Compact(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if g := countTable(t, s, pfxSegment); g != 0 {
+		t.Fatalf("%d posting segments after Compact", g)
+	}
 	s.Close()
 	if err := s.Compact(ctx); !errors.Is(err, store.ErrClosed) {
 		t.Fatalf("Compact after Close: %v, want ErrClosed", err)

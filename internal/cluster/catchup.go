@@ -135,19 +135,25 @@ func (b *Bridge) catchUpLoop() {
 		}
 		start := time.Now().UnixNano()
 		n, err := b.runCatchUp(since)
-		b.endRun(since, start, err == nil)
+		// The counts go in before the run is marked over, so whoever
+		// sees no catch-up running sees its counts too.
 		b.st.caughtUp.Add(n)
+		switch {
+		case err == nil:
+			b.st.catchUps.Add(1)
+		case b.ctx.Err() == nil: // a failure, unless the bridge is stopping
+			b.st.catchUpErrors.Add(1)
+		}
+		b.endRun(since, start, err == nil)
 		if err != nil {
 			if b.ctx.Err() != nil {
 				return
 			}
 			failed = true
-			b.st.catchUpErrors.Add(1)
 			b.log.Warn("cluster: catch-up failed; retrying", "since", time.Unix(0, since), "err", err)
 			continue
 		}
 		failed = false
-		b.st.catchUps.Add(1)
 		if n > 0 {
 			b.log.Info("cluster: caught up from the store", "since", time.Unix(0, since), "events", n)
 		}

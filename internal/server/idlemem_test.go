@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/petrel-relay/petrel/internal/nostr"
 	"github.com/petrel-relay/petrel/internal/relay"
 	"github.com/petrel-relay/petrel/internal/relaytest"
@@ -39,7 +41,7 @@ func dialSock(t testing.TB, ap netip.AddrPort) sockClient {
 	tv := syscall.NsecToTimeval(int64(20 * time.Second))
 	_ = syscall.SetsockoptTimeval(fd, syscall.SOL_SOCKET, syscall.SO_RCVTIMEO, &tv)
 	_ = syscall.SetsockoptTimeval(fd, syscall.SOL_SOCKET, syscall.SO_SNDTIMEO, &tv)
-	if err := syscall.Connect(fd, &syscall.SockaddrInet4{Port: int(ap.Port()), Addr: ap.Addr().As4()}); err != nil {
+	if err := connectSock(fd, &syscall.SockaddrInet4{Port: int(ap.Port()), Addr: ap.Addr().As4()}); err != nil {
 		syscall.Close(fd)
 		t.Fatalf("connect: %v", err)
 	}
@@ -55,6 +57,9 @@ func dialSock(t testing.TB, ap netip.AddrPort) sockClient {
 			t.Fatalf("upgrade response over %d bytes", len(buf))
 		}
 		m, err := syscall.Read(fd, buf[n:])
+		if err == syscall.EINTR {
+			continue
+		}
 		if err != nil || m == 0 {
 			t.Fatalf("read upgrade response: %d, %v", m, err)
 		}
@@ -66,10 +71,46 @@ func dialSock(t testing.TB, ap netip.AddrPort) sockClient {
 	return c
 }
 
+// connectSock connects a blocking socket. Go's runtime signals its
+// threads (SIGURG preemption, the profiler), and a blocking connect(2)
+// that a signal interrupts returns EINTR while the handshake goes on in
+// the kernel; a socket with SO_RCVTIMEO/SO_SNDTIMEO set is not restarted
+// either (signal(7)), so reads and writes retry EINTR too. After EINTR
+// the connect is finished by waiting for the socket to become writable
+// and reading its SO_ERROR, as connect(2) says for a non-blocking one.
+func connectSock(fd int, sa syscall.Sockaddr) error {
+	err := syscall.Connect(fd, sa)
+	if err != syscall.EINTR {
+		return err
+	}
+	for {
+		pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLOUT}}
+		_, err := unix.Poll(pfd, 20000)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		break
+	}
+	soerr, err := syscall.GetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_ERROR)
+	if err != nil {
+		return err
+	}
+	if soerr != 0 {
+		return syscall.Errno(soerr)
+	}
+	return nil
+}
+
 func (c sockClient) write(t testing.TB, b []byte) {
 	t.Helper()
 	for len(b) > 0 {
 		n, err := syscall.Write(c.fd, b)
+		if err == syscall.EINTR {
+			continue
+		}
 		if err != nil {
 			t.Fatalf("write: %v", err)
 		}
@@ -80,6 +121,9 @@ func (c sockClient) write(t testing.TB, b []byte) {
 func (c sockClient) readFull(b []byte) error {
 	for len(b) > 0 {
 		n, err := syscall.Read(c.fd, b)
+		if err == syscall.EINTR {
+			continue
+		}
 		if err != nil {
 			return err
 		}

@@ -45,7 +45,7 @@ type pkgRun struct {
 	name                    string
 	start                   time.Time
 	running                 map[string]bool // top-level tests running now
-	outputs                 map[string]*bytes.Buffer
+	outputs                 map[string]*capped
 	pkgOut                  bytes.Buffer // output outside any test (build errors, panics, summary)
 	passed, failed, skipped int
 	failedTests             []string
@@ -124,7 +124,7 @@ func listPackages(patterns []string) ([]string, error) {
 
 // test runs one package's tests and reports them.
 func (r *runner) test(pkg string, testFlags []string) {
-	p := &pkgRun{name: pkg, start: time.Now(), running: map[string]bool{}, outputs: map[string]*bytes.Buffer{}}
+	p := &pkgRun{name: pkg, start: time.Now(), running: map[string]bool{}, outputs: map[string]*capped{}}
 	r.mu.Lock()
 	r.active[pkg] = p
 	r.mu.Unlock()
@@ -168,14 +168,17 @@ func (r *runner) test(pkg string, testFlags []string) {
 	default:
 		r.pkgFail = append(r.pkgFail, pkg)
 		fmt.Fprintf(r.out, "FAIL %s %v (%s)\n", pkg, elapsed, counts)
+		shown := false
 		for _, t := range p.failedTests {
-			if b := p.outputs[t]; b != nil {
+			if b := p.outputs[t]; b != nil && b.len() > 0 {
 				indent(r.out, b.String())
+				shown = true
 			}
 		}
-		if len(p.failedTests) == 0 || p.failed == 0 {
-			// A build failure, a crash or a timeout: what the package
-			// printed outside its tests says which.
+		if !shown {
+			// A build failure, a crash, a timeout or a race found
+			// outside any test: what the package printed outside its
+			// tests says which.
 			indent(r.out, p.pkgOut.String())
 		}
 		indent(r.out, stderr.String())
@@ -214,12 +217,10 @@ func (r *runner) handle(p *pkgRun, line []byte) {
 	case "output":
 		b := p.outputs[root]
 		if b == nil {
-			b = &bytes.Buffer{}
+			b = &capped{}
 			p.outputs[root] = b
 		}
-		if b.Len() < 1<<20 { // keep the start of a chatty test's output
-			b.WriteString(e.Output)
-		}
+		b.add(e.Output)
 	case "pass", "fail", "skip":
 		if !top {
 			return
@@ -237,6 +238,47 @@ func (r *runner) handle(p *pkgRun, line []byte) {
 			delete(p.outputs, e.Test)
 		}
 	}
+}
+
+// capped keeps the start and the end of a test's output: a chatty test
+// (a relay logging through t.Log) can print megabytes, and its failure
+// message comes last, so keeping only the start would drop the why.
+type capped struct {
+	head    bytes.Buffer
+	tail    []string // lines after the head, the oldest dropped first
+	tailLen int
+	dropped int // bytes dropped between the head and the tail
+}
+
+// The head keeps up to capHead bytes, the tail up to capTail.
+const capHead, capTail = 32 << 10, 96 << 10
+
+func (c *capped) add(s string) {
+	if c.head.Len()+len(s) <= capHead && len(c.tail) == 0 {
+		c.head.WriteString(s)
+		return
+	}
+	c.tail = append(c.tail, s)
+	c.tailLen += len(s)
+	for c.tailLen > capTail && len(c.tail) > 1 {
+		c.tailLen -= len(c.tail[0])
+		c.dropped += len(c.tail[0])
+		c.tail = c.tail[1:]
+	}
+}
+
+func (c *capped) len() int { return c.head.Len() + c.tailLen }
+
+func (c *capped) String() string {
+	var b strings.Builder
+	b.Write(c.head.Bytes())
+	if c.dropped > 0 {
+		fmt.Fprintf(&b, "... %d bytes of output left out ...\n", c.dropped)
+	}
+	for _, l := range c.tail {
+		b.WriteString(l)
+	}
+	return b.String()
 }
 
 // heartbeat lists the packages still running every d.

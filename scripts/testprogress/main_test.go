@@ -10,7 +10,8 @@ import (
 
 // TestProgress runs testprogress on a module of its own with a passing
 // package, a failing one, one that does not build and one without tests:
-// a line per package, the failed test's output, the closing counts and
+// a line per package, the failed test's output (the end of it when it is
+// long), the closing counts and
 // exit status 1; and status 0 on the passing package alone.
 func TestProgress(t *testing.T) {
 	if testing.Short() {
@@ -23,6 +24,8 @@ func TestProgress(t *testing.T) {
 		"bad/bad_test.go":    "package bad\nimport \"testing\"\nfunc TestOK(t *testing.T) {}\nfunc TestBroken(t *testing.T) { t.Log(\"the why\"); t.Fatal(\"broken on purpose\") }\n",
 		"nobuild/x_test.go":  "package nobuild\nimport \"testing\"\nfunc TestX(t *testing.T) { undefined() }\n",
 		"notests/notests.go": "package notests\n",
+		// A chatty test's failure message comes after megabytes of log.
+		"chatty/chatty_test.go": "package chatty\nimport (\"strings\"; \"testing\")\nfunc TestChatty(t *testing.T) { t.Parallel(); for i := 0; i < 20000; i++ { t.Log(strings.Repeat(\"x\", 100)) }; t.Error(\"the failure at the end\") }\n",
 	}
 	for name, body := range files {
 		p := filepath.Join(dir, name)
@@ -53,8 +56,9 @@ func TestProgress(t *testing.T) {
 		"ok   example.com/m/good ", "(2 passed, 1 skipped)",
 		"FAIL example.com/m/bad ", "(1 passed, 1 failed)", "the why", "broken on purpose",
 		"FAIL example.com/m/nobuild ", "undefined",
+		"FAIL example.com/m/chatty ", "the failure at the end", "bytes of output left out",
 		"-    example.com/m/notests (no tests)",
-		"FAILED: ", "\n3 passed, 1 failed, 1 skipped\n",
+		"FAILED: ", "\n3 passed, 2 failed, 1 skipped\n",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)

@@ -151,7 +151,7 @@ for f in r.get("failures") or []:
     print("million: FAIL", f)
 print(f"million: connections  opened {c.get('opened', 0)}  subscribed {c.get('subscribed', 0)}  held {c.get('held', 0)}  failed {c.get('dial_failed', 0)}  client processes {c.get('processes', 0)}  source addresses {c.get('source_addrs', 0)} ({c.get('source_range', '')})")
 print(f"million: connect all  {c.get('connect_s', 0):.1f} s  ({c.get('connect_per_s', 0):.0f} conns/s)")
-print(f"million: memory/conn  relay (RSS summed over nodes) {kib(c.get('relays_idle_rss_per_conn_bytes', 0))} KiB  kernel sockstat TCP mem {kib(c.get('kernel_sockstat_mem_per_conn_bytes', 0))} KiB  kernel slab {kib(c.get('kernel_slab_per_conn_bytes', 0))} KiB  client {kib(c.get('client_rss_per_conn_bytes', 0))} KiB (private {kib(c.get('client_anon_per_conn_bytes', 0))} KiB)")
+print(f"million: memory/conn  relay (RSS summed over nodes) {kib(c.get('relays_idle_rss_per_conn_bytes', 0))} KiB (private {kib(c.get('relays_idle_anon_per_conn_bytes', 0))} KiB)  kernel sockstat TCP mem {kib(c.get('kernel_sockstat_mem_per_conn_bytes', 0))} KiB  kernel slab {kib(c.get('kernel_slab_per_conn_bytes', 0))} KiB  client {kib(c.get('client_rss_per_conn_bytes', 0))} KiB (private {kib(c.get('client_anon_per_conn_bytes', 0))} KiB)")
 print(f"million: delivery     {e} event(s): first OK to last delivery {c.get('last_delivery_from_ok_s', 0):.3f} s; missing {c.get('liveness_missing', 0)}, duplicated {c.get('liveness_duplicated', 0)}")
 d, exp = c.get("liveness_received", 0), c.get("liveness_expected", 0)
 ok = exp == n * e and d == exp and c.get("liveness_duplicated", 0) == 0 and not r.get("failures")

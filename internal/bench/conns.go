@@ -64,6 +64,11 @@ type ConnsStats struct {
 	// RelaysIdleRSSPerConn is RelayIdleRSSPerConn summed over every relay
 	// process (Options.PID and Options.PIDs).
 	RelaysIdleRSSPerConn float64 `json:"relays_idle_rss_per_conn_bytes,omitempty"`
+	// RelaysIdleAnonPerConn is the same for the relays' private memory
+	// (RssAnon): VmRSS also counts the binary's pages each relay touched
+	// while serving, which every process counts and the machine holds
+	// once.
+	RelaysIdleAnonPerConn float64 `json:"relays_idle_anon_per_conn_bytes,omitempty"`
 	// KernelSockMemPerConn is the growth of the TCP buffer memory
 	// /proc/net/sockstat reports (its "mem", pages) from the start to
 	// after the hold, per subscribed connection (both ends on this
@@ -824,6 +829,7 @@ func Conns(o Options) (*Result, error) {
 		relayPIDs = append(relayPIDs, o.PID)
 	}
 	relays0, _ := sumRSS(relayPIDs)
+	relaysAnon0, _ := sumAnon(relayPIDs)
 	sock0, slab0 := kernelMem()
 	self0, anon0 := selfRSS(), selfAnon()
 	r.startMeasure()
@@ -919,6 +925,9 @@ func Conns(o Options) (*Result, error) {
 		}
 		if relays1, err := sumRSS(relayPIDs); len(relayPIDs) > 0 && err == nil {
 			st.RelaysIdleRSSPerConn = float64(relays1-relays0) / float64(st.Subscribed)
+		}
+		if anon1, err := sumAnon(relayPIDs); len(relayPIDs) > 0 && err == nil {
+			st.RelaysIdleAnonPerConn = float64(anon1-relaysAnon0) / float64(st.Subscribed)
 		}
 		sock1, slab1 := kernelMem()
 		st.KernelSockMemPerConn = float64(sock1-sock0) / float64(st.Subscribed)
@@ -1111,6 +1120,19 @@ func sumRSS(pids []int) (int64, error) {
 func selfRSS() int64 {
 	n, _ := sumRSS([]int{os.Getpid()})
 	return n
+}
+
+// sumAnon returns the summed RssAnon of the processes.
+func sumAnon(pids []int) (int64, error) {
+	var n int64
+	for _, pid := range pids {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+		if err != nil {
+			return 0, err
+		}
+		n += parseStatusAnon(string(b))
+	}
+	return n, nil
 }
 
 // selfAnon returns this process's RssAnon, 0 if it cannot be read.

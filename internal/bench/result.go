@@ -242,7 +242,7 @@ func (r *Result) WriteText(w io.Writer) error {
 			row("spread", "%d nodes  %d liveness events  last delivery %.3f s after the first OK", c.Nodes, c.LiveEvents, c.LastDeliverySeconds)
 		}
 		if c.RelaysIdleRSSPerConn != 0 {
-			row("relays idle memory", "%.2f KiB per connection (summed over every relay process)", c.RelaysIdleRSSPerConn/1024)
+			row("relays idle memory", "%.2f KiB per connection (summed over every relay process; private %.2f KiB)", c.RelaysIdleRSSPerConn/1024, c.RelaysIdleAnonPerConn/1024)
 		}
 		if c.Subscribed > 0 {
 			row("kernel memory", "sockstat TCP mem %.2f KiB, slab %.2f KiB per connection (machine-wide growth over the hold; both ends)", c.KernelSockMemPerConn/1024, c.KernelSlabPerConn/1024)

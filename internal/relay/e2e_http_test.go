@@ -176,6 +176,21 @@ func TestHTTPStatsAndMetrics(t *testing.T) {
 		len(okl["bucket_bounds_seconds"].([]any)) != len(okl["bucket_counts"].([]any)) {
 		t.Fatalf("/stats ok_latency: %v", okl)
 	}
+	// The committed event passed every stage once; the stages are parts
+	// of its OK latency (observed from the same clock readings), so
+	// their sums are within it.
+	stages, _ := st["ok_stages"].(map[string]any)
+	var stageSum float64
+	for _, name := range relay.OKStageNames {
+		sl, _ := stages[name].(map[string]any)
+		if sl == nil || sl["count"].(float64) != 1 || sl["sum_seconds"].(float64) < 0 {
+			t.Fatalf("/stats ok_stages.%s: %v", name, stages[name])
+		}
+		stageSum += sl["sum_seconds"].(float64)
+	}
+	if len(stages) != len(relay.OKStageNames) || stageSum <= 0 || stageSum > okl["sum_seconds"].(float64)+1e-9 {
+		t.Fatalf("/stats ok_stages (sums %v) against ok_latency (sum %v): %v", stageSum, okl["sum_seconds"], stages)
+	}
 	rej, ok := st["events_rejected"].(map[string]any)
 	if !ok || rej["invalid"].(float64) != 1 || rej["blocked"].(float64) != 0 {
 		t.Fatalf("/stats events_rejected: %v", st["events_rejected"])
@@ -210,6 +225,8 @@ func TestHTTPStatsAndMetrics(t *testing.T) {
 		"petrel_store_events 1", "petrel_verify_queue_depth 0", "petrel_verify_queue_capacity ",
 		"petrel_store_disk_free_bytes ", "petrel_store_disk_size_bytes ",
 		"petrel_ok_latency_seconds_bucket", "petrel_ok_latency_seconds_count 1",
+		`petrel_ok_stage_seconds_count{stage="verify"} 1`, `petrel_ok_stage_seconds_count{stage="store"} 1`,
+		`petrel_ok_stage_seconds_count{stage="dispatch"} 1`,
 		"petrel_query_latency_seconds_bucket", "petrel_query_latency_seconds_count 1",
 		"go_goroutines",
 	} {

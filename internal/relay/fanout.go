@@ -13,9 +13,13 @@ import (
 // (nil for events from elsewhere, e.g. another node or an import), and if
 // it was accepted it is fanned out to matching subscriptions.
 type dispatchItem struct {
-	ev       *nostr.Event
-	okTo     *Session
-	t0       time.Time
+	ev   *nostr.Event
+	okTo *Session
+	t0   time.Time
+	// tv, tc: when a stored event was handed to the store (verified, in
+	// its turn) and when its commit came back, for OKStages; zero for
+	// everything else.
+	tv, tc   time.Time
 	res      store.SaveResult
 	stored   bool // res is meaningful
 	accepted bool // ephemeral: accepted without the store
@@ -201,6 +205,11 @@ func (d *dispatcher) handle(it dispatchItem) {
 			d.touch(s)
 		}
 		r.OKLatency.Observe(now.Sub(it.t0).Seconds())
+		if !it.tv.IsZero() {
+			r.OKStages[okStageVerify].Observe(it.tv.Sub(it.t0).Seconds())
+			r.OKStages[okStageStore].Observe(it.tc.Sub(it.tv).Seconds())
+			r.OKStages[okStageDispatch].Observe(now.Sub(it.tc).Seconds())
+		}
 	} else if it.stored && it.res.Outcome == store.Stored {
 		fanout = true
 		r.stats.EventsAccepted.Add(1)

@@ -276,9 +276,10 @@ func (in *ingest) accept(j verifyJob) {
 		return
 	}
 	in.inflight.Add(1)
+	tv := r.now()
 	done := func(res store.SaveResult) {
 		defer in.inflight.Done()
-		r.dispatch.push(dispatchItem{ev: j.ev, okTo: j.s, t0: j.t0, res: res, stored: true})
+		r.dispatch.push(dispatchItem{ev: j.ev, okTo: j.s, t0: j.t0, tv: tv, tc: r.now(), res: res, stored: true})
 	}
 	var err error
 	if j.checked {

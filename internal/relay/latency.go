@@ -25,6 +25,20 @@ type LatencySummary struct {
 	Cumulative []uint64  `json:"bucket_counts"`
 }
 
+// OKStageNames are the stages of OKStages, in the order an event passes
+// them: verify, from the EVENT's arrival to its hand-over to the store
+// (the verify queue, the signature check, the wait for earlier batches'
+// turn); store, from the hand-over to the commit's reply (the writer's
+// queue, the batch, the WAL sync); dispatch, from the reply to the OK
+// queued (the dispatcher's queue).
+var OKStageNames = [...]string{"verify", "store", "dispatch"}
+
+const (
+	okStageVerify = iota
+	okStageStore
+	okStageDispatch
+)
+
 // summarize reads h's state. It allocates; call it on cold paths only.
 func summarize(h prometheus.Histogram) LatencySummary {
 	var m dto.Metric

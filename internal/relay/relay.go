@@ -111,6 +111,9 @@ type Relay struct {
 	stats        Stats
 	OKLatency    prometheus.Histogram // EVENT received -> OK queued
 	QueryLatency prometheus.Histogram // REQ received -> EOSE queued
+	// OKStages splits OKLatency for events the store committed (see
+	// OKStageNames): the same buckets, one histogram a stage.
+	OKStages [len(OKStageNames)]prometheus.Histogram
 
 	searchOK bool // the store answers NIP-50 search filters
 
@@ -206,6 +209,14 @@ func New(cfg Config, opts Options) (*Relay, error) {
 		Help:    "Time from a REQ's arrival to its EOSE being queued.",
 		Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
 	})
+	for i, name := range OKStageNames {
+		r.OKStages[i] = prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: "petrel", Name: "ok_stage_seconds",
+			Help:        "Where a committed EVENT's OK latency goes, by stage: verify (arrival to verified, in its turn), store (handed to the writer to committed), dispatch (committed to OK queued).",
+			Buckets:     prometheus.ExponentialBuckets(0.0001, 2, 16),
+			ConstLabels: prometheus.Labels{"stage": name},
+		})
+	}
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	r.flusher = newFlusher(max(2, cfg.QueryWorkers))
 	r.dispatch = newDispatcher(r)
@@ -263,6 +274,10 @@ func (r *Relay) Stats() Snapshot {
 	s.VerifyQueueCapacity = int64(cap(r.ingest.queue))
 	s.OKLatency = summarize(r.OKLatency)
 	s.QueryLatency = summarize(r.QueryLatency)
+	s.OKStages = make(map[string]LatencySummary, len(OKStageNames))
+	for i, name := range OKStageNames {
+		s.OKStages[name] = summarize(r.OKStages[i])
+	}
 	s.OutQueueBytes = r.OutQueueBytes()
 	s.Policy = r.PolicyStats()
 	return s

@@ -197,6 +197,11 @@ type Snapshot struct {
 	// petrel_query_latency_seconds histograms).
 	OKLatency    LatencySummary `json:"ok_latency"`
 	QueryLatency LatencySummary `json:"query_latency"`
+	// OKStages splits OKLatency for the events the store committed, by
+	// stage (OKStageNames; the petrel_ok_stage_seconds histogram): what
+	// an operator reads to tell a slow verifier from a slow store or a
+	// busy dispatcher.
+	OKStages map[string]LatencySummary `json:"ok_stages"`
 	// OutQueueBytes: bytes waiting in every connection's out-queue
 	// (including live events held for subscriptions in their stored
 	// phase) plus bytes handed to the transport and not yet written.

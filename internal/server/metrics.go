@@ -18,6 +18,9 @@ func (s *Server) initMetrics() {
 		s.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
 	s.registry.MustRegister(&statsCollector{s: s}, busCollector{s.relay}, s.relay.OKLatency, s.relay.QueryLatency)
+	for _, h := range s.relay.OKStages {
+		s.registry.MustRegister(h)
+	}
 	s.metrics = promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{})
 }
 

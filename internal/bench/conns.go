@@ -57,8 +57,9 @@ type ConnsStats struct {
 	// Nodes is the number of relay URLs the connections were spread over
 	// (Options.NodeURLs; 1: Options.URL only). LiveEvents is the number
 	// of liveness events published (Options.LiveEvents), so
-	// LivenessExpected is Subscribed x LiveEvents (subscription, event)
-	// pairs, each counted per subscription.
+	// LivenessExpected is LiveEvents x the subscriptions held at the
+	// liveness check (Subscribed, and any whose EOSE came late): the
+	// (subscription, event) pairs, each counted per subscription.
 	Nodes      int `json:"nodes"`
 	LiveEvents int `json:"live_events"`
 	// RelaysIdleRSSPerConn is RelayIdleRSSPerConn summed over every relay
@@ -123,7 +124,12 @@ type connsReady struct {
 
 // connsReport is a process's report after the liveness events.
 type connsReport struct {
-	Alive      int `json:"alive"`    // subscribed and still open
+	Alive int `json:"alive"` // subscribed and still open
+	// Subs counts the connections subscribed when asked to collect, open
+	// or lost since: the population Received is counted over. It can
+	// exceed the ready report's count by connections whose EOSE came
+	// after the connect deadline (counted failed then).
+	Subs       int `json:"subs"`
 	Received   int `json:"received"` // (subscription, event) pairs delivered at least once
 	Duplicated int `json:"duplicated"`
 	// LastAt is the unix nanos of the last liveness delivery; RSS the
@@ -548,6 +554,7 @@ func (g *connsGroup) collect(sentAt, deadline int64) *connsReport {
 		if !g.subscribed(i) {
 			continue
 		}
+		rep.Subs++
 		if !c.Lost() {
 			rep.Alive++
 		}
@@ -1043,7 +1050,7 @@ func (r *runner) liveness(parts []*connsPart, evs []*nostr.Event, st *ConnsStats
 	}
 	wg.Wait()
 	stop()
-	var lost int
+	var lost, subs int
 	var lostFirst string
 	var lastAt, workers, workersAnon int64
 	for i, rep := range reports {
@@ -1055,6 +1062,7 @@ func (r *runner) liveness(parts []*connsPart, evs []*nostr.Event, st *ConnsStats
 			continue
 		}
 		st.Held += rep.Alive
+		subs += rep.Subs
 		lastAt = max(lastAt, rep.LastAt)
 		if parts[i].group == nil {
 			workers += rep.RSS
@@ -1082,7 +1090,12 @@ func (r *runner) liveness(parts []*connsPart, evs []*nostr.Event, st *ConnsStats
 			r.res.BadMessages += rep.Bad
 		}
 	}
-	st.LivenessExpected = st.Subscribed * len(evs)
+	// Expected over the subscriptions the deliveries were counted over:
+	// those subscribed at the liveness check, which include any whose
+	// EOSE came after the connect deadline (already failed as not
+	// subscribed in time); otherwise their deliveries made "missing"
+	// negative (-70 in a million run where 35 were late).
+	st.LivenessExpected = subs * len(evs)
 	if lastAt > 0 {
 		st.LastDeliverySeconds = time.Unix(0, lastAt).Sub(firstOK).Seconds()
 	}

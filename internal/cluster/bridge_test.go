@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -193,6 +194,33 @@ func TestGoodbye(t *testing.T) {
 	if s := a.b.Stats(); s.PublishDrops != 1 {
 		t.Errorf("publish after close: %d drops, want 1", s.PublishDrops)
 	}
+}
+
+// TestSilenceWhileBehind: a node that hears nothing, its own messages
+// included (as a starved node that has fallen behind reading the bus),
+// takes nobody for silent; once it hears its own messages again while
+// still hearing nothing of the other, it does.
+func TestSilenceWhileBehind(t *testing.T) {
+	t.Parallel()
+	url, subject, st := sharedNATS(t), testSubject(t), sharedStore(t)
+	var deaf, deafToA atomic.Bool
+	a := startNode(t, url, "a", subject, st, nil)
+	b := startNode(t, url, "b", subject, st, func(o *Options) { o.SilenceTimeout = 300 * time.Millisecond }, func(br *Bridge) {
+		br.dropIn = func(e *envelope) bool { return deaf.Load() || deafToA.Load() && string(e.name) == "a" }
+	})
+	waitConnected(t, a, b)
+	deaf.Store(true)
+	time.Sleep(time.Second) // over three silence timeouts, by the clock
+	if s := b.b.Stats(); s.OriginsSilent != 0 {
+		t.Fatalf("b, hearing nothing of the bus, took %d nodes for silent", s.OriginsSilent)
+	}
+	// b reads the bus again (its own heartbeats) but a stays unheard: a
+	// is silent now.
+	deafToA.Store(true)
+	deaf.Store(false)
+	waitFor(t, "b to take a for silent", func() bool { return b.b.Stats().OriginsSilent == 1 })
+	deafToA.Store(false)
+	waitFor(t, "b to hear a again", func() bool { return !b.b.lossOngoing() })
 }
 
 // TestCatchUpRetried: a catch-up that fails (the store is unreachable) is

@@ -68,9 +68,12 @@ type Options struct {
 	// seen even when it has nothing more to publish. Default 1s.
 	HeartbeatInterval time.Duration
 	// SilenceTimeout: a node not heard for this long (no event, no
-	// heartbeat) while this node is connected is taken as lost, and the
-	// store is polled for what it may have committed until it is heard
-	// again or OriginExpiry passes. Default 3s.
+	// heartbeat) while this node is connected and reading the bus (it has
+	// heard back its own message sent this long after the other's last)
+	// is taken as lost, and the store is polled for what it may have
+	// committed until it is heard again or OriginExpiry passes. A node
+	// that falls behind reading the bus takes nobody for silent. Default
+	// 3s.
 	SilenceTimeout time.Duration
 	// OriginExpiry: a node not heard for this long is forgotten. Default
 	// 10m.

@@ -116,9 +116,12 @@ type Cluster struct {
 	// sequence, so a loss of its last messages is seen even when it goes
 	// quiet. Default 1s.
 	HeartbeatInterval time.Duration `toml:"heartbeat_interval"`
-	// SilenceTimeout: a node not heard for this long is taken as lost
-	// and the store is polled for what it committed until it is heard
-	// again. Default 3s.
+	// SilenceTimeout: a node not heard for this long, while this node
+	// reads the bus (it has heard back its own message sent that long
+	// after the other's last), is taken as lost and the store is polled
+	// for what it committed until it is heard again. A node that falls
+	// behind reading the bus (a starved process) takes nobody for silent.
+	// Default 3s.
 	SilenceTimeout time.Duration `toml:"silence_timeout"`
 	// DedupWindow is how long a node remembers the ids it fanned out, so
 	// that a catch-up does not deliver them again. Default 30s.

@@ -111,7 +111,7 @@ type Relay struct {
 	stats        Stats
 	OKLatency    prometheus.Histogram // EVENT received -> OK queued
 	QueryLatency prometheus.Histogram // REQ received -> EOSE queued
-	// OKStages splits OKLatency for events the store committed (see
+	// OKStages splits OKLatency for events that went to the store (see
 	// OKStageNames): the same buckets, one histogram a stage.
 	OKStages [len(OKStageNames)]prometheus.Histogram
 
@@ -212,7 +212,7 @@ func New(cfg Config, opts Options) (*Relay, error) {
 	for i, name := range OKStageNames {
 		r.OKStages[i] = prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: "petrel", Name: "ok_stage_seconds",
-			Help:        "Where a committed EVENT's OK latency goes, by stage: verify (arrival to verified, in its turn), store (handed to the writer to committed), dispatch (committed to OK queued).",
+			Help:        "Where the OK latency of an EVENT that went to the store goes, by stage: verify (arrival to handed to the store, in its turn), store (handed over to the store's reply: committed, duplicate or failed), dispatch (the reply to OK queued).",
 			Buckets:     prometheus.ExponentialBuckets(0.0001, 2, 16),
 			ConstLabels: prometheus.Labels{"stage": name},
 		})

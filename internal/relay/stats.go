@@ -197,7 +197,7 @@ type Snapshot struct {
 	// petrel_query_latency_seconds histograms).
 	OKLatency    LatencySummary `json:"ok_latency"`
 	QueryLatency LatencySummary `json:"query_latency"`
-	// OKStages splits OKLatency for the events the store committed, by
+	// OKStages splits OKLatency for the events that went to the store, by
 	// stage (OKStageNames; the petrel_ok_stage_seconds histogram): what
 	// an operator reads to tell a slow verifier from a slow store or a
 	// busy dispatcher.

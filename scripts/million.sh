@@ -10,7 +10,11 @@
 #   --events E     events published on node 1 after the hold, one after
 #                  the other (default 1, at most 64)
 #   --hold S       seconds the connections stay idle before the events
-#                  (default 5)
+#                  (default 5). The relays' idle memory is read at its
+#                  end; a node's release loop returns the connect burst's
+#                  garbage two quiet checks (runtime.memory_release_interval,
+#                  5 s) after its last connection, so a memory figure
+#                  wants --hold 30 or more (docs/BENCHMARKS.md)
 #   --timeout S    bound on the bench run (default 600); the cluster's
 #                  watchdog stops everything 120 s after it regardless
 #   --per-ip P     connections per source address 127.0.0.2, ... (default

@@ -523,7 +523,7 @@ func (g *connsGroup) subscribed(i int) bool {
 // collect waits until every held subscription has the liveness event or
 // the deadline passes, and reports.
 func (g *connsGroup) collect(sentAt, deadline int64) *connsReport {
-	rss, anon := selfRSS(), selfAnon() // before the deliveries: the idle figures
+	rss, anon := selfMem() // before the deliveries: the idle figures
 	ctx, cancel := context.WithDeadline(context.Background(), time.Unix(0, deadline))
 	defer cancel()
 	all := g.all()
@@ -835,10 +835,9 @@ func Conns(o Options) (*Result, error) {
 	if o.PID != 0 {
 		relayPIDs = append(relayPIDs, o.PID)
 	}
-	relays0, _ := sumRSS(relayPIDs)
-	relaysAnon0, _ := sumAnon(relayPIDs)
+	relays0, relaysAnon0, _ := sumMem(relayPIDs)
 	sock0, slab0 := kernelMem()
-	self0, anon0 := selfRSS(), selfAnon()
+	self0, anon0 := selfMem()
 	r.startMeasure()
 	openedTotal := func() int64 {
 		var n int64
@@ -930,16 +929,14 @@ func Conns(o Options) (*Result, error) {
 				st.RelayIdleRSSPerConn = float64(now-start) / float64(st.Subscribed)
 			}
 		}
-		if relays1, err := sumRSS(relayPIDs); len(relayPIDs) > 0 && err == nil {
-			st.RelaysIdleRSSPerConn = float64(relays1-relays0) / float64(st.Subscribed)
-		}
-		if anon1, err := sumAnon(relayPIDs); len(relayPIDs) > 0 && err == nil {
+		if rss1, anon1, err := sumMem(relayPIDs); len(relayPIDs) > 0 && err == nil {
+			st.RelaysIdleRSSPerConn = float64(rss1-relays0) / float64(st.Subscribed)
 			st.RelaysIdleAnonPerConn = float64(anon1-relaysAnon0) / float64(st.Subscribed)
 		}
 		sock1, slab1 := kernelMem()
 		st.KernelSockMemPerConn = float64(sock1-sock0) / float64(st.Subscribed)
 		st.KernelSlabPerConn = float64(slab1-slab0) / float64(st.Subscribed)
-		selfNow, anonNow := selfRSS(), selfAnon()
+		selfNow, anonNow := selfMem()
 		var workers, workersAnon int64
 		delivery, workers, workersAnon = r.liveness(parts, set.Events, st, procs)
 		st.ClientRSSPerConn = float64(workers+selfNow-self0) / float64(st.Subscribed)
@@ -1116,45 +1113,29 @@ func (r *runner) liveness(parts []*connsPart, evs []*nostr.Event, st *ConnsStats
 	return delivery, workers, workersAnon
 }
 
-// sumRSS returns the summed VmRSS of pids.
-func sumRSS(pids []int) (int64, error) {
-	var n int64
-	for _, pid := range pids {
-		st, err := (ProcFS{}).Read(pid)
-		if err != nil {
-			return 0, err
-		}
-		n += st.RSSBytes
-	}
-	return n, nil
-}
-
-// selfRSS returns this process's VmRSS, 0 if it cannot be read.
-func selfRSS() int64 {
-	n, _ := sumRSS([]int{os.Getpid()})
-	return n
-}
-
-// sumAnon returns the summed RssAnon of the processes.
-func sumAnon(pids []int) (int64, error) {
-	var n int64
+// sumMem returns the summed VmRSS and RssAnon of pids, one read of each
+// process's status file.
+func sumMem(pids []int) (rss, anon int64, err error) {
 	for _, pid := range pids {
 		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
 		if err != nil {
-			return 0, err
+			return 0, 0, err
 		}
-		n += parseStatusAnon(string(b))
+		r, _, err := ParseStatusMem(b)
+		if err != nil {
+			return 0, 0, err
+		}
+		rss += r
+		anon += parseStatusAnon(string(b))
 	}
-	return n, nil
+	return rss, anon, nil
 }
 
-// selfAnon returns this process's RssAnon, 0 if it cannot be read.
-func selfAnon() int64 {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	return parseStatusAnon(string(b))
+// selfMem returns this process's VmRSS and RssAnon, zeros if they cannot
+// be read.
+func selfMem() (rss, anon int64) {
+	rss, anon, _ = sumMem([]int{os.Getpid()})
+	return rss, anon
 }
 
 // parseStatusAnon returns the RssAnon of a /proc/<pid>/status in bytes,

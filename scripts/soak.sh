@@ -269,6 +269,8 @@ grep 'level=ERROR\|panic' "$OUT/serve-fresh.log" >>"$WORK/errors" || true
 field() { echo "$1" | cut -d, -f"$2"; }
 fail=$STOP_FAIL
 printf '%-22s %14s %14s %14s %14s %9s %9s\n' figure baseline peak final fresh store drift | tee -a "$OUT/summary.txt"
+# heap_live_bytes's column (the free heap's bound is a share of it)
+LIVE_COL=$(( $(echo "$COLS" | tr , '\n' | grep -nx heap_live_bytes | cut -d: -f1) + 2 ))
 i=3
 for name in ${COLS//,/ }; do
 	b=$(field "$BASE" $i)
@@ -299,7 +301,7 @@ for name in ${COLS//,/ }; do
 	heap_free_bytes)
 		# the release loop's floor: it returns free heap of at least
 		# releaseMin (16 MiB) and a quarter of the live heap
-		live=$(field "$FINAL" $((i - 1)))
+		live=$(field "$FINAL" "$LIVE_COL")
 		bound=$(awk -v l="$live" -v s="$SLACK_MIB" -v t="$TOLERANCE" 'BEGIN { m = s * 1048576; if (l / 4 > m) m = l / 4; printf "%d", m * (1 + t) }')
 		[ "$f" -le "$bound" ] || { verdict="NOT RELEASED (bound $bound: max(${SLACK_MIB} MiB, live/4) + ${TOLERANCE})"; fail=1; } ;;
 	goroutines | other_files)

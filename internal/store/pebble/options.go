@@ -59,6 +59,11 @@ type Options struct {
 	// events before Open returns. Default false (search on).
 	DisableSearch bool
 
+	// unsortedCommits commits the writer's batches in the order they were
+	// written instead of key order (commitSorted), for the test that
+	// compares the two.
+	unsortedCommits bool
+
 	// RebuildSearch rebuilds the search index from the stored events at
 	// Open (with search on). Postings of removed events (replaced,
 	// deleted, vanished, purged) stay in the index, skipped by searches

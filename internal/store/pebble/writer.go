@@ -1,10 +1,12 @@
 package pebble
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/petrel-relay/petrel/internal/nostr"
@@ -134,6 +136,11 @@ type writer struct {
 	// stored are the events the current batch stores, with their serials
 	// and bodies (for Store.addSeen and Store.bodies once committed).
 	stored []storedBody
+
+	// ops is commitSorted's buffer: the batch's operations, sorted;
+	// sorted is the batch it commits them in, kept between commits.
+	ops    []batchOp
+	sorted *pebble.Batch
 }
 
 // storedBody is an event the current batch stores.
@@ -273,6 +280,11 @@ func (w *writer) loadEventCount() error {
 
 func (w *writer) run() {
 	defer close(w.s.writerDone)
+	defer func() {
+		if w.sorted != nil {
+			w.sorted.Close()
+		}
+	}()
 	maxEvents, maxBytes := w.s.opts.MaxBatch, w.s.opts.MaxBatchBytes
 	var reqs []*request
 	for {
@@ -360,7 +372,7 @@ func (w *writer) commit(reqs []*request) {
 		if w.s.opts.NoSync || !needSync(reqs) {
 			opt = pebble.NoSync
 		}
-		err = w.b.Commit(opt)
+		err = w.commitSorted(opt)
 		if err == nil {
 			w.s.writeOps.Add(uint64(w.b.Count()))
 			w.s.writeBytes.Add(uint64(w.b.Len()))
@@ -629,3 +641,79 @@ func closeIter(it *pebble.Iterator) error {
 }
 
 var _ io.Closer = (*pebble.Iterator)(nil)
+
+// batchOp is one operation of a write batch (commitSorted).
+type batchOp struct {
+	kind       pebble.InternalKeyKind
+	key, value []byte
+}
+
+// commitSorted commits the batch's operations in key order: the same
+// operations, so the same result (operations on one key keep their
+// order, and so their sequence numbers' order), but applied to the
+// memtable as a sorted run. The memtable's skip list remembers where
+// its last insertion went and starts the next one from there when the
+// key lies close after it, which a batch written event by event (a
+// body, an id key, then each index's key, then the next event's) never
+// has: sorted, the keys of one table follow each other and the newest-
+// first tables' new keys are neighbours. A batch holding anything but
+// point sets and deletions is committed as it was written.
+func (w *writer) commitSorted(opt *pebble.WriteOptions) error {
+	if w.s.opts.unsortedCommits {
+		return w.b.Commit(opt)
+	}
+	ops := w.ops[:0]
+	r := w.b.Reader()
+	for {
+		kind, key, value, ok, err := r.Next()
+		if err != nil {
+			return err
+		}
+		if !ok {
+			break
+		}
+		if kind != pebble.InternalKeyKindSet && kind != pebble.InternalKeyKindDelete {
+			w.ops = ops[:0]
+			return w.b.Commit(opt)
+		}
+		ops = append(ops, batchOp{kind, key, value})
+	}
+	w.ops = ops
+	slices.SortStableFunc(ops, func(a, b batchOp) int { return bytes.Compare(a.key, b.key) })
+	sb := w.sorted
+	w.sorted = nil
+	if sb == nil {
+		sb = w.s.db.NewBatch()
+	}
+	for _, op := range ops {
+		var err error
+		if op.kind == pebble.InternalKeyKindSet {
+			err = sb.Set(op.key, op.value, nil)
+		} else {
+			err = sb.Delete(op.key, nil)
+		}
+		if err != nil {
+			clear(ops)
+			sb.Close()
+			return err
+		}
+	}
+	clear(ops) // the keys point into w.b's buffer
+	if err := sb.Commit(opt); err != nil {
+		sb.Close()
+		return err
+	}
+	// The batch's buffer is kept for the next commit, unless the batch
+	// may have been large enough for pebble to keep it past the commit
+	// (a batch whose memtable footprint reaches half a memtable becomes
+	// a flushable batch, which refers to the buffer; an entry's footprint
+	// is at most about 20 times its bytes here, its keys being at least
+	// 9 bytes long).
+	if uint64(sb.Len()) < w.s.opts.MemTableSize/64 {
+		sb.Reset()
+		w.sorted = sb
+	} else {
+		sb.Close()
+	}
+	return nil
+}

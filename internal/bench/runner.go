@@ -396,14 +396,6 @@ func waitUntil(ctx context.Context, cond func() bool) bool {
 	}
 }
 
-// plural formats n with a noun.
-func plural(n int64, noun string) string {
-	if n == 1 {
-		return fmt.Sprintf("1 %s", noun)
-	}
-	return fmt.Sprintf("%d %ss", n, noun)
-}
-
 // loopback reports whether the target is a loopback address (source
 // addresses in 127.0.0.0/8 can only reach those).
 func (r *runner) loopback() bool {

@@ -272,10 +272,6 @@ func (st *Stats) snapshot() Snapshot {
 	return s
 }
 
-// LimitNames lists the limit counters' names in the order used by
-// Snapshot.LimitTrips, for metric registration.
-func LimitNames() []string { return limitNames[:] }
-
 // ReasonNames lists the rejection reasons, for metric registration.
 func ReasonNames() []string { return reasonNames[:] }
 

@@ -335,11 +335,6 @@ func decodeTS(b []byte) (int64, bool) {
 	return v, v >= 0
 }
 
-// body values are pubkey(32) raw.
-func appendBody(dst []byte, pk *nostr.PubKey, raw []byte) []byte {
-	return append(append(dst, pk[:]...), raw...)
-}
-
 func decodeBody(b []byte) (nostr.PubKey, []byte, bool) {
 	var pk nostr.PubKey
 	if len(b) < 32 {

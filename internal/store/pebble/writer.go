@@ -645,6 +645,7 @@ var _ io.Closer = (*pebble.Iterator)(nil)
 // batchOp is one operation of a write batch (commitSorted).
 type batchOp struct {
 	kind       pebble.InternalKeyKind
+	i          int // its place in the batch
 	key, value []byte
 }
 
@@ -676,10 +677,15 @@ func (w *writer) commitSorted(opt *pebble.WriteOptions) error {
 			w.ops = ops[:0]
 			return w.b.Commit(opt)
 		}
-		ops = append(ops, batchOp{kind, key, value})
+		ops = append(ops, batchOp{kind, len(ops), key, value})
 	}
 	w.ops = ops
-	slices.SortStableFunc(ops, func(a, b batchOp) int { return bytes.Compare(a.key, b.key) })
+	slices.SortFunc(ops, func(a, b batchOp) int {
+		if c := bytes.Compare(a.key, b.key); c != 0 {
+			return c
+		}
+		return a.i - b.i // operations on one key keep their order
+	})
 	sb := w.sorted
 	w.sorted = nil
 	if sb == nil {

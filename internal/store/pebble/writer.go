@@ -712,9 +712,10 @@ func (w *writer) commitSorted(opt *pebble.WriteOptions) error {
 	// The batch's buffer is kept for the next commit, unless the batch
 	// may have been large enough for pebble to keep it past the commit
 	// (a batch whose memtable footprint reaches half a memtable becomes
-	// a flushable batch, which refers to the buffer; an entry's footprint
-	// is at most about 20 times its bytes here, its keys being at least
-	// 9 bytes long).
+	// a flushable batch, which refers to the buffer). pebble counts an
+	// entry at up to 184 bytes plus its key and value: under 20 times
+	// the batch bytes of the smallest entry the writer makes, a deletion
+	// of a 9-byte key, so a batch under 1/64 of a memtable is safe.
 	if uint64(sb.Len()) < w.s.opts.MemTableSize/64 {
 		sb.Reset()
 		w.sorted = sb

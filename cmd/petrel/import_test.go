@@ -237,3 +237,43 @@ func TestImportTerminal(t *testing.T) {
 		t.Fatalf("\"-\" on a terminal: %v\nstdout %q\nstderr %q", err, out, errOut)
 	}
 }
+
+// TestImportDropsRecycledLogs: pebble keeps the write-ahead logs of
+// flushed memtables for reuse and leaves them behind at Close; the
+// import ends by reopening the store, which deletes them, so the data
+// directory holds no log of a full memtable's size afterwards.
+func TestImportDropsRecycledLogs(t *testing.T) {
+	const memtable = 256 << 10
+	t.Setenv("PETREL_STORE_MEMTABLE_BYTES", fmt.Sprint(memtable))
+	k := relaytest.NewKey("import-logs")
+	var input strings.Builder
+	const events = 3000 // about 3 MB: a dozen memtables
+	for i := range events {
+		input.WriteString(string(k.Event(1, fmt.Sprintf("note %d %s", i, strings.Repeat("x", 900)), nil, fixtureBase+int64(i)).Raw))
+		input.WriteByte('\n')
+	}
+	in := filepath.Join(t.TempDir(), "events.jsonl")
+	writeFile(t, in, []byte(input.String()))
+	data := filepath.Join(t.TempDir(), "data")
+	if _, _, err := runTool(t, importCmd, "", "--data", data, "-q", in); err != nil {
+		t.Fatal(err)
+	}
+	logs, err := filepath.Glob(filepath.Join(data, "*.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var total int64
+	for _, l := range logs {
+		fi, err := os.Stat(l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		total += fi.Size()
+	}
+	if total >= memtable {
+		t.Fatalf("%d write-ahead logs left, %d bytes in all (a memtable is %d): %v", len(logs), total, memtable, logs)
+	}
+	if n := len(storedRaws(t, data)); n != events {
+		t.Fatalf("store holds %d events, want %d", n, events)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -18,11 +19,22 @@ import (
 // very same keys and values: replacements, deletions, vanishes and
 // removals within one batch write a key and delete it again, so the order
 // of the operations on one key is what matters, and sorting must keep it.
+//
+// With 256 KiB memtables, batches of up to 64 notes of about 2 KiB reach
+// the half a memtable that makes pebble keep the batch itself as a
+// flushable one: the writer's sorted batch, reused for the next commit,
+// must not disturb it.
 func TestSortedCommit(t *testing.T) {
-	for _, search := range []bool{true, false} {
-		t.Run(fmt.Sprintf("search=%v", search), func(t *testing.T) {
-			sorted := openTest(t, Options{NoSync: true, PurgeInterval: -1, DisableSearch: !search})
-			plain := openTest(t, Options{NoSync: true, PurgeInterval: -1, DisableSearch: !search, unsortedCommits: true})
+	for _, c := range []struct {
+		search   bool
+		memtable uint64 // 0: the default
+		large    bool   // a few large batches
+	}{{true, 0, false}, {false, 0, false}, {true, 256 << 10, true}} {
+		t.Run(fmt.Sprintf("search=%v/memtable=%d", c.search, c.memtable), func(t *testing.T) {
+			o := Options{NoSync: true, PurgeInterval: -1, DisableSearch: !c.search, MemTableSize: c.memtable}
+			sorted := openTest(t, o)
+			o.unsortedCommits = true
+			plain := openTest(t, o)
 			ctx := context.Background()
 			rng := rand.New(rand.NewPCG(19, 1))
 			var kept []*nostr.Event // events that may be stored, for deletions to name
@@ -66,6 +78,14 @@ func TestSortedCommit(t *testing.T) {
 					}
 					batch = append(batch, ev)
 					kept = append(kept, ev)
+				}
+				if c.large && round%5 == 0 { // long notes, up to 128 KiB of them
+					for range 1 + rng.IntN(64) {
+						ts++
+						ev := storetest.NewEvent(rng, storetest.Key(rng.IntN(6)), 1, ts, nil, strings.Repeat(text(), 40))
+						batch = append(batch, ev)
+						kept = append(kept, ev)
+					}
 				}
 				if rng.IntN(3) == 0 { // a duplicate in the batch
 					batch = append(batch, batch[rng.IntN(len(batch))])

@@ -664,6 +664,10 @@ func (w *writer) commitSorted(opt *pebble.WriteOptions) error {
 		return w.b.Commit(opt)
 	}
 	ops := w.ops[:0]
+	defer func() {
+		clear(ops) // the keys and values point into w.b's buffer
+		w.ops = ops[:0]
+	}()
 	r := w.b.Reader()
 	for {
 		kind, key, value, ok, err := r.Next()
@@ -674,12 +678,10 @@ func (w *writer) commitSorted(opt *pebble.WriteOptions) error {
 			break
 		}
 		if kind != pebble.InternalKeyKindSet && kind != pebble.InternalKeyKindDelete {
-			w.ops = ops[:0]
 			return w.b.Commit(opt)
 		}
 		ops = append(ops, batchOp{kind, len(ops), key, value})
 	}
-	w.ops = ops
 	slices.SortFunc(ops, func(a, b batchOp) int {
 		if c := bytes.Compare(a.key, b.key); c != 0 {
 			return c
@@ -699,28 +701,19 @@ func (w *writer) commitSorted(opt *pebble.WriteOptions) error {
 			err = sb.Delete(op.key, nil)
 		}
 		if err != nil {
-			clear(ops)
 			sb.Close()
 			return err
 		}
 	}
-	clear(ops) // the keys point into w.b's buffer
 	if err := sb.Commit(opt); err != nil {
 		sb.Close()
 		return err
 	}
-	// The batch's buffer is kept for the next commit, unless the batch
-	// may have been large enough for pebble to keep it past the commit
-	// (a batch whose memtable footprint reaches half a memtable becomes
-	// a flushable batch, which refers to the buffer). pebble counts an
-	// entry at up to 184 bytes plus its key and value: under 20 times
-	// the batch bytes of the smallest entry the writer makes, a deletion
-	// of a 9-byte key, so a batch under 1/64 of a memtable is safe.
-	if uint64(sb.Len()) < w.s.opts.MemTableSize/64 {
-		sb.Reset()
-		w.sorted = sb
-	} else {
-		sb.Close()
-	}
+	// Kept for the next commit. Reset is safe whatever the batch was:
+	// pebble detaches the buffer of a batch it keeps as a flushable one
+	// (half a memtable or more), drops a buffer over its retention size
+	// and one the commit pipeline still holds.
+	sb.Reset()
+	w.sorted = sb
 	return nil
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"strings"
 
@@ -13,7 +12,6 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
-	"github.com/petrel-relay/petrel/internal/config"
 	"github.com/petrel-relay/petrel/internal/importer"
 	"github.com/petrel-relay/petrel/internal/nostr"
 )
@@ -144,8 +142,8 @@ func runImportCmd(ctx context.Context, f *importFlags, path string, stdin io.Rea
 	if cerr := st.Close(); err == nil && cerr != nil {
 		err = fmt.Errorf("close store: %w", cerr)
 	}
-	if err == nil && cfg.Store.Backend == "pebble" && (res == nil || !res.Interrupted) {
-		err = dropRecycledLogs(cfg, log)
+	if err == nil && (res == nil || !res.Interrupted) {
+		err = dropRecycledLogs(st, cfg, log)
 	}
 	finishBar(bar.b)
 	if res != nil {
@@ -205,21 +203,4 @@ func importSummary(r *importer.Result) string {
 		}
 	}
 	return strings.TrimSuffix(b.String(), "\n")
-}
-
-// dropRecycledLogs opens the pebble store of cfg again and closes it.
-// pebble keeps the write-ahead logs of flushed memtables for reuse (up to
-// five: 111 MB after importing 100,000 notes with 64 MiB memtables) and
-// leaves them on disk at Close; the next writable open deletes them. A
-// bulk import would otherwise leave them in the data directory until the
-// relay next starts.
-func dropRecycledLogs(cfg config.Config, log *slog.Logger) error {
-	st, err := openToolStore(cfg, log, toolStoreOptions{})
-	if err != nil {
-		return fmt.Errorf("reopen store: %w", err)
-	}
-	if err := st.Close(); err != nil {
-		return fmt.Errorf("close store: %w", err)
-	}
-	return nil
 }

@@ -247,6 +247,9 @@ func runMigrateCmd(ctx context.Context, f *migrateFlags, stdout, stderr io.Write
 	if cerr := dst.Close(); err == nil && cerr != nil {
 		err = fmt.Errorf("close the destination: %w", cerr)
 	}
+	if err == nil {
+		err = dropRecycledLogs(dst, to.config(cfg), log)
+	}
 	res.From, res.To = from.String(), to.String()
 	if res.Events > 0 || res.Verified || errors.Is(err, errVerify) {
 		if f.jsonOut {

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/petrel-relay/petrel/internal/nostr"
@@ -58,6 +59,20 @@ func TestDiskFull(t *testing.T) {
 	fs.avail.Store(1 << 30)
 	s := openTest(t, Options{Path: "/db", FS: fs, PurgeInterval: -1, MinFreeBytes: 64 << 20})
 	defer s.Close()
+	// Far above the reserve the writer asks the filesystem at most every
+	// reserveRecheck; the clock moves past that whenever the free space
+	// changes, as it would between two such drops in a real store.
+	clock := time.Unix(1e9, 0)
+	s.space.mu.Lock()
+	s.space.now = func() time.Time { return clock }
+	s.space.asked = time.Time{} // Open's writes asked on the real clock
+	s.space.mu.Unlock()
+	setAvail := func(n uint64) {
+		fs.avail.Store(n)
+		s.space.mu.Lock()
+		clock = clock.Add(reserveRecheck)
+		s.space.mu.Unlock()
+	}
 	rng := rand.New(rand.NewPCG(3, 3))
 	alice := storetest.Key(1)
 	ts := int64(storetest.BaseTime)
@@ -69,7 +84,7 @@ func TestDiskFull(t *testing.T) {
 		t.Fatalf("stats with space: %+v", st)
 	}
 
-	fs.avail.Store(64<<20 - 1)
+	setAvail(64<<20 - 1)
 	during := storetest.NewEvent(rng, alice, 1, ts+1, nil, "during")
 	res, err := s.Save(ctx, []*nostr.Event{during})
 	if err == nil {
@@ -94,7 +109,7 @@ func TestDiskFull(t *testing.T) {
 		t.Fatalf("read on a full disk: %v", got)
 	}
 
-	fs.avail.Store(1 << 30)
+	setAvail(1 << 30)
 	if res, err := s.Save(ctx, []*nostr.Event{during}); err != nil || res[0].Outcome != store.Stored {
 		t.Fatalf("after space returned: %v %+v", err, res)
 	}
@@ -103,5 +118,79 @@ func TestDiskFull(t *testing.T) {
 	}
 	if got := searchIDs(t, s, nostr.Filter{}); len(got) != 2 {
 		t.Fatalf("after: %v", got)
+	}
+}
+
+// TestReserveRecheck: far above the reserve, commits within
+// reserveRecheck of the last answer are let through without asking the
+// filesystem, until what they wrote (counted twice) would bring the free
+// space within reserveSlack of the reserve; past the interval, near the
+// reserve and after a refusal, every commit asks.
+func TestReserveRecheck(t *testing.T) {
+	fs := &spaceFS{FS: vfs.NewMem()}
+	r := newReserve(fs, "/db", 1000)
+	clock := time.Unix(1e9, 0)
+	r.now = func() time.Time { return clock }
+	asks := func() int64 { return r.statfs.Load() }
+	fs.avail.Store(1000 + reserveSlack + 10_000) // room: 10,000 bytes
+
+	mustPass := func(n int) {
+		t.Helper()
+		if _, err := r.check(n); err != nil {
+			t.Fatalf("check(%d): %v", n, err)
+		}
+	}
+	mustPass(100) // the first check asks
+	if asks() != 1 {
+		t.Fatalf("first check: %d queries, want 1", asks())
+	}
+	// 4,950 bytes charged as 9,900: within the room.
+	for range 49 {
+		mustPass(100)
+	}
+	mustPass(50)
+	if asks() != 1 {
+		t.Fatalf("within the room: %d queries, want 1", asks())
+	}
+	// 100 more bytes (200 charged) would pass the room of 10,000: ask.
+	mustPass(51)
+	if asks() != 2 {
+		t.Fatalf("past the room: %d queries, want 2", asks())
+	}
+	// The new answer gives a new room; the interval ends it.
+	mustPass(1)
+	if asks() != 2 {
+		t.Fatalf("after a new answer: %d queries, want 2", asks())
+	}
+	clock = clock.Add(reserveRecheck - 1)
+	mustPass(1)
+	if asks() != 2 {
+		t.Fatalf("just inside the interval: %d queries, want 2", asks())
+	}
+	clock = clock.Add(1)
+	mustPass(1)
+	if asks() != 3 {
+		t.Fatalf("at the interval: %d queries, want 3", asks())
+	}
+
+	// Free space drops inside the interval: seen at the next ask, and
+	// then every commit asks while refusing.
+	fs.avail.Store(1000 + 50)
+	clock = clock.Add(reserveRecheck)
+	if _, err := r.check(51); !errors.Is(err, store.ErrDiskFull) {
+		t.Fatalf("below the reserve: %v, want ErrDiskFull", err)
+	}
+	if _, err := r.check(51); !errors.Is(err, store.ErrDiskFull) {
+		t.Fatalf("still below: %v", err)
+	}
+	if asks() != 5 {
+		t.Fatalf("while refusing: %d queries, want 5", asks())
+	}
+	// Near the reserve (less than the slack above it) every commit asks.
+	fs.avail.Store(1000 + reserveSlack)
+	mustPass(1)
+	mustPass(1)
+	if asks() != 7 {
+		t.Fatalf("near the reserve: %d queries, want 7", asks())
 	}
 }

@@ -114,7 +114,9 @@ type Options struct {
 	// MinFreeBytes is the space the store keeps free on its filesystem:
 	// a commit that would leave less is refused (store.ErrDiskFull), so
 	// that pebble never meets a full disk, which it cannot survive. The
-	// check costs one statfs per commit. Default DefaultMinFreeBytes;
+	// check costs a statfs per commit near the reserve, and at most one
+	// every 100 ms while the last was more than 256 MiB above it (after
+	// twice the bytes written since). Default DefaultMinFreeBytes;
 	// negative: no check.
 	MinFreeBytes int64
 

@@ -59,6 +59,7 @@ type Server struct {
 	proxyNoClient atomic.Int64   // upgrades from a trusted proxy without a usable client address
 	proxyStats    proxyStats     // Config.ProxyProtocol
 
+	handlers   *handlerPool  // runs nbio's message handlers (handlers.go)
 	series     *series       // the dashboard's samples (dashboard.go)
 	sampleStop chan struct{} // closed by Shutdown: stops the sampler
 }
@@ -141,6 +142,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 	if pollers <= 0 {
 		pollers = 0 // nbio default: NumCPU
 	}
+	s.handlers = defaultHandlerPool(s.log)
 	s.engine = nbhttp.NewEngine(nbhttp.Config{
 		Name:                         "petrel",
 		Network:                      "tcp",
@@ -151,6 +153,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 		KeepaliveTime:                cfg.HeaderTimeout,
 		MaxWebsocketFramePayloadSize: rcfg.MaxMessageBytes,
 		ReleaseWebsocketPayload:      true,
+		ServerExecutor:               s.handlers.Go,
 		Handler:                      mux,
 	})
 	s.engine.CheckUtf8 = func([]byte) bool { return true } // the relay closes with 1007 itself
@@ -226,6 +229,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		if errors.Is(err, context.DeadlineExceeded) {
 			err = nil
 		}
+		s.handlers.Stop()
 	})
 	return err
 }

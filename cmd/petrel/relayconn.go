@@ -7,7 +7,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"sync"
@@ -52,34 +51,6 @@ func (f *connFlags) dial(ctx context.Context, url string) (*client.Conn, error) 
 	dctx, cancel := context.WithTimeout(ctx, f.timeout)
 	defer cancel()
 	return client.Dial(dctx, url, client.Options{HandshakeTimeout: f.timeout})
-}
-
-// errAuthRefused is wrapped when the relay answers our AUTH with OK false.
-var errAuthRefused = errors.New("the relay refused our AUTH")
-
-// authenticate answers the relay's last NIP-42 challenge with sk.
-func authenticate(ctx context.Context, c *client.Conn, sk *nostr.SecretKey, timeout time.Duration) error {
-	ev, err := c.AuthEvent()
-	if err != nil {
-		return err
-	}
-	nostr.SignEvent(ev, *sk)
-	actx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	ok, err := c.Auth(actx, ev)
-	if err != nil {
-		return fmt.Errorf("AUTH: %w", err)
-	}
-	if !ok.OK {
-		return fmt.Errorf("%w: %s", errAuthRefused, ok.Message)
-	}
-	return nil
-}
-
-// authRequired reports whether err is a CLOSED "auth-required:".
-func authRequired(err error) bool {
-	var ce *client.ClosedError
-	return errors.As(err, &ce) && ce.Prefix() == "auth-required"
 }
 
 // eventSink writes events to the output once each, whatever relay (or

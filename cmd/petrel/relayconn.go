@@ -7,6 +7,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"sync"
@@ -23,19 +24,31 @@ const subID = "petrel"
 
 // connFlags are the flags of the commands that talk to relays.
 type connFlags struct {
-	sec     secretFlag
-	auth    bool
+	authFlags
 	timeout time.Duration
 }
 
 func (f *connFlags) register(cmd *cobra.Command) {
-	f.sec.register(cmd)
-	cmd.Flags().BoolVar(&f.auth, "auth", false, "answer the relay's NIP-42 AUTH challenge with the --sec key when it asks")
+	f.authFlags.register(cmd)
 	cmd.Flags().DurationVar(&f.timeout, "timeout", 10*time.Second, "how long to wait for a relay to connect, and for each answer")
 }
 
+// authFlags are --sec and --auth: with --auth, a relay that refuses
+// something with "auth-required:" gets a NIP-42 AUTH signed with the
+// --sec key, and the refused request again. The client commands, sync
+// and stream share them.
+type authFlags struct {
+	sec  secretFlag
+	auth bool
+}
+
+func (f *authFlags) register(cmd *cobra.Command) {
+	f.sec.register(cmd)
+	cmd.Flags().BoolVar(&f.auth, "auth", false, "answer the relay's NIP-42 AUTH challenge with the --sec key when it asks")
+}
+
 // authKey returns the key to authenticate with, or nil without --auth.
-func (f *connFlags) authKey() (*nostr.SecretKey, error) {
+func (f *authFlags) authKey() (*nostr.SecretKey, error) {
 	if !f.auth {
 		return nil, nil
 	}
@@ -44,6 +57,15 @@ func (f *connFlags) authKey() (*nostr.SecretKey, error) {
 		return nil, fmt.Errorf("--auth: %w", err)
 	}
 	return &sk, nil
+}
+
+// authHint adds to the error of a relay that required authentication
+// while the command had no key (sk nil) how to give it one.
+func authHint(err error, sk *nostr.SecretKey) error {
+	if sk == nil && errors.Is(err, client.ErrAuthRequired) {
+		return fmt.Errorf("%w; pass --auth and --sec (hex or nsec, or set %s) to authenticate", err, secretEnv)
+	}
+	return err
 }
 
 // dial connects to url within the timeout.

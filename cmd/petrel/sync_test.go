@@ -11,7 +11,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/petrel-relay/petrel/internal/client"
 	"github.com/petrel-relay/petrel/internal/config"
+	"github.com/petrel-relay/petrel/internal/nip19"
 	"github.com/petrel-relay/petrel/internal/nostr"
 	"github.com/petrel-relay/petrel/internal/relay"
 	"github.com/petrel-relay/petrel/internal/relaytest"
@@ -214,6 +216,89 @@ func TestSyncCommandFrom(t *testing.T) {
 	for _, r := range []*relaytest.Relay{a, b} {
 		if st := r.Relay.NegStats(); st.Opened != 1 {
 			t.Fatalf("%s: %+v", r.URL, st)
+		}
+	}
+}
+
+// authRelayConfig makes a test relay require NIP-42 authentication for
+// every request and event.
+var authRelayConfig = relaytest.Options{Relay: relay.Config{AuthRequired: true}}
+
+// wantAuthHint fails unless err says, on one line, that the relay
+// requires authentication and how to give sync a key.
+func wantAuthHint(t *testing.T, err error) {
+	t.Helper()
+	if err == nil || !errors.Is(err, client.ErrAuthRequired) || strings.Contains(err.Error(), "\n") ||
+		!strings.Contains(err.Error(), "requires NIP-42 authentication") || !strings.Contains(err.Error(), "pass --auth and --sec") {
+		t.Fatalf("error %v, want one line saying the relay requires auth and to pass --auth --sec", err)
+	}
+}
+
+// TestSyncCommandAuth: sync down, up and --from against relays that
+// require NIP-42 authentication. Without --auth each fails with one line
+// saying so and moves nothing; with --auth (the key from --sec, hex or
+// nsec, or $NOSTR_SECRET_KEY) everything moves.
+func TestSyncCommandAuth(t *testing.T) {
+	k := relaytest.NewKey("cli-sync-auth")
+	evs := syncEvents("cli-sync-auth", 30, 1)
+
+	// down
+	r := relaytest.Start(t, authRelayConfig)
+	saveAll(t, r.Store, evs)
+	st := storetest.NewModel()
+	_, err := runSyncCmd(t, st, r.URL, "--quiet")
+	wantAuthHint(t, err)
+	if n := countItems(t, st, `{}`); n != 0 {
+		t.Fatalf("down without --auth: %d events saved", n)
+	}
+	_, err = runSyncCmd(t, st, r.URL, "--quiet", "--auth")
+	if err == nil || !strings.Contains(err.Error(), "--auth: no secret key") {
+		t.Fatalf("--auth without a key: %v", err)
+	}
+	out, err := runSyncCmd(t, st, r.URL, "--quiet", "--auth", "--sec", nip19.EncodeSecretKey(k.SK))
+	if err != nil || !strings.Contains(out, "downloaded 30/30") {
+		t.Fatalf("down --auth: %v %q", err, out)
+	}
+	if n := countItems(t, st, `{}`); n != len(evs) {
+		t.Fatalf("down --auth: %d events saved, want %d", n, len(evs))
+	}
+
+	// up, the key from the environment
+	r = relaytest.Start(t, authRelayConfig)
+	st = storetest.NewModel()
+	saveAll(t, st, evs)
+	_, err = runSyncCmd(t, st, r.URL, "--quiet", "--dir", "up")
+	wantAuthHint(t, err)
+	if n := countItems(t, r.Store, `{}`); n != 0 {
+		t.Fatalf("up without --auth: the relay holds %d events", n)
+	}
+	t.Setenv(secretEnv, k.SK.Hex())
+	out, err = runSyncCmd(t, st, r.URL, "--quiet", "--dir", "up", "--auth")
+	if err != nil || !strings.Contains(out, "uploaded 30/30") {
+		t.Fatalf("up --auth: %v %q", err, out)
+	}
+	if n := countItems(t, r.Store, `{}`); n != len(evs) {
+		t.Fatalf("up --auth: the relay holds %d events, want %d", n, len(evs))
+	}
+
+	// --from: both relays require it; one key serves both.
+	a, b := relaytest.Start(t, authRelayConfig), relaytest.Start(t, authRelayConfig)
+	saveAll(t, a.Store, evs)
+	_, err = runSyncCmd(t, nil, a.URL, "--from", b.URL, "--quiet")
+	wantAuthHint(t, err)
+	if n := countItems(t, b.Store, `{}`); n != 0 {
+		t.Fatalf("--from without --auth: B holds %d events", n)
+	}
+	out, err = runSyncCmd(t, nil, a.URL, "--from", b.URL, "--quiet", "--auth", "--sec", k.SK.Hex())
+	if err != nil || !strings.Contains(out, "downloaded 30/30") {
+		t.Fatalf("--from --auth: %v %q", err, out)
+	}
+	if n := countItems(t, b.Store, `{}`); n != len(evs) {
+		t.Fatalf("--from --auth: B holds %d events, want %d", n, len(evs))
+	}
+	for _, r := range []*relaytest.Relay{a, b} {
+		if n := r.Stats().AuthAccepted; n != 1 {
+			t.Fatalf("%s: %d AUTHs accepted, want 1", r.URL, n)
 		}
 	}
 }

@@ -165,12 +165,9 @@ func runSync(ctx context.Context, f *syncFlags, remote string, stdout, stderr io
 	}
 	o.Logger = log
 	if o.From == "" {
-		st, err := syncOpenStore(cfg, log)
-		if err != nil {
+		if o.Store, err = syncOpenStore(cfg, log); err != nil {
 			return err
 		}
-		defer st.Close()
-		o.Store = st
 	}
 	if !f.quiet {
 		if p := newBenchProgress(stderr); p != nil {
@@ -181,6 +178,18 @@ func runSync(ctx context.Context, f *syncFlags, remote string, stdout, stderr io
 	defer stop()
 
 	res, err := psync.Run(ctx, o)
+	if st := o.Store; st != nil {
+		cerr := st.Close()
+		if cerr != nil {
+			cerr = fmt.Errorf("close store: %w", cerr)
+		} else if ctx.Err() == nil {
+			// Downloads are a bulk write like import's.
+			cerr = dropRecycledLogs(st, cfg, log)
+		}
+		if err == nil {
+			err = cerr
+		}
+	}
 	// A failed sync says so before its figures: the summary line alone
 	// would read as a success. The JSON result carries "complete" and
 	// the error for scripts.

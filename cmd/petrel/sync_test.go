@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -300,5 +301,29 @@ func TestSyncCommandAuth(t *testing.T) {
 		if n := r.Stats().AuthAccepted; n != 1 {
 			t.Fatalf("%s: %d AUTHs accepted, want 1", r.URL, n)
 		}
+	}
+}
+
+// TestSyncDropsRecycledLogs: a sync that downloads into the pebble store
+// leaves no write-ahead logs pebble kept for reuse, as import does.
+func TestSyncDropsRecycledLogs(t *testing.T) {
+	const memtable = 256 << 10
+	t.Setenv("PETREL_STORE_MEMTABLE_BYTES", fmt.Sprint(memtable))
+	k := relaytest.NewKey("sync-logs")
+	const events = 3000 // about 3 MB: a dozen memtables
+	evs := make([]*nostr.Event, events)
+	for i := range evs {
+		evs[i] = k.Event(1, fmt.Sprintf("note %d %s", i, strings.Repeat("x", 900)), nil, 1_700_000_000+int64(i))
+	}
+	r := relaytest.Start(t, relaytest.Options{})
+	saveAll(t, r.Store, evs)
+	data := filepath.Join(t.TempDir(), "data")
+	out, _, err := runTool(t, syncCmd, "", r.URL, "--data", data, "--quiet")
+	if err != nil || !strings.Contains(out, fmt.Sprintf("downloaded %d/%d", events, events)) {
+		t.Fatalf("sync: %v %q", err, out)
+	}
+	checkNoRecycledLogs(t, data, memtable)
+	if n := len(storedRaws(t, data)); n != events {
+		t.Fatalf("store holds %d events, want %d", n, events)
 	}
 }

@@ -29,65 +29,13 @@ func guard(t *testing.T) context.Context {
 	return ctx
 }
 
-// authedConn dials url and authenticates with k, triggering the
-// relay's challenge with a COUNT it refuses.
-func authedConn(t *testing.T, url string, k relaytest.Key) *client.Conn {
-	t.Helper()
-	c, err := client.Dial(guard(t), url, client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	if _, err := c.Count(guard(t), "challenge", nostr.Filter{}); !errors.Is(err, client.ErrAuthRequired) {
-		t.Fatalf("%s: COUNT before AUTH: %v", url, err)
-	}
-	if err := client.Authenticate(guard(t), c, &k.SK, relaytest.DefaultTimeout); err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
-
-// publishAuthed publishes evs to url as k and fails unless each is
-// accepted.
-func publishAuthed(t *testing.T, url string, k relaytest.Key, evs []*nostr.Event) {
-	t.Helper()
-	c := authedConn(t, url, k)
-	for _, ev := range evs {
-		if m, err := c.Publish(guard(t), ev); err != nil || !m.OK {
-			t.Fatalf("publish to %s: %+v %v", url, m, err)
-		}
-	}
-	c.Close()
-}
-
-// awaitIDs subscribes on url (authenticated as k) to every event and
-// reads, stored and live, until it has seen every one of evs. It is how
-// the tests wait for the stream: each awaited event is an event, no
-// polling.
+// awaitIDs waits for evs to arrive at the relay at url, authenticated
+// as k.
 func awaitIDs(t *testing.T, url string, k relaytest.Key, evs []*nostr.Event) {
 	t.Helper()
-	c := authedConn(t, url, k)
+	c := relaytest.DialAuthed(t, url, k)
 	defer c.Close()
-	missing := make(map[nostr.ID]bool, len(evs))
-	for _, ev := range evs {
-		missing[ev.ID] = true
-	}
-	sub, err := c.Req("await", nostr.Filter{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for len(missing) > 0 {
-		m, err := sub.Next(guard(t))
-		if err != nil {
-			t.Fatalf("%s: %d events never arrived: %v", url, len(missing), err)
-		}
-		if m.Type == nostr.LabelClosed {
-			t.Fatalf("%s: CLOSED %s", url, m.Message)
-		}
-		if m.Type == nostr.LabelEvent {
-			delete(missing, m.Event.ID)
-		}
-	}
+	relaytest.AwaitEvents(t, c, evs)
 }
 
 // TestStreamAuthWithoutKey: a relay requiring authentication stops a
@@ -165,8 +113,8 @@ func TestStreamAuth(t *testing.T) {
 
 	// Live: published (as any authenticated client) while it runs.
 	liveL, liveR := events("stream-auth-live-local", 5), events("stream-auth-live-remote", 7)
-	publishAuthed(t, local.URL, k, liveL)
-	publishAuthed(t, remote.URL, k, liveR)
+	relaytest.PublishAuthed(t, local.URL, k, liveL)
+	relaytest.PublishAuthed(t, remote.URL, k, liveR)
 	awaitIDs(t, local.URL, k, liveR)
 	awaitIDs(t, remote.URL, k, liveL)
 	// Had the forwarding failed (an AUTH not answered), the session
@@ -180,8 +128,8 @@ func TestStreamAuth(t *testing.T) {
 	remote.Stop()
 	remote = authRelay(t, rst, addr)
 	afterL, afterR := events("stream-auth-after-local", 3), events("stream-auth-after-remote", 8)
-	publishAuthed(t, local.URL, k, afterL)
-	publishAuthed(t, remote.URL, k, afterR)
+	relaytest.PublishAuthed(t, local.URL, k, afterL)
+	relaytest.PublishAuthed(t, remote.URL, k, afterR)
 	awaitIDs(t, local.URL, k, afterR)
 	awaitIDs(t, remote.URL, k, afterL)
 

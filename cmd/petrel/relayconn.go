@@ -44,7 +44,7 @@ type authFlags struct {
 
 func (f *authFlags) register(cmd *cobra.Command) {
 	f.sec.register(cmd)
-	cmd.Flags().BoolVar(&f.auth, "auth", false, "answer the relay's NIP-42 AUTH challenge with the --sec key when it asks")
+	cmd.Flags().BoolVar(&f.auth, "auth", false, "answer a relay's NIP-42 AUTH challenge with the --sec key when it asks")
 }
 
 // authKey returns the key to authenticate with, or nil without --auth.

@@ -26,7 +26,7 @@ func (s *syncer) authenticated(c *client.Conn) bool {
 // client.ErrAuthRequired). It returns nil when the refused request or
 // event is to be sent again: the first time on c. Otherwise it returns
 // refusal (no key; or c has authenticated already, so the key is not
-// enough), or why the AUTH failed.
+// enough), or why the AUTH failed (a *relayError).
 func (s *syncer) authenticate(ctx context.Context, c *client.Conn, refusal error) error {
 	if s.o.AuthKey == nil {
 		return refusal
@@ -37,7 +37,7 @@ func (s *syncer) authenticate(ctx context.Context, c *client.Conn, refusal error
 		return refusal
 	}
 	if err := client.Authenticate(ctx, c, s.o.AuthKey, s.o.Timeout); err != nil {
-		return err
+		return &relayError{url: c.URL(), err: err}
 	}
 	if s.authed == nil {
 		s.authed = make(map[*client.Conn]bool)
@@ -49,3 +49,20 @@ func (s *syncer) authenticate(ctx context.Context, c *client.Conn, refusal error
 
 // isAuthRequired reports whether err is an "auth-required:" refusal.
 func isAuthRequired(err error) bool { return errors.Is(err, client.ErrAuthRequired) }
+
+// relayError is an error prefixed with the URL of the relay it is about.
+type relayError struct {
+	url string
+	err error
+}
+
+func (e *relayError) Error() string { return e.url + ": " + e.err.Error() }
+func (e *relayError) Unwrap() error { return e.err }
+
+// namesRelay reports whether err says which relay it is about already: a
+// *relayError or a *client.AuthRequiredError.
+func namesRelay(err error) bool {
+	var re *relayError
+	var ae *client.AuthRequiredError
+	return errors.As(err, &re) || errors.As(err, &ae)
+}

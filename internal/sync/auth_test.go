@@ -185,6 +185,26 @@ func TestSyncAuthProtected(t *testing.T) {
 	sameItems(t, "the author's key", r.Store, nostr.Filter{}, want(protected, plain))
 }
 
+// TestSyncAuthRefused: a relay that refuses our AUTH (here: its relay.url
+// names another host, so our AUTH's relay tag does not name it) ends Run
+// with ErrAuthRefused, naming that relay once, in both modes.
+func TestSyncAuthRefused(t *testing.T) {
+	t.Parallel()
+	k := relaytest.NewKey("sync-auth-refused")
+	a := relaytest.Start(t, relaytest.Options{Relay: relay.Config{AuthRequired: true, URL: "wss://elsewhere.example"}})
+	b := relaytest.Start(t, relaytest.Options{})
+	check := func(what string, o Options) {
+		t.Helper()
+		o.AuthKey = &k.SK
+		_, err := Run(context.Background(), o)
+		if !errors.Is(err, client.ErrAuthRefused) || !strings.HasPrefix(err.Error(), a.URL+": ") || strings.Count(err.Error(), a.URL) != 1 {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	check("store", Options{Remote: a.URL, Store: storetest.NewModel()})
+	check("bridge", Options{Remote: b.URL, From: a.URL})
+}
+
 // noNegProxy returns the URL of a WebSocket proxy to the relay at target
 // that answers NEG-OPEN itself as a relay without NIP-77 does (NOTICE)
 // and passes every other message through unchanged.

@@ -196,8 +196,7 @@ func (s *syncer) bridge(ctx context.Context) (onlyFrom, onlyRemote []nostr.ID, e
 				sd.sub, reply, err = s.awaitOpen(ctx, sd.c, sd.sub, sd.first)
 			}
 			if err != nil {
-				var named *client.AuthRequiredError // names the relay already
-				if !errors.As(err, &named) {
+				if !namesRelay(err) {
 					err = fmt.Errorf("%s: %w", sd.c.URL(), err)
 				}
 				return nil, nil, err

@@ -1,8 +1,10 @@
 package main
 
 // What req, count, event and fetch share to talk to relays: dialling,
-// answering NIP-42 AUTH, printing events once across relays, and running
-// one job per relay with each relay's failure reported on its own line.
+// the --auth and --sec flags (sync and stream take them too; the AUTH
+// itself is client.Authenticate), printing events once across relays,
+// and running one job per relay with each relay's failure reported on
+// its own line.
 
 import (
 	"bufio"

@@ -465,6 +465,47 @@ func TestClientAuth(t *testing.T) {
 	c.fails("--auth: no secret key", "", "req", "--auth", ra.URL)
 }
 
+// TestSyncAuthCLI: petrel sync, run as the binary, against a petrel
+// serve that requires NIP-42 authentication (TestClientAuth's relay).
+// Without --auth the error is one line saying so and how to pass a key;
+// with --auth and $NOSTR_SECRET_KEY the relay's events land in the local
+// store.
+func TestSyncAuthCLI(t *testing.T) {
+	c := newCLI(t)
+	alice := relaytest.NewKey("cli-sync-auth-alice")
+	ra := startServe(t, c, "", "PETREL_RELAY_AUTH_REQUIRED=true")
+	var published []string
+	for i := range 3 {
+		out := c.must("", "event", "--auth", "--sec", alice.SK.Hex(), "-c", fmt.Sprintf("mirrored %d", i), ra.URL)
+		published = append(published, strings.TrimSpace(out))
+	}
+	data := filepath.Join(t.TempDir(), "mirror")
+	errOut := c.fails("requires NIP-42 authentication", "", "sync", ra.URL, "--data", data, "-q")
+	var errLines []string
+	for _, l := range lines(errOut) {
+		if strings.HasPrefix(l, "petrel: ") {
+			errLines = append(errLines, l)
+		}
+	}
+	if len(errLines) != 1 || !strings.Contains(errLines[0], "requires NIP-42 authentication") || !strings.Contains(errLines[0], "pass --auth and --sec") {
+		t.Fatalf("sync without --auth: %q", errOut)
+	}
+	if got := lines(c.must("", "req", "--store", data)); len(got) != 0 {
+		t.Fatalf("sync without --auth saved %q", got)
+	}
+	withKey := *c
+	withKey.env = append(slices.Clip(c.env), secretEnv+"="+alice.SK.Hex())
+	if out := withKey.must("", "sync", ra.URL, "--data", data, "-q", "--auth"); !strings.Contains(out, "downloaded 3/3") {
+		t.Fatalf("sync --auth: %q", out)
+	}
+	got := lines(c.must("", "req", "--store", data))
+	slices.Sort(got)
+	slices.Sort(published)
+	if !slices.Equal(got, published) {
+		t.Fatalf("the mirror holds %q, want %q", got, published)
+	}
+}
+
 // TestClientAdmin: petrel admin calls NIP-86, signed with NIP-98.
 func TestClientAdmin(t *testing.T) {
 	c := newCLI(t)

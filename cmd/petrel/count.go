@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/petrel-relay/petrel/internal/client"
 	"github.com/petrel-relay/petrel/internal/nostr"
 )
 
@@ -92,10 +93,10 @@ func countRelay(ctx context.Context, url string, f nostr.Filter, conn *connFlags
 		cctx, cancel := context.WithTimeout(ctx, conn.timeout)
 		m, err := c.Count(cctx, subID, f)
 		cancel()
-		if err == nil || !authRequired(err) || sk == nil || authed {
+		if err == nil || !errors.Is(err, client.ErrAuthRequired) || sk == nil || authed {
 			return m, err
 		}
-		if err := authenticate(ctx, c, sk, conn.timeout); err != nil {
+		if err := client.Authenticate(ctx, c, sk, conn.timeout); err != nil {
 			return nil, err
 		}
 	}

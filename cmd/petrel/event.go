@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/petrel-relay/petrel/internal/client"
 	"github.com/petrel-relay/petrel/internal/nip13"
 	"github.com/petrel-relay/petrel/internal/nip19"
 	"github.com/petrel-relay/petrel/internal/nostr"
@@ -291,8 +292,8 @@ func publish(ctx context.Context, url string, events []*nostr.Event, conn *connF
 				}
 				return nil, err
 			}
-			if !m.OK && sk != nil && !authed && strings.HasPrefix(m.Message, "auth-required:") {
-				if err := authenticate(ctx, c, sk, conn.timeout); err != nil {
+			if !m.OK && sk != nil && !authed && client.Prefix(m.Message) == "auth-required" {
+				if err := client.Authenticate(ctx, c, sk, conn.timeout); err != nil {
 					return nil, err
 				}
 				authed = true

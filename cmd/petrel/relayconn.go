@@ -1,8 +1,10 @@
 package main
 
 // What req, count, event and fetch share to talk to relays: dialling,
-// answering NIP-42 AUTH, printing events once across relays, and running
-// one job per relay with each relay's failure reported on its own line.
+// the --auth and --sec flags (sync and stream take them too; the AUTH
+// itself is client.Authenticate), printing events once across relays,
+// and running one job per relay with each relay's failure reported on
+// its own line.
 
 import (
 	"bufio"
@@ -24,19 +26,31 @@ const subID = "petrel"
 
 // connFlags are the flags of the commands that talk to relays.
 type connFlags struct {
-	sec     secretFlag
-	auth    bool
+	authFlags
 	timeout time.Duration
 }
 
 func (f *connFlags) register(cmd *cobra.Command) {
-	f.sec.register(cmd)
-	cmd.Flags().BoolVar(&f.auth, "auth", false, "answer the relay's NIP-42 AUTH challenge with the --sec key when it asks")
+	f.authFlags.register(cmd)
 	cmd.Flags().DurationVar(&f.timeout, "timeout", 10*time.Second, "how long to wait for a relay to connect, and for each answer")
 }
 
+// authFlags are --sec and --auth: with --auth, a relay that refuses
+// something with "auth-required:" gets a NIP-42 AUTH signed with the
+// --sec key, and the refused request again. The client commands, sync
+// and stream share them.
+type authFlags struct {
+	sec  secretFlag
+	auth bool
+}
+
+func (f *authFlags) register(cmd *cobra.Command) {
+	f.sec.register(cmd)
+	cmd.Flags().BoolVar(&f.auth, "auth", false, "answer a relay's NIP-42 AUTH challenge with the --sec key when it asks")
+}
+
 // authKey returns the key to authenticate with, or nil without --auth.
-func (f *connFlags) authKey() (*nostr.SecretKey, error) {
+func (f *authFlags) authKey() (*nostr.SecretKey, error) {
 	if !f.auth {
 		return nil, nil
 	}
@@ -47,39 +61,20 @@ func (f *connFlags) authKey() (*nostr.SecretKey, error) {
 	return &sk, nil
 }
 
+// authHint adds to the error of a relay that required authentication
+// while the command had no key (sk nil) how to give it one.
+func authHint(err error, sk *nostr.SecretKey) error {
+	if sk == nil && errors.Is(err, client.ErrAuthRequired) {
+		return fmt.Errorf("%w; pass --auth and --sec (hex or nsec, or set %s) to authenticate", err, secretEnv)
+	}
+	return err
+}
+
 // dial connects to url within the timeout.
 func (f *connFlags) dial(ctx context.Context, url string) (*client.Conn, error) {
 	dctx, cancel := context.WithTimeout(ctx, f.timeout)
 	defer cancel()
 	return client.Dial(dctx, url, client.Options{HandshakeTimeout: f.timeout})
-}
-
-// errAuthRefused is wrapped when the relay answers our AUTH with OK false.
-var errAuthRefused = errors.New("the relay refused our AUTH")
-
-// authenticate answers the relay's last NIP-42 challenge with sk.
-func authenticate(ctx context.Context, c *client.Conn, sk *nostr.SecretKey, timeout time.Duration) error {
-	ev, err := c.AuthEvent()
-	if err != nil {
-		return err
-	}
-	nostr.SignEvent(ev, *sk)
-	actx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	ok, err := c.Auth(actx, ev)
-	if err != nil {
-		return fmt.Errorf("AUTH: %w", err)
-	}
-	if !ok.OK {
-		return fmt.Errorf("%w: %s", errAuthRefused, ok.Message)
-	}
-	return nil
-}
-
-// authRequired reports whether err is a CLOSED "auth-required:".
-func authRequired(err error) bool {
-	var ce *client.ClosedError
-	return errors.As(err, &ce) && ce.Prefix() == "auth-required"
 }
 
 // eventSink writes events to the output once each, whatever relay (or

@@ -168,10 +168,10 @@ func (q *reqQuery) run(ctx context.Context, filter nostr.Filter) (n int, oldest 
 	oldest = nostr.MaxTimestamp
 	for {
 		n, oldest, err = q.once(ctx, filter, n, oldest)
-		if !authRequired(err) || q.sk == nil || q.auth {
+		if !errors.Is(err, client.ErrAuthRequired) || q.sk == nil || q.auth {
 			return n, oldest, err
 		}
-		if err := authenticate(ctx, q.c, q.sk, q.f.conn.timeout); err != nil {
+		if err := client.Authenticate(ctx, q.c, q.sk, q.f.conn.timeout); err != nil {
 			return n, oldest, err
 		}
 		q.auth = true

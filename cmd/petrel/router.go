@@ -33,7 +33,9 @@ the petrel config given with --config). deploy/router.example.toml
 documents every key.
 
 Each stream reconnects for ever, catches up with NIP-77 after each
-connection and suppresses echoes, as petrel stream does. SIGHUP reloads
+connection and suppresses echoes, as petrel stream does. The router
+does not answer NIP-42 AUTH: a stream whose relay requires it stops,
+with an error in the log (run petrel stream --auth for that relay). SIGHUP reloads
 the file: streams whose settings did not change keep running, the others
 are stopped or started; a file with an error is logged and the running
 streams are kept. It runs until SIGINT or SIGTERM and then prints every

@@ -21,6 +21,7 @@ func init() { extraCommands = append(extraCommands, streamCmd) }
 // streamFlags are the flags of `petrel stream`.
 type streamFlags struct {
 	common   commonFlags
+	auth     authFlags
 	dir      string
 	local    string
 	filter   string
@@ -55,6 +56,13 @@ nothing published while it was away is lost. An event is never sent back
 to the relay it came from: each connection remembers the last --remember
 ids it exchanged.
 
+--auth answers a relay's NIP-42 challenge with the --sec key (or
+$NOSTR_SECRET_KEY) when it refuses the live subscription, the catch-up
+or a forwarded event with "auth-required:", then asks again, on every
+connection (after each reconnection too); the same key serves both
+relays. Without --auth, such a relay stops the stream with a message
+saying so (reconnecting would not help).
+
 It runs until SIGINT or SIGTERM, logging to stderr; at the end it prints
 its counters (--json: as one JSON object).`,
 		Args: cobra.ExactArgs(1),
@@ -63,6 +71,7 @@ its counters (--json: as one JSON object).`,
 		},
 	}
 	f.common.register(cmd)
+	f.auth.register(cmd)
 	_ = cmd.Flags().MarkHidden("data") // no store is opened
 	fs := cmd.Flags()
 	fs.StringVar(&f.dir, "dir", "", "down (from <relay-url> to the local relay), up (the reverse) or both; required")
@@ -101,6 +110,10 @@ func runStream(ctx context.Context, f *streamFlags, remote string, stdout io.Wri
 	if err != nil {
 		return fmt.Errorf("--filter: %w", err)
 	}
+	sk, err := f.auth.authKey()
+	if err != nil {
+		return err
+	}
 	cfg, log, err := toolSetup(&f.common)
 	if err != nil {
 		return err
@@ -116,7 +129,7 @@ func runStream(ctx context.Context, f *streamFlags, remote string, stdout io.Wri
 		catchUp = -1 // the library's "none"
 	}
 	s, err := stream.New(stream.Options{Local: relayURL(local), Remote: relayURL(remote), Direction: dir,
-		Filter: flt, CatchUp: catchUp, Remember: f.remember, Window: f.window, Logger: log})
+		Filter: flt, CatchUp: catchUp, Remember: f.remember, Window: f.window, AuthKey: sk, Logger: log})
 	if err != nil {
 		return err
 	}
@@ -124,7 +137,7 @@ func runStream(ctx context.Context, f *streamFlags, remote string, stdout io.Wri
 	defer stop()
 	log.Info("streaming", "local", relayURL(local), "remote", relayURL(remote), "dir", dir.String())
 	if err := s.Run(ctx); err != nil {
-		return err
+		return authHint(err, sk)
 	}
 	return printStreamStats(stdout, f.jsonOut, []stream.Stats{s.Stats()}, false)
 }

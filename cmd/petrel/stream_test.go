@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/petrel-relay/petrel/internal/config"
+	"github.com/petrel-relay/petrel/internal/nip19"
+	"github.com/petrel-relay/petrel/internal/nostr"
 	"github.com/petrel-relay/petrel/internal/relaytest"
 )
 
@@ -91,4 +93,56 @@ func TestStreamCommandFlags(t *testing.T) {
 	g("0.0.0.0:7447", "ws://127.0.0.1:7447")
 	g(":8080", "ws://127.0.0.1:8080")
 	g("[::]:7447", "ws://[::1]:7447")
+}
+
+// TestStreamCommandAuth: petrel stream between two relays that require
+// NIP-42 authentication. Without --auth it stops by itself with one line
+// saying so, having mirrored nothing; with --auth --sec the catch-up and
+// the live feed both come through.
+func TestStreamCommandAuth(t *testing.T) {
+	k := relaytest.NewKey("stream-cmd-auth")
+	local := relaytest.Start(t, authRelayConfig)
+	remote := relaytest.Start(t, authRelayConfig)
+	now := time.Now().Unix()
+	var old, live []*nostr.Event
+	for i := range 6 {
+		old = append(old, k.Event(1, fmt.Sprintf("before %d", i), nil, now))
+		live = append(live, k.Event(1, fmt.Sprintf("live %d", i), nil, now))
+	}
+	saveAll(t, remote.Store, old) // for the catch-up
+
+	args := []string{remote.URL, "--dir", "down", "--local", local.URL, "--log-level", "error"}
+	cmd := streamCmd()
+	var out, errb bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(&errb)
+	cmd.SetArgs(args)
+	wantAuthHint(t, cmd.Execute())
+	if n := countItems(t, local.Store, `{}`); n != 0 {
+		t.Fatalf("without --auth: %d events mirrored", n)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cmd = streamCmd()
+	out.Reset()
+	cmd.SetOut(&out)
+	cmd.SetErr(&errb)
+	cmd.SetArgs(append(args, "--auth", "--sec", nip19.EncodeSecretKey(k.SK)))
+	done := make(chan error, 1)
+	go func() { done <- cmd.ExecuteContext(ctx) }()
+	watch := relaytest.DialAuthed(t, local.URL, k)
+	relaytest.AwaitEvents(t, watch, old)
+	relaytest.PublishAuthed(t, remote.URL, k, live)
+	relaytest.AwaitEvents(t, watch, live)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if n := countItems(t, local.Store, `{}`); n != len(old)+len(live) {
+		t.Fatalf("with --auth: %d events mirrored, want %d", n, len(old)+len(live))
+	}
+	if !strings.Contains(out.String(), remote.URL+" (down): 1 sessions, 0 failures") {
+		t.Fatalf("output %q", out.String())
+	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/petrel-relay/petrel/internal/client"
 	"github.com/petrel-relay/petrel/internal/config"
 	"github.com/petrel-relay/petrel/internal/store"
 	psync "github.com/petrel-relay/petrel/internal/sync"
@@ -30,6 +31,7 @@ func openSyncStore(cfg config.Config, log *slog.Logger) (store.Store, error) {
 // syncFlags are the flags of `petrel sync`.
 type syncFlags struct {
 	common         commonFlags
+	auth           authFlags
 	filter         string
 	dir            string
 	from           string
@@ -63,6 +65,12 @@ bytes follow the difference), then moves the difference between them:
 --dir down copies what <relay-url> has to the --from relay, up the
 reverse. Both relays must speak NIP-77.
 
+--auth answers a relay's NIP-42 challenge with the --sec key (or
+$NOSTR_SECRET_KEY) when it refuses the negentropy session, a request or
+an uploaded event with "auth-required:", then asks again; with --from
+the same key serves both relays. Without --auth, such a relay stops sync
+with a message saying so.
+
 With a relay that does not speak NIP-77, sync stops with a clear message,
 or with --fallback-paging pages through the relay's events with REQ
 (newest first, bounded by --since/--until) and downloads those the local
@@ -83,6 +91,7 @@ by every node's stored queries, but not pushed to live subscriptions.`,
 		},
 	}
 	f.common.register(cmd)
+	f.auth.register(cmd)
 	fs := cmd.Flags()
 	fs.StringVar(&f.filter, "filter", "{}", "NIP-01 filter (JSON) selecting the events to sync; its limit is ignored")
 	fs.StringVar(&f.dir, "dir", "down", "down (fetch what is missing here), up (send what is missing there) or both")
@@ -143,6 +152,9 @@ func runSync(ctx context.Context, f *syncFlags, remote string, stdout, stderr io
 	if err != nil {
 		return err
 	}
+	if o.AuthKey, err = f.auth.authKey(); err != nil {
+		return err
+	}
 	cfg, err := f.common.load()
 	if err != nil {
 		return err
@@ -153,12 +165,9 @@ func runSync(ctx context.Context, f *syncFlags, remote string, stdout, stderr io
 	}
 	o.Logger = log
 	if o.From == "" {
-		st, err := syncOpenStore(cfg, log)
-		if err != nil {
+		if o.Store, err = syncOpenStore(cfg, log); err != nil {
 			return err
 		}
-		defer st.Close()
-		o.Store = st
 	}
 	if !f.quiet {
 		if p := newBenchProgress(stderr); p != nil {
@@ -169,6 +178,18 @@ func runSync(ctx context.Context, f *syncFlags, remote string, stdout, stderr io
 	defer stop()
 
 	res, err := psync.Run(ctx, o)
+	if st := o.Store; st != nil {
+		cerr := st.Close()
+		if cerr != nil {
+			cerr = fmt.Errorf("close store: %w", cerr)
+		} else if ctx.Err() == nil {
+			// Downloads are a bulk write like import's.
+			cerr = dropRecycledLogs(st, cfg, log)
+		}
+		if err == nil {
+			err = cerr
+		}
+	}
 	// A failed sync says so before its figures: the summary line alone
 	// would read as a success. The JSON result carries "complete" and
 	// the error for scripts.
@@ -196,6 +217,8 @@ func runSync(ctx context.Context, f *syncFlags, remote string, stdout, stderr io
 		return nil
 	case errors.Is(err, context.Canceled):
 		return errors.New("interrupted: what was transferred is kept; run the same command again to carry on")
+	case errors.Is(err, client.ErrAuthRequired):
+		return authHint(err, o.AuthKey)
 	case errors.Is(err, psync.ErrUnsupported), errors.Is(err, psync.ErrRefused):
 		if !o.FallbackPaging {
 			return fmt.Errorf("%w\n(use --fallback-paging to download by paging through the relay with REQ instead)", err)

@@ -7,11 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/petrel-relay/petrel/internal/client"
 	"github.com/petrel-relay/petrel/internal/config"
+	"github.com/petrel-relay/petrel/internal/nip19"
 	"github.com/petrel-relay/petrel/internal/nostr"
 	"github.com/petrel-relay/petrel/internal/relay"
 	"github.com/petrel-relay/petrel/internal/relaytest"
@@ -215,5 +218,112 @@ func TestSyncCommandFrom(t *testing.T) {
 		if st := r.Relay.NegStats(); st.Opened != 1 {
 			t.Fatalf("%s: %+v", r.URL, st)
 		}
+	}
+}
+
+// authRelayConfig makes a test relay require NIP-42 authentication for
+// every request and event.
+var authRelayConfig = relaytest.Options{Relay: relay.Config{AuthRequired: true}}
+
+// wantAuthHint fails unless err says, on one line, that the relay
+// requires authentication and how to give sync a key.
+func wantAuthHint(t *testing.T, err error) {
+	t.Helper()
+	if err == nil || !errors.Is(err, client.ErrAuthRequired) || strings.Contains(err.Error(), "\n") ||
+		!strings.Contains(err.Error(), "requires NIP-42 authentication") || !strings.Contains(err.Error(), "pass --auth and --sec") {
+		t.Fatalf("error %v, want one line saying the relay requires auth and to pass --auth --sec", err)
+	}
+}
+
+// TestSyncCommandAuth: sync down, up and --from against relays that
+// require NIP-42 authentication. Without --auth each fails with one line
+// saying so and moves nothing; with --auth (the key from --sec, hex or
+// nsec, or $NOSTR_SECRET_KEY) everything moves.
+func TestSyncCommandAuth(t *testing.T) {
+	k := relaytest.NewKey("cli-sync-auth")
+	evs := syncEvents("cli-sync-auth", 30, 1)
+
+	// down
+	r := relaytest.Start(t, authRelayConfig)
+	saveAll(t, r.Store, evs)
+	st := storetest.NewModel()
+	_, err := runSyncCmd(t, st, r.URL, "--quiet")
+	wantAuthHint(t, err)
+	if n := countItems(t, st, `{}`); n != 0 {
+		t.Fatalf("down without --auth: %d events saved", n)
+	}
+	_, err = runSyncCmd(t, st, r.URL, "--quiet", "--auth")
+	if err == nil || !strings.Contains(err.Error(), "--auth: no secret key") {
+		t.Fatalf("--auth without a key: %v", err)
+	}
+	out, err := runSyncCmd(t, st, r.URL, "--quiet", "--auth", "--sec", nip19.EncodeSecretKey(k.SK))
+	if err != nil || !strings.Contains(out, "downloaded 30/30") {
+		t.Fatalf("down --auth: %v %q", err, out)
+	}
+	if n := countItems(t, st, `{}`); n != len(evs) {
+		t.Fatalf("down --auth: %d events saved, want %d", n, len(evs))
+	}
+
+	// up, the key from the environment
+	r = relaytest.Start(t, authRelayConfig)
+	st = storetest.NewModel()
+	saveAll(t, st, evs)
+	_, err = runSyncCmd(t, st, r.URL, "--quiet", "--dir", "up")
+	wantAuthHint(t, err)
+	if n := countItems(t, r.Store, `{}`); n != 0 {
+		t.Fatalf("up without --auth: the relay holds %d events", n)
+	}
+	t.Setenv(secretEnv, k.SK.Hex())
+	out, err = runSyncCmd(t, st, r.URL, "--quiet", "--dir", "up", "--auth")
+	if err != nil || !strings.Contains(out, "uploaded 30/30") {
+		t.Fatalf("up --auth: %v %q", err, out)
+	}
+	if n := countItems(t, r.Store, `{}`); n != len(evs) {
+		t.Fatalf("up --auth: the relay holds %d events, want %d", n, len(evs))
+	}
+
+	// --from: both relays require it; one key serves both.
+	a, b := relaytest.Start(t, authRelayConfig), relaytest.Start(t, authRelayConfig)
+	saveAll(t, a.Store, evs)
+	_, err = runSyncCmd(t, nil, a.URL, "--from", b.URL, "--quiet")
+	wantAuthHint(t, err)
+	if n := countItems(t, b.Store, `{}`); n != 0 {
+		t.Fatalf("--from without --auth: B holds %d events", n)
+	}
+	out, err = runSyncCmd(t, nil, a.URL, "--from", b.URL, "--quiet", "--auth", "--sec", k.SK.Hex())
+	if err != nil || !strings.Contains(out, "downloaded 30/30") {
+		t.Fatalf("--from --auth: %v %q", err, out)
+	}
+	if n := countItems(t, b.Store, `{}`); n != len(evs) {
+		t.Fatalf("--from --auth: B holds %d events, want %d", n, len(evs))
+	}
+	for _, r := range []*relaytest.Relay{a, b} {
+		if n := r.Stats().AuthAccepted; n != 1 {
+			t.Fatalf("%s: %d AUTHs accepted, want 1", r.URL, n)
+		}
+	}
+}
+
+// TestSyncDropsRecycledLogs: a sync that downloads into the pebble store
+// leaves no write-ahead logs pebble kept for reuse, as import does.
+func TestSyncDropsRecycledLogs(t *testing.T) {
+	const memtable = 256 << 10
+	t.Setenv("PETREL_STORE_MEMTABLE_BYTES", fmt.Sprint(memtable))
+	k := relaytest.NewKey("sync-logs")
+	const events = 3000 // about 3 MB: a dozen memtables
+	evs := make([]*nostr.Event, events)
+	for i := range evs {
+		evs[i] = k.Event(1, fmt.Sprintf("note %d %s", i, strings.Repeat("x", 900)), nil, 1_700_000_000+int64(i))
+	}
+	r := relaytest.Start(t, relaytest.Options{})
+	saveAll(t, r.Store, evs)
+	data := filepath.Join(t.TempDir(), "data")
+	out, _, err := runTool(t, syncCmd, "", r.URL, "--data", data, "--quiet")
+	if err != nil || !strings.Contains(out, fmt.Sprintf("downloaded %d/%d", events, events)) {
+		t.Fatalf("sync: %v %q", err, out)
+	}
+	checkNoRecycledLogs(t, data, memtable)
+	if n := len(storedRaws(t, data)); n != events {
+		t.Fatalf("store holds %d events, want %d", n, events)
 	}
 }

@@ -254,6 +254,41 @@ func TestAuth(t *testing.T) {
 	}
 }
 
+// TestAuthenticate: Authenticate answers the challenge a relay sent with
+// its "auth-required:" refusal (which matches ErrAuthRequired), after
+// which the request passes; a relay's OK false to the AUTH is
+// ErrAuthRefused, and a connection never challenged has nothing to
+// answer.
+func TestAuthenticate(t *testing.T) {
+	t.Parallel()
+	r := relaytest.Start(t, relaytest.Options{Relay: relay.Config{AuthRequired: true, MaxAuthPubKeys: 1}})
+	alice, bob := relaytest.NewKey("client-authenticate-a"), relaytest.NewKey("client-authenticate-b")
+	c := dial(t, r.URL, client.Options{})
+	_, err := c.Count(ctx(t), "n", nostr.Filter{})
+	if !errors.Is(err, client.ErrAuthRequired) || !errors.Is(err, client.ErrRefused) {
+		t.Fatalf("COUNT before AUTH: %v", err)
+	}
+	if err := client.Authenticate(ctx(t), c, &alice.SK, relaytest.DefaultTimeout); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := c.Count(ctx(t), "n", nostr.Filter{}); err != nil || m.Count != 0 {
+		t.Fatalf("COUNT after AUTH: %+v %v", m, err)
+	}
+	// One pubkey per connection here: a second one is refused.
+	if err := client.Authenticate(ctx(t), c, &bob.SK, relaytest.DefaultTimeout); !errors.Is(err, client.ErrAuthRefused) {
+		t.Fatalf("AUTH beyond max_auth_pubkeys: %v", err)
+	}
+	// A CLOSED for another reason is not an auth refusal.
+	closed := &client.ClosedError{SubID: "x", Message: "blocked: no"}
+	if errors.Is(closed, client.ErrAuthRequired) || !errors.Is(closed, client.ErrRefused) {
+		t.Fatalf("%v matches the wrong errors", closed)
+	}
+	plain := relaytest.Start(t, relaytest.Options{})
+	if err := client.Authenticate(ctx(t), dial(t, plain.URL, client.Options{}), &alice.SK, relaytest.DefaultTimeout); !errors.Is(err, client.ErrNoChallenge) {
+		t.Fatalf("Authenticate without a challenge: %v", err)
+	}
+}
+
 // TestNegentropy: a negentropy session against the relay, over several
 // rounds (small frames), finds exactly the relay's events missing from an
 // empty set; a session over more events than the relay allows gets

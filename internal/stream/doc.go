@@ -28,6 +28,12 @@
 // reset after a session that lived a minute) and starts a new one, for
 // ever, until its context ends.
 //
+// A relay that refuses the live subscription, a catch-up's request or a
+// forwarded event with "auth-required:" (NIP-42) gets an AUTH signed
+// with Options.AuthKey on that connection, and the request or event
+// again; each session's connections authenticate anew. Without a key
+// Run stops with that refusal instead of reconnecting for ever.
+//
 // No echoes: each session remembers the last Options.Remember ids it
 // received or moved (a bounded FIFO set). An event that comes back from
 // the relay it was just sent to is not sent again, and the catch-up

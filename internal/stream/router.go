@@ -153,8 +153,10 @@ func cmpOr(a, b int) int {
 
 // Router runs many Streams in one process and can swap its set of
 // streams while running (Apply): streams whose options did not change
-// keep running, their connections and counters untouched. Its methods
-// are safe for concurrent use.
+// keep running, their connections and counters untouched. Its streams
+// have no AuthKey: one whose relay requires NIP-42 authentication stops
+// (Stream.Run logs why) while the others go on. Its methods are safe for
+// concurrent use.
 type Router struct {
 	log *slog.Logger
 	ctx context.Context

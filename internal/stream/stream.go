@@ -60,6 +60,14 @@ type Options struct {
 	// Window is the number of forwarded events awaiting their OK, per
 	// direction. Default 64.
 	Window int
+	// AuthKey, if set, answers a relay's NIP-42 challenge when it refuses
+	// the live subscription, a catch-up's request or a forwarded event
+	// with "auth-required:", on that connection (so again after every
+	// reconnection); the request or event is then sent once more. The
+	// same key serves both relays. Without it such a refusal ends Run
+	// with an error matching client.ErrAuthRequired: reconnecting would
+	// not help.
+	AuthKey *nostr.SecretKey
 	// Logger receives the stream's log lines. Default: a logger that
 	// discards.
 	Logger *slog.Logger
@@ -189,7 +197,9 @@ func (st *Stats) dir(d Direction) *DirStats {
 const healthy = time.Minute
 
 // Run mirrors until ctx ends, reconnecting after every failure, and then
-// returns nil.
+// returns nil. The one failure it does not retry is a relay requiring
+// NIP-42 authentication when Options.AuthKey is nil: Run returns that
+// error (matching client.ErrAuthRequired).
 func (s *Stream) Run(ctx context.Context) error {
 	o := &s.o
 	log := o.Logger.With("stream", s.label())
@@ -206,8 +216,12 @@ func (s *Stream) Run(ctx context.Context) error {
 		if time.Since(start) >= healthy {
 			backoff = o.MinBackoff
 		}
-		wait := backoff/2 + rand.N(backoff/2+1)
 		s.update(func(st *Stats) { st.Failures++; st.LastError = err.Error() })
+		if o.AuthKey == nil && errors.Is(err, client.ErrAuthRequired) {
+			log.Error("stream stopped: a relay requires NIP-42 authentication, and the stream has no key", "err", err)
+			return err
+		}
+		wait := backoff/2 + rand.N(backoff/2+1)
 		log.Warn("stream interrupted; reconnecting", "err", err, "in", wait.Round(time.Millisecond))
 		select {
 		case <-time.After(wait):
@@ -231,6 +245,7 @@ func (s *Stream) label() string {
 type pipe struct {
 	dir      Direction
 	src, dst *client.Conn
+	filter   nostr.Filter // of the live subscription
 	sub      *client.Sub
 	ready    chan struct{} // closed at the subscription's EOSE
 }
@@ -276,7 +291,7 @@ func (s *Stream) session(ctx context.Context, covered time.Time, log *slog.Logge
 		if dir == psync.Up {
 			srcURL, dstURL = o.Local, o.Remote
 		}
-		p := &pipe{dir: dir, ready: make(chan struct{})}
+		p := &pipe{dir: dir, filter: live, ready: make(chan struct{})}
 		var err error
 		if p.src, err = dial(srcURL); err != nil {
 			return covered, err
@@ -284,7 +299,7 @@ func (s *Stream) session(ctx context.Context, covered time.Time, log *slog.Logge
 		if p.dst, err = dial(dstURL); err != nil {
 			return covered, err
 		}
-		if p.sub, err = p.src.Req("petrel-stream-"+dir.String(), live); err != nil {
+		if p.sub, err = p.src.Req("petrel-stream-"+dir.String(), p.filter); err != nil {
 			return covered, err
 		}
 		pipes = append(pipes, p)
@@ -345,9 +360,10 @@ func (s *Stream) session(ctx context.Context, covered time.Time, log *slog.Logge
 // in batches, until a connection fails (its error) or ctx ends (nil).
 func (s *Stream) forward(ctx context.Context, p *pipe, rec *recent) error {
 	o := &s.o
-	up := psync.NewUploader(p.dst, psync.Options{Window: o.Window, Timeout: o.Timeout, Logger: o.Logger})
+	up := psync.NewUploader(p.dst, psync.Options{Window: o.Window, Timeout: o.Timeout, AuthKey: o.AuthKey, Logger: o.Logger})
 	msgs := p.sub.Messages()
 	eose := false
+	authed := false // p.src answered AUTH
 	var batch []*nostr.Event
 	// take handles one message; it returns an error that ends the pipe.
 	take := func(m *nostr.RelayMessage, ok bool) error {
@@ -361,7 +377,25 @@ func (s *Stream) forward(ctx context.Context, p *pipe, rec *recent) error {
 				close(p.ready)
 			}
 		case nostr.LabelClosed:
-			return fmt.Errorf("%s closed the live subscription: %s", p.src.URL(), m.Message)
+			if client.Prefix(m.Message) != "auth-required" {
+				return fmt.Errorf("%s closed the live subscription: %s", p.src.URL(), m.Message)
+			}
+			refusal := &client.AuthRequiredError{URL: p.src.URL(), Request: "REQ", Message: m.Message, Authenticated: authed}
+			if eose || authed || o.AuthKey == nil {
+				// After EOSE, events may have been missed: a new
+				// session catches them up.
+				return refusal
+			}
+			p.sub.Unsubscribe()
+			if err := client.Authenticate(ctx, p.src, o.AuthKey, o.Timeout); err != nil {
+				return fmt.Errorf("%s: %w", p.src.URL(), err)
+			}
+			authed = true
+			sub, err := p.src.Req(p.sub.ID(), p.filter)
+			if err != nil {
+				return err
+			}
+			p.sub, msgs = sub, sub.Messages()
 		case nostr.LabelEvent:
 			ev := m.Event
 			if !o.Filter.Matches(ev) {
@@ -464,7 +498,7 @@ func (s *Stream) catchUp(ctx context.Context, since int64, rec *recent, log *slo
 		wf.Since, wf.HasSince = w.since, true
 		wf.Until, wf.HasUntil = w.until, w.until >= 0
 		res, err := psync.Run(ctx, psync.Options{Remote: o.Remote, From: o.Local, Filter: wf,
-			Direction: o.Direction, Window: o.Window, Timeout: o.Timeout, Claim: claim, Logger: o.Logger})
+			Direction: o.Direction, Window: o.Window, Timeout: o.Timeout, AuthKey: o.AuthKey, Claim: claim, Logger: o.Logger})
 		s.update(func(st *Stats) {
 			st.Down.CaughtUp += int64(res.Down.Moved)
 			st.Up.CaughtUp += int64(res.Up.Moved)
@@ -480,8 +514,9 @@ func (s *Stream) catchUp(ctx context.Context, since int64, rec *recent, log *slo
 				top = max(time.Now().Unix(), w.since)
 			}
 			// Only a "blocked:" refusal (too many events, relay busy) may
-			// pass in a narrower window; auth-required:, restricted: and
-			// the like would be refused for every one.
+			// pass in a narrower window; restricted: and the like would
+			// be refused for every one. (auth-required: is not
+			// ErrRefused: Run has answered it with AUTH, or failed.)
 			sized := strings.Contains(err.Error(), `NEG-ERR "blocked:`)
 			if !sized || top-w.since < minWindow || splits >= maxSplits {
 				log.Error("catch-up refused: events of this window published while disconnected may be missing; run petrel sync --from for it",

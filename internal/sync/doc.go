@@ -30,6 +30,13 @@
 // until= (re-requesting the boundary second, so ties are not skipped),
 // and saves those the local store lacks. Paging only downloads.
 //
+// A relay that refuses a NEG-OPEN, a REQ or an uploaded event with
+// "auth-required:" (NIP-42) gets an AUTH signed with Options.AuthKey, on
+// that connection, and the request or event once more; without a key
+// Run fails with an error matching client.ErrAuthRequired (a NIP-70
+// protected event's refusal is only counted). A NEG-OPEN refused for
+// authentication is not taken for a relay without NIP-77.
+//
 // Run is resumable: whatever it saved or uploaded before it was
 // interrupted is no longer a difference the next time, so a second run
 // picks up where the first stopped.

@@ -123,6 +123,15 @@ type Options struct {
 	// needs Store and Direction Down.
 	FallbackPaging bool
 
+	// AuthKey, if set, answers a relay's NIP-42 challenge when it refuses
+	// a request (NEG-OPEN, REQ) or an uploaded event with
+	// "auth-required:"; the request or event is then sent once more. The
+	// same key serves both relays (Remote and From). Without it such a
+	// refusal ends Run with an error matching client.ErrAuthRequired,
+	// except that of an upload of a NIP-70 protected event, which is
+	// counted as refused.
+	AuthKey *nostr.SecretKey
+
 	// Verifier checks downloaded signatures. Default
 	// nostr.DefaultVerifier().
 	Verifier nostr.Verifier

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	gosync "sync"
 	"time"
 
 	"github.com/petrel-relay/petrel/internal/client"
@@ -23,6 +24,9 @@ type syncer struct {
 	subSeq int
 	// backoff replaces minBackoff (and scales maxBackoff) in tests.
 	backoff time.Duration
+
+	authMu gosync.Mutex
+	authed map[*client.Conn]bool // the connections that answered AUTH
 }
 
 // Run syncs as o says and returns what it did. The Result is filled in as
@@ -145,9 +149,9 @@ func (s *syncer) runBridge(ctx context.Context) error {
 func (s *syncer) bridge(ctx context.Context) (onlyFrom, onlyRemote []nostr.ID, err error) {
 	type side struct {
 		c      *client.Conn
-		id     string
 		sub    *client.Sub
-		opened bool // its answer to NEG-OPEN has come
+		first  []byte // the NEG-OPEN message, until its answer has come
+		opened bool   // its answer to NEG-OPEN has come
 	}
 	sides := [2]*side{{c: s.from}, {c: s.remote}}
 	br, err := negentropy.NewBridge(min(s.frameLimit(&s.finfo), s.frameLimit(&s.rinfo)))
@@ -169,12 +173,11 @@ func (s *syncer) bridge(ctx context.Context) (onlyFrom, onlyRemote []nostr.ID, e
 				continue
 			}
 			if sd.sub == nil {
-				sd.id = s.nextSubID("neg")
-				drainInbox(sd.c) // a NOTICE from before is no answer to this NEG-OPEN
-				if sd.sub, err = sd.c.NegOpen(sd.id, &s.o.Filter, msg); err != nil {
+				sd.first = msg
+				if sd.sub, err = s.negOpen(sd.c, msg); err != nil {
 					return nil, nil, err
 				}
-			} else if err := sd.c.NegMsg(sd.id, msg); err != nil {
+			} else if err := sd.c.NegMsg(sd.sub.ID(), msg); err != nil {
 				return nil, nil, err
 			}
 			waiting = append(waiting, negentropy.Side(i))
@@ -186,11 +189,19 @@ func (s *syncer) bridge(ctx context.Context) (onlyFrom, onlyRemote []nostr.ID, e
 		// once the first is in.
 		for _, i := range waiting {
 			sd := sides[i]
-			reply, err := s.awaitNeg(ctx, sd.c, sd.sub, !sd.opened)
-			if err != nil {
-				return nil, nil, fmt.Errorf("%s: %w", sd.c.URL(), err)
+			var reply []byte
+			if sd.opened {
+				reply, err = s.awaitNeg(ctx, sd.c, sd.sub, false)
+			} else {
+				sd.sub, reply, err = s.awaitOpen(ctx, sd.c, sd.sub, sd.first)
 			}
-			sd.opened = true
+			if err != nil {
+				if !namesRelay(err) {
+					err = fmt.Errorf("%s: %w", sd.c.URL(), err)
+				}
+				return nil, nil, err
+			}
+			sd.opened, sd.first = true, nil
 			oa, ob, err := br.Reply(i, reply)
 			if errors.Is(err, negentropy.ErrUnsupportedVersion) {
 				return nil, nil, fmt.Errorf("%w: %s speaks another negentropy version (%v)", ErrUnsupported, sd.c.URL(), err)
@@ -285,9 +296,11 @@ func (s *syncer) reconcile(ctx context.Context, c *client.Conn, inf *client.Info
 	if err != nil {
 		return nil, nil, err
 	}
-	id := s.nextSubID("neg")
-	drainInbox(c) // a NOTICE from before is no answer to this NEG-OPEN
-	sub, err := c.NegOpen(id, &o.Filter, msg)
+	sub, err := s.negOpen(c, msg)
+	if err != nil {
+		return nil, nil, err
+	}
+	sub, reply, err := s.awaitOpen(ctx, c, sub, msg)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -295,9 +308,10 @@ func (s *syncer) reconcile(ctx context.Context, c *client.Conn, inf *client.Info
 
 	have, need = make(map[nostr.ID]struct{}), make(map[nostr.ID]struct{})
 	for round := 1; ; round++ {
-		reply, err := s.awaitNeg(ctx, c, sub, round == 1)
-		if err != nil {
-			return nil, nil, err
+		if round > 1 {
+			if reply, err = s.awaitNeg(ctx, c, sub, false); err != nil {
+				return nil, nil, err
+			}
 		}
 		next, h, nd, err := n.ReconcileClient(reply)
 		if errors.Is(err, negentropy.ErrUnsupportedVersion) {
@@ -319,7 +333,7 @@ func (s *syncer) reconcile(ctx context.Context, c *client.Conn, inf *client.Info
 		if next == nil {
 			break
 		}
-		if err := c.NegMsg(id, next); err != nil {
+		if err := c.NegMsg(sub.ID(), next); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -327,6 +341,37 @@ func (s *syncer) reconcile(ctx context.Context, c *client.Conn, inf *client.Info
 		return nil, nil, err
 	}
 	return have, need, nil
+}
+
+// negOpen opens a negentropy session on c with the initiator's first
+// message msg.
+func (s *syncer) negOpen(c *client.Conn, msg []byte) (*client.Sub, error) {
+	drainInbox(c) // a NOTICE from before is no answer to this NEG-OPEN
+	return c.NegOpen(s.nextSubID("neg"), &s.o.Filter, msg)
+}
+
+// awaitOpen waits for the answer to the NEG-OPEN of sub, sent with the
+// message first. A refusal "auth-required:" is answered with AUTH
+// (Options.AuthKey) and the session opened once more. It returns the
+// session's Sub (a new one after an AUTH) and the answer; on an error the
+// session is closed.
+func (s *syncer) awaitOpen(ctx context.Context, c *client.Conn, sub *client.Sub, first []byte) (*client.Sub, []byte, error) {
+	for {
+		reply, err := s.awaitNeg(ctx, c, sub, true)
+		if err == nil {
+			return sub, reply, nil
+		}
+		_ = sub.Close()
+		if !isAuthRequired(err) {
+			return nil, nil, err
+		}
+		if err := s.authenticate(ctx, c, err); err != nil {
+			return nil, nil, err
+		}
+		if sub, err = s.negOpen(c, first); err != nil {
+			return nil, nil, err
+		}
+	}
 }
 
 // drainInbox empties c's inbox of what arrived unasked so far.
@@ -363,11 +408,17 @@ func (s *syncer) awaitNeg(ctx context.Context, c *client.Conn, sub *client.Sub, 
 			case nostr.LabelNegMsg:
 				return m.NegPayload, nil
 			case nostr.LabelNegErr:
+				if first && client.Prefix(m.Message) == "auth-required" {
+					return nil, s.authRefusal(c, "NEG-OPEN", m.Message)
+				}
 				if first {
 					return nil, fmt.Errorf("%w: NEG-ERR %q", ErrRefused, m.Message)
 				}
 				return nil, fmt.Errorf("%s ended the negentropy session: %s", c.URL(), m.Message)
 			case nostr.LabelClosed:
+				if first && client.Prefix(m.Message) == "auth-required" {
+					return nil, s.authRefusal(c, "NEG-OPEN", m.Message)
+				}
 				if first {
 					return nil, fmt.Errorf("%w: it answered NEG-OPEN with CLOSED %q", ErrUnsupported, m.Message)
 				}

@@ -149,8 +149,22 @@ func (r *relaySource) fetch(ctx context.Context, ids []nostr.ID, t *Transfer) ([
 	return out, nil
 }
 
-// req sends one REQ with filter f and returns its events up to EOSE.
+// req sends one REQ with filter f and returns its events up to EOSE. A
+// refusal "auth-required:" is answered with AUTH (Options.AuthKey) and
+// the REQ sent once more.
 func (s *syncer) req(ctx context.Context, c *client.Conn, f *nostr.Filter) ([]*nostr.Event, error) {
+	for {
+		out, err := s.reqOnce(ctx, c, f)
+		if !isAuthRequired(err) {
+			return out, err
+		}
+		if err := s.authenticate(ctx, c, err); err != nil {
+			return nil, err
+		}
+	}
+}
+
+func (s *syncer) reqOnce(ctx context.Context, c *client.Conn, f *nostr.Filter) ([]*nostr.Event, error) {
 	sub, err := c.Req(s.nextSubID("req"), *f)
 	if err != nil {
 		return nil, err
@@ -173,6 +187,9 @@ func (s *syncer) req(ctx context.Context, c *client.Conn, f *nostr.Filter) ([]*n
 				_ = sub.Close()
 				return out, nil
 			case nostr.LabelClosed:
+				if client.Prefix(m.Message) == "auth-required" {
+					return nil, s.authRefusal(c, "REQ", m.Message)
+				}
 				return nil, fmt.Errorf("%s refused REQ: %s", c.URL(), m.Message)
 			}
 		case <-timer.C:
@@ -285,7 +302,7 @@ type relaySink struct {
 // their OK, "rate-limited:" refusals retried after a growing pause
 // (Options.MaxRetries), no OK within Options.Timeout an error. It is for
 // `petrel stream`, which forwards a live feed. Only Window, Timeout,
-// MaxRetries and Logger of the Options are used. An Uploader is not safe
+// MaxRetries, AuthKey and Logger of the Options are used. An Uploader is not safe
 // for concurrent use.
 type Uploader struct {
 	sink relaySink
@@ -309,6 +326,9 @@ func (u *Uploader) Upload(ctx context.Context, events []*nostr.Event, t *Transfe
 type pendingEvent struct {
 	ev      *nostr.Event
 	retries int
+	// authed says it was sent after the connection answered AUTH: an
+	// "auth-required:" refusal of it is final.
+	authed bool
 }
 
 const (
@@ -358,6 +378,7 @@ func (w *relaySink) put(ctx context.Context, events []*nostr.Event, t *Transfer)
 			if _, dup := inflight[p.ev.ID]; dup {
 				continue // the same id twice: one upload is enough
 			}
+			p.authed = w.s.authenticated(c)
 			if err := c.SendEvent(p.ev, oks); err != nil {
 				return err
 			}
@@ -396,6 +417,22 @@ func (w *relaySink) put(ctx context.Context, events []*nostr.Event, t *Transfer)
 				queue = append([]*pendingEvent{p}, queue...)
 				pauseUntil = lastOK.Add(backoff)
 				backoff = min(2*backoff, hi)
+			case reason == "auth-required" && !p.authed && cancelled == nil:
+				// Sent before AUTH: authenticate (unless another
+				// refusal did already) and send it again.
+				if !w.s.authenticated(c) {
+					if o.AuthKey == nil && p.ev.IsProtected() {
+						// NIP-70: the relay wants its author, not
+						// necessarily any client, to authenticate.
+						t.refuse(reason)
+						break
+					}
+					if err := w.s.authenticate(ctx, c, w.s.authRefusal(c, "EVENT", m.Message)); err != nil {
+						t.refuse(reason)
+						return err
+					}
+				}
+				queue = append([]*pendingEvent{p}, queue...)
 			default:
 				t.refuse(reason)
 			}

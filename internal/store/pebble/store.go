@@ -159,6 +159,9 @@ func Open(opts Options) (*Store, error) {
 		fs := o.FS
 		if fs == nil {
 			fs = vfs.Default
+			if onTmpfs(o.Path) {
+				fs = tmpfsWALFS{FS: fs}
+			}
 		}
 		popts.FS = yieldFS{FS: fs, yields: yields}
 	}

@@ -152,12 +152,14 @@ echo "soak: relay $URL (pid $SERVE_PID), warm-up ${WARMUP}s, run ${DURATION}s, f
 stats() { curl -sf -m 10 "$HTTP/stats"; }
 # open_files counts every descriptor; other_files leaves out the store's
 # own files (their number follows the store's size, by design).
+# goroutines leaves out the message handlers waiting for work (at most
+# 64, kept by design: internal/server/handlers.go).
 COLS='rss_bytes,heap_resident_bytes,heap_live_bytes,heap_free_bytes,other_rss_bytes,goroutines,open_files,other_files,out_queue_bytes,connections_active,subscriptions_active,neg_sessions_active,events_accepted,store_events,db_size_bytes,id_filter_bytes'
 sample() { # sample PHASE: one CSV row (none, and a count, if /stats did not answer)
 	local store_files
 	store_files=$(ls -l "/proc/$SERVE_PID/fd" 2>/dev/null | grep -c -- "-> $WORK/data/" || true)
 	stats | jq -r --arg phase "$1" --argjson sf "${store_files:-0}" '[(now|floor), $phase, .process.rss_bytes, .process.heap_resident_bytes, .process.heap_live_bytes,
-		(.process.heap_resident_bytes - .process.heap_live_bytes), (.process.rss_bytes - .process.heap_resident_bytes), .process.goroutines, .process.open_files, (.process.open_files - $sf), .out_queue_bytes, .connections_active, .subscriptions_active,
+		(.process.heap_resident_bytes - .process.heap_live_bytes), (.process.rss_bytes - .process.heap_resident_bytes), (.process.goroutines - (.process.handler_goroutines_idle // 0)), .process.open_files, (.process.open_files - $sf), .out_queue_bytes, .connections_active, .subscriptions_active,
 		.neg_sessions_active, .events_accepted, .store_events, .db_size_bytes, .id_filter_bytes] | @csv' ||
 		echo "$1" >>"$WORK/stats-unanswered"
 }

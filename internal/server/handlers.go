@@ -110,5 +110,10 @@ func (p *handlerPool) call(f func()) {
 	f()
 }
 
+// IdleHandlers is the number of the server's handler goroutines waiting
+// for a task (at most 64): goroutines that stay by design, which a
+// test counting the process's goroutines for leaks leaves out.
+func (s *Server) IdleHandlers() int { return int(s.handlers.idle.Load()) }
+
 // Stop ends the waiting goroutines; tasks given later still run.
 func (p *handlerPool) Stop() { close(p.stop) }

@@ -124,13 +124,15 @@ type Stats struct {
 }
 
 func (s *Server) statsDoc() Stats {
+	proc := readProcess()
+	proc.HandlerGoroutinesIdle = s.IdleHandlers()
 	return Stats{
 		Snapshot:           s.relay.Stats(),
 		SlotsActive:        s.slots.active(),
 		SlotsReserve:       s.slots.inReserve(),
 		ProxyHeaderMissing: s.proxyNoClient.Load(),
 		ProxyProtocol:      s.proxyStats.snapshot(),
-		Process:            readProcess(),
+		Process:            proc,
 		Version:            s.version,
 	}
 }

@@ -26,6 +26,11 @@ type ProcessStats struct {
 	// GCCycles counts completed collections.
 	GCCycles   uint64 `json:"gc_cycles"`
 	Goroutines int    `json:"goroutines"`
+	// HandlerGoroutinesIdle is how many of them are the server's message
+	// handlers waiting for the next message (at most 64; they stay, so
+	// that a message does not start a new goroutine): a leak check
+	// leaves them out.
+	HandlerGoroutinesIdle int `json:"handler_goroutines_idle"`
 	// OpenFiles counts open file descriptors (Linux /proc/self/fd; -1
 	// where it cannot be read).
 	OpenFiles int `json:"open_files"`

@@ -80,6 +80,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 	if s.log == nil {
 		s.log = slog.Default()
 	}
+	s.handlers = defaultHandlerPool(s.log)
 	if s.version == "" {
 		s.version = "dev"
 	}
@@ -142,7 +143,6 @@ func New(cfg Config, opts Options) (*Server, error) {
 	if pollers <= 0 {
 		pollers = 0 // nbio default: NumCPU
 	}
-	s.handlers = defaultHandlerPool(s.log)
 	s.engine = nbhttp.NewEngine(nbhttp.Config{
 		Name:                         "petrel",
 		Network:                      "tcp",

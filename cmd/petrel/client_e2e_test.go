@@ -437,7 +437,8 @@ func TestClientAuth(t *testing.T) {
 	dm := alice.Event(4, "for bob", nostr.Tags{{"p", bob.PK.Hex()}}, fixtureBase)
 	// Publishing a kind 4 needs no auth; reading it does.
 	c.must(string(dm.Raw)+"\n", "event", r.URL)
-	c.fails("auth-required:", "", "req", "-k", "4", r.URL)
+	c.fails("pass --auth and --sec", "", "req", "-k", "4", r.URL)
+	c.fails("pass --auth and --sec", "", "count", "-k", "4", r.URL)
 	got := lines(c.must("", "req", "-k", "4", "--auth", "--sec", nip19.EncodeSecretKey(bob.SK), r.URL))
 	if len(got) != 1 || got[0] != string(dm.Raw) {
 		t.Fatalf("req --auth as the recipient: %q", got)
@@ -452,7 +453,7 @@ func TestClientAuth(t *testing.T) {
 	// A relay that wants AUTH for everything, publishing included.
 	ra := startServe(t, c, "", "PETREL_RELAY_AUTH_REQUIRED=true")
 	_, errOut, ok := c.run("", "event", "--sec", alice.SK.Hex(), "-c", "x", ra.URL)
-	if ok || !strings.Contains(errOut, "refused: auth-required:") {
+	if ok || !strings.Contains(errOut, "refused: auth-required:") || !strings.Contains(errOut, "pass --auth and --sec") {
 		t.Fatalf("event without --auth: %v %s", ok, errOut)
 	}
 	_, errOut, ok = c.run("", "event", "--auth", "--sec", alice.SK.Hex(), "-c", "x", ra.URL)

@@ -141,7 +141,11 @@ func runEvent(cmd *cobra.Command, f *eventFlags, args []string) error {
 				fmt.Fprintf(stderr, "%s: OK%s\n", prefix, okDetail(m.Message))
 			} else {
 				failed = true
-				fmt.Fprintf(stderr, "%s: refused: %s\n", prefix, m.Message)
+				hint := ""
+				if sk == nil && client.Prefix(m.Message) == "auth-required" {
+					hint = fmt.Sprintf(" (pass --auth and --sec, hex or nsec, or set %s, to authenticate)", secretEnv)
+				}
+				fmt.Fprintf(stderr, "%s: refused: %s%s\n", prefix, m.Message, hint)
 			}
 		}
 		return nil

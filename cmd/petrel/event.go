@@ -143,7 +143,7 @@ func runEvent(cmd *cobra.Command, f *eventFlags, args []string) error {
 				failed = true
 				hint := ""
 				if sk == nil && client.Prefix(m.Message) == "auth-required" {
-					hint = fmt.Sprintf(" (pass --auth and --sec, hex or nsec, or set %s, to authenticate)", secretEnv)
+					hint = "; " + authHintText
 				}
 				fmt.Fprintf(stderr, "%s: refused: %s%s\n", prefix, m.Message, hint)
 			}

@@ -65,10 +65,13 @@ func (f *authFlags) authKey() (*nostr.SecretKey, error) {
 // while the command had no key (sk nil) how to give it one.
 func authHint(err error, sk *nostr.SecretKey) error {
 	if sk == nil && errors.Is(err, client.ErrAuthRequired) {
-		return fmt.Errorf("%w; pass --auth and --sec (hex or nsec, or set %s) to authenticate", err, secretEnv)
+		return fmt.Errorf("%w; %s", err, authHintText)
 	}
 	return err
 }
+
+// authHintText says how to give a command the key to authenticate with.
+const authHintText = "pass --auth and --sec (hex or nsec, or set " + secretEnv + ") to authenticate"
 
 // dial connects to url within the timeout.
 func (f *connFlags) dial(ctx context.Context, url string) (*client.Conn, error) {

@@ -38,8 +38,7 @@ type reserve struct {
 	path string
 	min  uint64 // 0: no check
 
-	full atomic.Bool  // the last check refused
-	free atomic.Int64 // bytes free at the last check; -1 unknown
+	full atomic.Bool // the last check refused
 
 	mu      sync.Mutex
 	asked   time.Time // when the filesystem last answered; zero: ask
@@ -68,7 +67,6 @@ func newReserve(fs vfs.FS, path string, min int64) *reserve {
 	if min > 0 {
 		r.min = uint64(min)
 	}
-	r.free.Store(-1)
 	return r
 }
 
@@ -96,7 +94,6 @@ func (r *reserve) check(n int) (changed bool, err error) {
 	if uerr != nil {
 		return false, nil
 	}
-	r.free.Store(int64(min(du.AvailBytes, 1<<62)))
 	full := du.AvailBytes < r.min+uint64(n)
 	changed = r.full.Swap(full) != full
 	if above := r.min + reserveSlack; !full && du.AvailBytes > above {

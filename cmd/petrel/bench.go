@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"runtime/pprof"
+	"runtime/trace"
 	"strconv"
 	"strings"
 	"time"
@@ -39,6 +40,7 @@ type benchFlags struct {
 	quiet     bool
 	createdAt int64
 	cpuProf   string
+	traceOut  string
 	nodeURLs  string
 	pids      string
 }
@@ -75,6 +77,7 @@ func (f *benchFlags) register(cmd *cobra.Command) {
 	fs.BoolVar(&f.jsonOut, "json", false, "print one JSON object on stdout instead of the table")
 	fs.BoolVarP(&f.quiet, "quiet", "q", false, "no progress bar")
 	fs.StringVar(&f.cpuProf, "cpuprofile", "", "write the bench client's own CPU profile to this file (to check the client is not the bottleneck)")
+	fs.StringVar(&f.traceOut, "trace", "", "write the bench client's own runtime trace to this file (go tool trace; where the client's own latency goes)")
 	fs.BoolVar(&o.Compress, "compress", false, "offer permessage-deflate on every connection (the wire figures then count compressed bytes)")
 	fs.IntVar(&o.SlowSubs, "slow-subs", 0, "fanout: make this many subscribers slow readers")
 	fs.DurationVar(&o.SlowReadDelay, "slow-read-delay", 20*time.Millisecond, "fanout: delay per message of a slow subscriber")
@@ -190,9 +193,22 @@ Targets are limited to loopback addresses unless --allow-remote.`,
 					}
 					defer func() { pprof.StopCPUProfile(); pf.Close() }()
 				}
+				if f.traceOut != "" {
+					tf, err := os.Create(f.traceOut)
+					if err != nil {
+						return err
+					}
+					if err := trace.Start(tf); err != nil {
+						return err
+					}
+					defer func() { trace.Stop(); tf.Close() }()
+				}
 				code := runBench(name, o, f.jsonOut, f.quiet, c.OutOrStdout(), c.ErrOrStderr())
 				if code != benchExitOK && f.cpuProf != "" {
 					pprof.StopCPUProfile()
+				}
+				if code != benchExitOK && f.traceOut != "" {
+					trace.Stop()
 				}
 				if code != benchExitOK {
 					benchExit(code)

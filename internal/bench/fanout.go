@@ -186,7 +186,7 @@ func Fanout(o Options) (*Result, error) {
 		r.param("slow_read_delay", o.SlowReadDelay.String())
 	}
 	g := r.generator(ScenarioFanout, o.Events)
-	set, err := r.sign(g, 0, o.Events)
+	set, err := r.signFrames(g, 0, o.Events)
 	if err != nil {
 		return nil, err
 	}

@@ -37,6 +37,33 @@ func TestGeneratorDeterministic(t *testing.T) {
 	}
 }
 
+// TestDropParsed: a set without its parsed events still has every frame
+// and finds every id, which is all the publishing scenarios use.
+func TestDropParsed(t *testing.T) {
+	g := NewGenerator(GenConfig{Seed: 3, Authors: 4, Start: 1_700_000_000})
+	set, err := g.Generate(context.Background(), 0, 30, 2, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := make([]nostr.ID, set.Len())
+	frames := make([]string, set.Len())
+	for i, ev := range set.Events {
+		ids[i], frames[i] = ev.ID, string(set.Frames[i])
+	}
+	set.DropParsed()
+	if set.Events != nil || set.Len() != 30 {
+		t.Fatalf("after DropParsed: %d parsed events, Len %d; want none and 30", len(set.Events), set.Len())
+	}
+	for i := range ids {
+		if j, ok := set.Index(ids[i]); !ok || j != i {
+			t.Fatalf("Index(event %d) = %d, %v", i, j, ok)
+		}
+		if string(set.Frames[i]) != frames[i] {
+			t.Fatalf("frame %d changed", i)
+		}
+	}
+}
+
 func TestGeneratorMatchesSignEvent(t *testing.T) {
 	g := NewGenerator(GenConfig{Seed: 5, Authors: 3, Start: 1_700_000_000})
 	for i := 0; i < 6; i++ {

@@ -175,7 +175,7 @@ func Ladder(o Options) (*Result, error) {
 	r.param("conns", o.Conns)
 	r.param("max_p99_ms", float64(o.MaxP99)/1e6)
 	r.param("max_error_rate", o.MaxErrorRate)
-	set, err := r.sign(r.generator(ScenarioLadder, total), 0, total)
+	set, err := r.signFrames(r.generator(ScenarioLadder, total), 0, total)
 	if err != nil {
 		return nil, err
 	}

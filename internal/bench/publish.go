@@ -365,7 +365,7 @@ func publishScenario(name string, o Options) (*Result, error) {
 	r.param("events", o.Events)
 	r.param("conns", o.Conns)
 	r.param("window", o.Window)
-	set, err := r.sign(r.generator(name, o.Events), 0, o.Events)
+	set, err := r.signFrames(r.generator(name, o.Events), 0, o.Events)
 	if err != nil {
 		return nil, err
 	}

@@ -110,7 +110,7 @@ func (r *runner) fill(n int) (*Generator, []int) {
 	if n == 0 {
 		return g, nil
 	}
-	set, err := r.sign(g, 0, n)
+	set, err := r.signFrames(g, 0, n)
 	if err != nil {
 		r.res.Fail("sign fill: %v", err)
 		return g, nil

@@ -269,7 +269,8 @@ func checkStored(t *testing.T, url string, acked map[nostr.ID]bool) (lost int) {
 func TestReliabilitySlowSubscribers(t *testing.T) {
 	full := reliabilityScale(t)
 	subs, events := pick(full, 100, 1000), pick(full, 1000, 20000)
-	p := startServeProc(t, petrelBin(t), []string{"PETREL_SERVER_MAX_CONNECTIONS_PER_IP=-1", "PETREL_RELAY_DRAIN_TIMEOUT=10m"},
+	// Debug logging: a failure shows the releases the relay made.
+	p := startServeProc(t, petrelBin(t), []string{"PETREL_SERVER_MAX_CONNECTIONS_PER_IP=-1", "PETREL_RELAY_DRAIN_TIMEOUT=10m", "PETREL_LOG_LEVEL=debug"},
 		"--data", t.TempDir()+"/data", "--listen", "127.0.0.1:0")
 	before := p.Stats(t).Process
 	conns := make([]*relaytest.Client, subs)
@@ -336,7 +337,14 @@ func TestReliabilitySlowSubscribers(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Errorf("heap %d MiB 60s after the subscribers closed (bound %d MiB)", after.HeapResidentBytes>>20, bound>>20)
+			var released []string
+			for _, l := range strings.Split(p.Log(), "\n") {
+				if strings.Contains(l, "free heap") {
+					released = append(released, l)
+				}
+			}
+			t.Errorf("heap %d MiB 60s after the subscribers closed (bound %d MiB; objects %d MiB, live at the last of %d collections %d MiB, %d connections); the relay's releases:\n%s",
+				after.HeapResidentBytes>>20, bound>>20, after.HeapObjectsBytes>>20, after.GCCycles, after.HeapLiveBytes>>20, s.ConnectionsActive, strings.Join(released, "\n"))
 			break
 		}
 	}

@@ -41,6 +41,7 @@ func TestOutageServerRestart(t *testing.T) {
 	srv.Start()
 	waitConnected(t, a, b)
 	waitFor(t, "b's catch-ups to finish", func() bool { return idle(b.b) })
+	s0 := b.b.Stats()
 	after := notes(alice, "after", 5)
 	for _, ev := range after {
 		pa.MustPublish(ev)
@@ -58,9 +59,10 @@ func TestOutageServerRestart(t *testing.T) {
 	if sb.Disconnects < 1 || sb.Reconnects < 1 || sb.LastOutageStart.IsZero() || sb.LastOutageEnd.Before(sb.LastOutageStart) {
 		t.Errorf("b's outage not counted: %+v", sb)
 	}
-	if sb.CatchUps < 1 || sb.CaughtUp != int64(len(during)) {
-		t.Errorf("b caught up %d events in %d catch-ups, want the %d published during the outage", sb.CaughtUp, sb.CatchUps, len(during))
+	if sb.CatchUps < 1 {
+		t.Errorf("b made no catch-up after the outage")
 	}
+	caughtUpDuring(t, s0, sb, len(during), len(after))
 }
 
 // TestOutageOneNodeCut: one node is cut off the bus while the others
@@ -90,6 +92,7 @@ func TestOutageOneNodeCut(t *testing.T) {
 	px.Heal()
 	waitConnected(t, a, b)
 	waitFor(t, "b's catch-ups to finish", func() bool { return idle(b.b) })
+	s0 := b.b.Stats()
 	after := notes(alice, "after", 5)
 	for _, ev := range after {
 		pa.MustPublish(ev)
@@ -99,9 +102,11 @@ func TestOutageOneNodeCut(t *testing.T) {
 	waitFor(t, "b's catch-ups to finish", func() bool { return idle(b.b) })
 	sub.fence(b, alice)
 	sub.exactlyOnce(all...)
-	if s := b.b.Stats(); s.CaughtUp != int64(len(during)) || s.Reconnects < 1 {
-		t.Errorf("b caught up %d events over %d reconnects, want %d", s.CaughtUp, s.Reconnects, len(during))
+	s := b.b.Stats()
+	if s.Reconnects < 1 {
+		t.Errorf("b did not reconnect")
 	}
+	caughtUpDuring(t, s0, s, len(during), len(after))
 }
 
 // TestOutageDeadPath: the path to the bus goes dead without closing (no
@@ -131,14 +136,37 @@ func TestOutageDeadPath(t *testing.T) {
 	px.Unstall()
 	waitConnected(t, a, b)
 	waitFor(t, "b's catch-ups to finish", func() bool { return idle(b.b) })
+	s0 := b.b.Stats()
 	after := alice.Note("after")
 	pa.MustPublish(after)
 	all := append(during, after)
 	sub.until(all...)
+	waitFor(t, "b's catch-ups to finish", func() bool { return idle(b.b) })
 	sub.fence(b, alice)
 	sub.exactlyOnce(all...)
-	if s := b.b.Stats(); s.CaughtUp != int64(len(during)) {
-		t.Errorf("b caught up %d events, want %d", s.CaughtUp, len(during))
+	caughtUpDuring(t, s0, b.b.Stats(), len(during), 1)
+}
+
+// caughtUpDuring checks that a node's catch-ups fanned out the events
+// published during its outage, and later ones only through a later
+// catch-up: s0 is its stats once the outage's catch-ups were done, before
+// anything else was published, s at the end, with no catch-up running.
+// On a starved machine a bus ping can go unanswered after the outage, and
+// the reconnection catches up again: that catch-up may read one of the
+// later events from the store before the bus brings it (seen in CI:
+// "caught up 11 events, want 10"). The subscriber still gets each event
+// once, which the tests check with exactlyOnce.
+func caughtUpDuring(t *testing.T, s0, s Stats, during, later int) {
+	t.Helper()
+	if s0.CaughtUp != int64(during) {
+		t.Errorf("caught up %d events after the outage, want the %d published during it", s0.CaughtUp, during)
+	}
+	extra := s.CaughtUp - s0.CaughtUp
+	switch {
+	case extra < 0 || extra > int64(later):
+		t.Errorf("caught up %d more events after the outage's catch-ups, want 0 to %d (those published later)", extra, later)
+	case extra > 0 && s.CatchUps == s0.CatchUps:
+		t.Errorf("caught up %d more events with no catch-up since the outage's", extra)
 	}
 }
 

@@ -152,6 +152,44 @@ var scenarioHelp = map[string]string{
 	bench.ScenarioLadder:   "open-loop offered rates in steps; knee and capacity",
 }
 
+// startProfiles starts the bench client's own CPU profile (--cpuprofile)
+// and runtime trace (--trace), those asked for. stop ends them and closes
+// their files; call it before benchExit, which skips deferred calls.
+func (f *benchFlags) startProfiles() (stop func() error, err error) {
+	var stops []func() error
+	stop = func() error {
+		var first error
+		for i := len(stops) - 1; i >= 0; i-- {
+			if err := stops[i](); err != nil && first == nil {
+				first = err
+			}
+		}
+		stops = nil
+		return first
+	}
+	for _, p := range []struct {
+		path  string
+		start func(io.Writer) error
+		end   func()
+	}{{f.cpuProf, pprof.StartCPUProfile, pprof.StopCPUProfile}, {f.traceOut, trace.Start, trace.Stop}} {
+		if p.path == "" {
+			continue
+		}
+		file, err := os.Create(p.path)
+		if err == nil {
+			if err = p.start(file); err != nil {
+				file.Close()
+			}
+		}
+		if err != nil {
+			stop()
+			return nil, err
+		}
+		stops = append(stops, func() error { p.end(); return file.Close() })
+	}
+	return stop, nil
+}
+
 func benchCmd() *cobra.Command {
 	var f benchFlags
 	cmd := &cobra.Command{
@@ -183,37 +221,19 @@ Targets are limited to loopback addresses unless --allow-remote.`,
 					}
 					o.WorkerCommand = []string{exe, "bench", "conns-worker"}
 				}
-				if f.cpuProf != "" {
-					pf, err := os.Create(f.cpuProf)
-					if err != nil {
-						return err
-					}
-					if err := pprof.StartCPUProfile(pf); err != nil {
-						return err
-					}
-					defer func() { pprof.StopCPUProfile(); pf.Close() }()
-				}
-				if f.traceOut != "" {
-					tf, err := os.Create(f.traceOut)
-					if err != nil {
-						return err
-					}
-					if err := trace.Start(tf); err != nil {
-						return err
-					}
-					defer func() { trace.Stop(); tf.Close() }()
+				stopProfiles, err := f.startProfiles()
+				if err != nil {
+					return err
 				}
 				code := runBench(name, o, f.jsonOut, f.quiet, c.OutOrStdout(), c.ErrOrStderr())
-				if code != benchExitOK && f.cpuProf != "" {
-					pprof.StopCPUProfile()
-				}
-				if code != benchExitOK && f.traceOut != "" {
-					trace.Stop()
-				}
+				perr := stopProfiles()
 				if code != benchExitOK {
+					if perr != nil {
+						fmt.Fprintln(c.ErrOrStderr(), "petrel bench:", perr)
+					}
 					benchExit(code)
 				}
-				return nil
+				return perr
 			},
 		})
 	}

@@ -50,6 +50,39 @@ func TestBenchCommandOK(t *testing.T) {
 	}
 }
 
+// TestBenchProfiles: --cpuprofile and --trace leave a whole profile and
+// trace of the client, whether the run passes or fails (a failure exits
+// through benchExit, which skips deferred calls).
+func TestBenchProfiles(t *testing.T) {
+	check := func(name, prof, tr string) {
+		t.Helper()
+		b, err := os.ReadFile(prof)
+		if err != nil || len(b) < 64 || b[0] != 0x1f || b[1] != 0x8b {
+			t.Errorf("%s: CPU profile %d bytes (%v), want a gzipped profile", name, len(b), err)
+		}
+		b, err = os.ReadFile(tr)
+		if err != nil || len(b) < 1024 || !bytes.HasPrefix(b, []byte("go 1.")) {
+			t.Errorf("%s: trace %d bytes (%v), want a runtime trace", name, len(b), err)
+		}
+	}
+	dir := t.TempDir()
+	rl := relaytest.Start(t, relaytest.Options{})
+	out, code := runCmd(t, "ingest", "--url", rl.URL, "--events", "200", "--quiet", "--timeout", "60s",
+		"--cpuprofile", dir+"/ok.prof", "--trace", dir+"/ok.trace")
+	if code != benchExitOK {
+		t.Fatalf("exit %d, output:\n%s", code, out)
+	}
+	check("passing run", dir+"/ok.prof", dir+"/ok.trace")
+
+	slow := relaytest.Start(t, relaytest.Options{Relay: relay.Config{OutQueueFrames: 8}})
+	out, code = runCmd(t, "fanout", "--url", slow.URL, "--events", "600", "--subs", "3", "--slow-subs", "1",
+		"--slow-read-delay", "2ms", "--quiet", "--timeout", "60s", "--cpuprofile", dir+"/fail.prof", "--trace", dir+"/fail.trace")
+	if code != benchExitFailure {
+		t.Fatalf("exit %d, want %d; output:\n%s", code, benchExitFailure, out)
+	}
+	check("failing run", dir+"/fail.prof", dir+"/fail.trace")
+}
+
 // TestBenchCommandFailure: lost deliveries make the first line FAIL and
 // the exit code 2, in text and JSON mode.
 func TestBenchCommandFailure(t *testing.T) {

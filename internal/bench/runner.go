@@ -109,8 +109,7 @@ func (r *runner) signFrames(g *Generator, first, n int) (*EventSet, error) {
 		return nil, err
 	}
 	set.DropParsed()
-	runtime.GC()
-	debug.FreeOSMemory()
+	debug.FreeOSMemory() // collects first
 	return set, nil
 }
 

@@ -62,7 +62,7 @@ func TestOutageServerRestart(t *testing.T) {
 	if sb.CatchUps < 1 {
 		t.Errorf("b made no catch-up after the outage")
 	}
-	caughtUpDuring(t, s0, sb, len(during), len(after))
+	caughtUpDuring(t, s0, sb, len(during))
 }
 
 // TestOutageOneNodeCut: one node is cut off the bus while the others
@@ -106,7 +106,7 @@ func TestOutageOneNodeCut(t *testing.T) {
 	if s.Reconnects < 1 {
 		t.Errorf("b did not reconnect")
 	}
-	caughtUpDuring(t, s0, s, len(during), len(after))
+	caughtUpDuring(t, s0, s, len(during))
 }
 
 // TestOutageDeadPath: the path to the bus goes dead without closing (no
@@ -144,29 +144,27 @@ func TestOutageDeadPath(t *testing.T) {
 	waitFor(t, "b's catch-ups to finish", func() bool { return idle(b.b) })
 	sub.fence(b, alice)
 	sub.exactlyOnce(all...)
-	caughtUpDuring(t, s0, b.b.Stats(), len(during), 1)
+	caughtUpDuring(t, s0, b.b.Stats(), len(during))
 }
 
-// caughtUpDuring checks that a node's catch-ups fanned out the events
-// published during its outage, and later ones only through a later
-// catch-up: s0 is its stats once the outage's catch-ups were done, before
-// anything else was published, s at the end, with no catch-up running.
-// On a starved machine a bus ping can go unanswered after the outage, and
-// the reconnection catches up again: that catch-up may read one of the
-// later events from the store before the bus brings it (seen in CI:
-// "caught up 11 events, want 10"). The subscriber still gets each event
-// once, which the tests check with exactlyOnce.
-func caughtUpDuring(t *testing.T, s0, s Stats, during, later int) {
+// caughtUpDuring checks that a node's catch-ups handed on at least the
+// events published during its outage (they had no other way in), and
+// more later only through a later catch-up: s0 is its stats once the
+// outage's catch-ups were done, before anything else was published, s at
+// the end, with no catch-up running. CaughtUp counts hand-ons, not
+// distinct events: catch-ups that overlap (a reconnection's and a poll's,
+// each reading back CatchUpMargin) can hand on one event twice before the
+// dispatcher records it, and the dispatcher's FirstFanout then drops the
+// repeat (seen in CI: 34 for the 25 stored). So the count has a floor and
+// no exact value; that the subscriber gets each event once is
+// exactlyOnce's check.
+func caughtUpDuring(t *testing.T, s0, s Stats, during int) {
 	t.Helper()
-	if s0.CaughtUp != int64(during) {
-		t.Errorf("caught up %d events after the outage, want the %d published during it", s0.CaughtUp, during)
+	if s0.CaughtUp < int64(during) {
+		t.Errorf("caught up %d events after the outage, want at least the %d published during it", s0.CaughtUp, during)
 	}
-	extra := s.CaughtUp - s0.CaughtUp
-	switch {
-	case extra < 0 || extra > int64(later):
-		t.Errorf("caught up %d more events after the outage's catch-ups, want 0 to %d (those published later)", extra, later)
-	case extra > 0 && s.CatchUps == s0.CatchUps:
-		t.Errorf("caught up %d more events with no catch-up since the outage's", extra)
+	if s.CaughtUp != s0.CaughtUp && s.CatchUps == s0.CatchUps {
+		t.Errorf("caught up %d more events with no catch-up since the outage's", s.CaughtUp-s0.CaughtUp)
 	}
 }
 

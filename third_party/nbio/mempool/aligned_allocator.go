@@ -1,14 +1,15 @@
 package mempool
 
 import (
+	"math/bits"
 	"sync"
 	"unsafe"
 )
 
-var (
-	alignedPools   [alignedPoolBucketNum]sync.Pool
-	alignedIndexes [maxAlignedBufferSize + 1]byte
-)
+// petrel patch: the pool for a size is worked out by alignedIndex, not
+// read from a 32 KiB table that init filled (every process that linked
+// nbio paid for the table at start-up, command-line runs included).
+var alignedPools [alignedPoolBucketNum]sync.Pool
 
 const (
 	minAlignedBufferSizeBits = 5
@@ -21,28 +22,24 @@ const (
 
 //go:norace
 func init() {
-	var poolSizes [alignedPoolBucketNum]int
 	for i := range alignedPools {
 		size := 1 << (i + minAlignedBufferSizeBits)
-		poolSizes[i] = size
 		alignedPools[i].New = func() interface{} {
 			b := make([]byte, size)
 			return &b
 		}
 	}
+}
 
-	getPoolBySize := func(size int) byte {
-		for i, n := range poolSizes {
-			if size <= n {
-				return byte(i)
-			}
-		}
-		return 0xFF
+// alignedIndex returns the index in alignedPools of the smallest pool
+// whose buffers hold size bytes (0 <= size <= maxAlignedBufferSize).
+//
+//go:norace
+func alignedIndex(size int) byte {
+	if size <= minAlignedBufferSize {
+		return 0
 	}
-
-	for i := range alignedIndexes {
-		alignedIndexes[i] = getPoolBySize(i)
-	}
+	return byte(bits.Len(uint(size-1)) - minAlignedBufferSizeBits)
 }
 
 // NewAligned .
@@ -69,7 +66,7 @@ func (amp *AlignedAllocator) Malloc(size int) *[]byte {
 	}
 	var ret []byte
 	if size <= maxAlignedBufferSize {
-		idx := alignedIndexes[size]
+		idx := alignedIndex(size)
 		ret = (*(alignedPools[idx].Get().(*[]byte)))[:size]
 	} else {
 		ret = make([]byte, size)
@@ -126,6 +123,6 @@ func (amp *AlignedAllocator) Free(pbuf *[]byte) {
 		return
 	}
 	amp.incrFree(pbuf)
-	idx := alignedIndexes[size]
+	idx := alignedIndex(size)
 	alignedPools[idx].Put(pbuf)
 }

@@ -13,6 +13,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 	"unsafe"
@@ -49,10 +50,27 @@ var (
 	DefaultBlockingModAsyncCloseDelay = time.Second / 10
 
 	// DefaultEngine will be set to a Upgrader.Engine to handle details such as buffers.
-	DefaultEngine = nbhttp.NewEngine(nbhttp.Config{
-		ReleaseWebsocketPayload: true,
-	})
+	//
+	// petrel patch: it is made by the first NewUpgrader, not at init (an
+	// engine starts goroutines, which every process that linked nbio paid
+	// for at start-up, command-line runs included); until then it is nil.
+	DefaultEngine *nbhttp.Engine
+
+	defaultEngineOnce sync.Once
 )
+
+// defaultEngine returns DefaultEngine, made on first use unless set
+// before (petrel patch).
+func defaultEngine() *nbhttp.Engine {
+	defaultEngineOnce.Do(func() {
+		if DefaultEngine == nil {
+			DefaultEngine = nbhttp.NewEngine(nbhttp.Config{
+				ReleaseWebsocketPayload: true,
+			})
+		}
+	})
+	return DefaultEngine
+}
 
 type commonFields struct {
 	KeepaliveTime              time.Duration
@@ -153,7 +171,7 @@ func NewUpgrader() *Upgrader {
 			BlockingModAsyncCloseDelay: DefaultBlockingModAsyncCloseDelay,
 		},
 		compressionLevel:               defaultCompressionLevel,
-		Engine:                         DefaultEngine,
+		Engine:                         defaultEngine(),
 		BlockingModReadBufferSize:      DefaultBlockingReadBufferSize,
 		BlockingModAsyncWrite:          DefaultBlockingModAsyncWrite,
 		BlockingModHandleRead:          DefaultBlockingModHandleRead,

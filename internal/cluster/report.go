@@ -44,7 +44,7 @@ func (b *Bridge) Gauges() []relay.BusGauge {
 		c("origins_silent_total", "Times another node went unheard past the silence timeout.", s.OriginsSilent),
 		{Name: "origins", Help: "Other nodes heard lately.", Value: float64(s.Origins)},
 		c("catchups_total", "Catch-ups from the store completed.", s.CatchUps),
-		c("caught_up_events_total", "Events catch-ups fanned out.", s.CaughtUp),
+		c("caught_up_events_total", "Events catch-ups handed on for fan-out (one the bus also brought meanwhile is fanned out once).", s.CaughtUp),
 		c("catchup_errors_total", "Catch-ups that failed (they are retried).", s.CatchUpErrors),
 		{Name: "dedup_size", Help: "Ids in the de-duplication window.", Value: float64(s.DedupSize)},
 		c("dedup_overflows_total", "Ids dropped early from the full de-duplication window.", s.DedupOverflows),

@@ -56,7 +56,10 @@ type Stats struct {
 	Origins           int   `json:"origins"`
 
 	// CatchUps: catch-ups from the store completed; CaughtUp: events they
-	// fanned out; CatchUpErrors: catch-ups that failed (retried).
+	// handed to the relay for fan-out (the dispatcher fans each event out
+	// once: one the bus also brought while a catch-up ran is counted here
+	// and, where the dispatcher drops the second, in DuplicatesSkipped);
+	// CatchUpErrors: catch-ups that failed (retried).
 	CatchUps      int64 `json:"catchups"`
 	CaughtUp      int64 `json:"caught_up_events"`
 	CatchUpErrors int64 `json:"catchup_errors"`

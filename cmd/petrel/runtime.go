@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
+	"syscall"
 	"time"
 
 	"github.com/petrel-relay/petrel/internal/config"
@@ -43,7 +44,7 @@ func applyRuntime(c config.Runtime, log *slog.Logger, held func() uint64, busy f
 				return
 			case now := <-t.C:
 				if r, ok := h.check(now); ok {
-					log.Debug("returned free heap to the OS", "heap_before", r.before, "heap_after", r.after, "took", r.took.Round(time.Microsecond))
+					log.Debug("returned free heap to the OS", "heap_before", r.before, "heap_after", r.after, "took", r.took.Round(time.Microsecond), "cost", r.cost.Round(time.Microsecond))
 				}
 			}
 		}
@@ -114,9 +115,22 @@ func worthReleasing(h heap, baseline, allocatedSince, dropped uint64) bool {
 const quietChecks = 2
 
 // releaseCostShare bounds the time spent releasing: after a release that
-// took d, the next one waits at least releaseCostShare*d (so at most 1%
-// of one core goes to releases, however large the heap).
+// cost d, the next one waits at least releaseCostShare*d (so at most 1%
+// of one core goes to releases, however large the heap). d is the
+// release's wall time or the process's CPU time over it, the smaller: a
+// relay descheduled in the middle of a release (a starved machine) must
+// not count the time it did not run as the release's cost, or one slow
+// release would hold back the next for minutes.
 const releaseCostShare = 100
+
+// processCPU returns the CPU time the process has used (user and system).
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
 
 // heapWatch reads the runtime's heap figures (runtime/metrics: no
 // stop-the-world, unlike runtime.ReadMemStats) and releases when
@@ -143,6 +157,8 @@ type heapWatch struct {
 	lastAllocs uint64
 	streak     int       // checks in a row that found a release worth it
 	notBefore  time.Time // no release before this (releaseCostShare)
+	// cpu reports the process's CPU time; processCPU if nil (tests set it).
+	cpu func() time.Duration
 }
 
 func (w *heapWatch) read() heap {
@@ -164,7 +180,8 @@ func (w *heapWatch) read() heap {
 // release is what one release did.
 type release struct {
 	before, after uint64        // resident heap footprint
-	took          time.Duration // the collection and the release
+	took          time.Duration // the collection and the release, wall time
+	cost          time.Duration // took, or the process's CPU time over it if less
 }
 
 // check reads the heap and releases if it is worth it. The first check
@@ -199,12 +216,17 @@ func (w *heapWatch) check(now time.Time) (release, bool) {
 		return release{}, false
 	}
 	w.streak = 0
-	start := time.Now()
+	cpu := w.cpu
+	if cpu == nil {
+		cpu = processCPU
+	}
+	start, cpuStart := time.Now(), cpu()
 	debug.FreeOSMemory()
 	took := time.Since(start)
-	w.notBefore = now.Add(releaseCostShare * took)
+	cost := min(took, max(cpu()-cpuStart, 0))
+	w.notBefore = now.Add(releaseCostShare * cost)
 	after := w.read()
 	w.lastAllocs, w.baseline = after.allocs, after.resident()
 	w.heldPeak = held
-	return release{before: h.resident(), after: after.resident(), took: took}, true
+	return release{before: h.resident(), after: after.resident(), took: took, cost: cost}, true
 }

@@ -99,6 +99,48 @@ func TestReleaseAfterBurst(t *testing.T) {
 	}
 }
 
+// TestReleaseCostIsCPUTime: the wait after a release is releaseCostShare
+// times what the release cost the process, not the wall time it took: a
+// release during which the process did not run (the clock here reports
+// no CPU time spent) holds back nothing, so a relay descheduled in the
+// middle of one does not put off the next for minutes.
+func TestReleaseCostIsCPUTime(t *testing.T) {
+	debug.FreeOSMemory()
+	w := heapWatch{cpu: func() time.Duration { return time.Second }}
+	w.check(time.Now())
+	burst := max(64<<20, 2*int(w.baseline))
+	for round := 0; round < 2; round++ {
+		for n := 0; n < burst; n += 1 << 20 {
+			sink = append(sink, make([]byte, 1<<20))
+		}
+		sink = nil
+		now := time.Now()
+		w.check(now) // the burst is in this interval
+		w.check(now) // one quiet interval
+		r, ok := w.check(now)
+		if !ok {
+			t.Fatalf("round %d: no release after the burst (notBefore %v after now)", round, w.notBefore.Sub(now))
+		}
+		if r.took <= 0 || r.cost != 0 || !w.notBefore.Equal(now) {
+			t.Fatalf("round %d: release took %v, cost %v, next not before now+%v; want cost 0 and no wait", round, r.took, r.cost, w.notBefore.Sub(now))
+		}
+	}
+	// With the process's own clock the cost is positive and at most the
+	// wall time.
+	w.cpu = nil
+	for n := 0; n < burst; n += 1 << 20 {
+		sink = append(sink, make([]byte, 1<<20))
+	}
+	sink = nil
+	now := time.Now()
+	w.check(now)
+	w.check(now)
+	r, ok := w.check(now)
+	if !ok || r.cost <= 0 || r.cost > r.took || !w.notBefore.Equal(now.Add(releaseCostShare*r.cost)) {
+		t.Fatalf("release %+v, %v, next not before now+%v", r, ok, w.notBefore.Sub(now))
+	}
+}
+
 // TestReleaseWaitsForIdle: a release that is due while the relay has
 // EVENTs in flight is put off, check after check, and happens at the
 // first check that finds none.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/petrel-relay/petrel/internal/nostr"
 	"github.com/petrel-relay/petrel/internal/stream"
 )
 
@@ -18,6 +19,7 @@ func init() { extraCommands = append(extraCommands, routerCmd) }
 // routerFlags are the flags of `petrel router`.
 type routerFlags struct {
 	common  commonFlags
+	auth    authFlags
 	jsonOut bool
 }
 
@@ -33,19 +35,25 @@ the petrel config given with --config). deploy/router.example.toml
 documents every key.
 
 Each stream reconnects for ever, catches up with NIP-77 after each
-connection and suppresses echoes, as petrel stream does. The router
-does not answer NIP-42 AUTH: a stream whose relay requires it stops,
-with an error in the log (run petrel stream --auth for that relay). SIGHUP reloads
-the file: streams whose settings did not change keep running, the others
-are stopped or started; a file with an error is logged and the running
-streams are kept. It runs until SIGINT or SIGTERM and then prints every
-stream's counters (--json: a JSON array).`,
+connection and suppresses echoes, as petrel stream does. --auth
+answers a relay's NIP-42 challenge with the --sec key (or
+$NOSTR_SECRET_KEY), the same key for every stream and for both relays
+of each; without it a stream whose relay requires authentication stops,
+with an error in the log.
+
+SIGHUP reloads the file: streams whose settings did not change keep
+running, the others are stopped or started, and those that stopped (a
+relay that required authentication) are started again; a file with an
+error is logged and the running streams are kept. It runs until SIGINT
+or SIGTERM and then prints every stream's counters (--json: a JSON
+array).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runRouter(cmd.Context(), &f, args[0], cmd.OutOrStdout())
 		},
 	}
 	f.common.register(cmd)
+	f.auth.register(cmd)
 	_ = cmd.Flags().MarkHidden("data") // no store is opened
 	cmd.Flags().BoolVar(&f.jsonOut, "json", false, "print the final counters as a JSON array")
 	return cmd
@@ -60,16 +68,28 @@ func defaultRouterReload() (<-chan os.Signal, func()) {
 	return ch, func() { signal.Stop(ch) }
 }
 
-// routerStreams reads the router file and returns its streams.
-func routerStreams(path, local string, log *slog.Logger) ([]stream.Options, error) {
+// routerStreams reads the router file and returns its streams, each
+// authenticating with sk if it is not nil.
+func routerStreams(path, local string, sk *nostr.SecretKey, log *slog.Logger) ([]stream.Options, error) {
 	rc, err := stream.LoadRouterConfig(path)
 	if err != nil {
 		return nil, err
 	}
-	return rc.Streams(local, relayURL, log)
+	opts, err := rc.Streams(local, relayURL, log)
+	if err != nil {
+		return nil, err
+	}
+	for i := range opts {
+		opts[i].AuthKey = sk
+	}
+	return opts, nil
 }
 
 func runRouter(ctx context.Context, f *routerFlags, path string, stdout io.Writer) error {
+	sk, err := f.auth.authKey()
+	if err != nil {
+		return err
+	}
 	cfg, log, err := toolSetup(&f.common)
 	if err != nil {
 		return err
@@ -77,7 +97,7 @@ func runRouter(ctx context.Context, f *routerFlags, path string, stdout io.Write
 	// The default local relay; an error only matters if the file names
 	// none, which Streams then reports.
 	local, _ := localRelayURL(cfg)
-	opts, err := routerStreams(path, local, log)
+	opts, err := routerStreams(path, local, sk, log)
 	if err != nil {
 		return err
 	}
@@ -93,7 +113,7 @@ func runRouter(ctx context.Context, f *routerFlags, path string, stdout io.Write
 	for done := false; !done; {
 		select {
 		case <-hup:
-			opts, err := routerStreams(path, local, log)
+			opts, err := routerStreams(path, local, sk, log)
 			if err == nil {
 				var started, stopped, kept int
 				started, stopped, kept, err = r.Apply(opts)

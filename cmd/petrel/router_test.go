@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -10,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/petrel-relay/petrel/internal/nostr"
+	"github.com/petrel-relay/petrel/internal/relay"
 	"github.com/petrel-relay/petrel/internal/relaytest"
 	"github.com/petrel-relay/petrel/internal/stream"
 )
@@ -80,6 +83,53 @@ func TestRouterCommand(t *testing.T) {
 	}
 	if len(stats) != 2 || stats[0].Name != "pull" || stats[0].Sessions != 1 || stats[1].Sessions != 1 ||
 		stats[0].Down.Forwarded+stats[0].Down.CaughtUp+stats[1].Down.Forwarded+stats[1].Down.CaughtUp != 7 {
+		t.Fatalf("stats %+v", stats)
+	}
+}
+
+// TestRouterCommandAuth: with --auth, `petrel router` answers the NIP-42
+// challenge of a relay that requires authentication with the --sec key,
+// and pulls what was published there into the local relay.
+func TestRouterCommandAuth(t *testing.T) {
+	local := relaytest.Start(t, relaytest.Options{})
+	locked := relaytest.Start(t, relaytest.Options{Relay: relay.Config{AuthRequired: true}})
+	path := filepath.Join(t.TempDir(), "router.toml")
+	text := fmt.Sprintf("local = %q\n[groups.pull]\ndir = \"down\"\nurls = [%q]\n", local.URL, locked.URL)
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	k := relaytest.NewKey("router-auth")
+	evs := make([]*nostr.Event, 3)
+	for i := range evs {
+		evs[i] = k.Event(1, fmt.Sprintf("behind auth %d", i), nil, time.Now().Unix())
+	}
+	relaytest.PublishAuthed(t, locked.URL, k, evs)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cmd := routerCmd()
+	var out bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(&bytes.Buffer{})
+	cmd.SetArgs([]string{path, "--json", "--log-level", "error", "--auth", "--sec", hex.EncodeToString(k.SK[:])})
+	done := make(chan error, 1)
+	go func() { done <- cmd.ExecuteContext(ctx) }()
+	deadline := time.Now().Add(time.Minute)
+	for countItems(t, local.Store, `{}`) != len(evs) {
+		if time.Now().After(deadline) {
+			t.Fatalf("local holds %d events, want the %d behind auth", countItems(t, local.Store, `{}`), len(evs))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	var stats []stream.Stats
+	if err := json.Unmarshal(out.Bytes(), &stats); err != nil {
+		t.Fatalf("%v: %s", err, out.String())
+	}
+	if len(stats) != 1 || stats[0].LastError != "" || stats[0].Down.CaughtUp+stats[0].Down.Forwarded != int64(len(evs)) {
 		t.Fatalf("stats %+v", stats)
 	}
 }

@@ -3,7 +3,9 @@ package stream
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"slices"
+	"sync/atomic"
 	"testing"
 
 	"github.com/petrel-relay/petrel/internal/client"
@@ -142,4 +144,59 @@ func TestStreamAuth(t *testing.T) {
 	if st := s.Stats(); st.Sessions < 2 {
 		t.Fatalf("no second session: %+v", st)
 	}
+}
+
+// errorCounter is a slog handler that counts the records logged at error
+// level.
+type errorCounter struct{ n *atomic.Int64 }
+
+func (h errorCounter) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelError }
+func (h errorCounter) Handle(context.Context, slog.Record) error    { h.n.Add(1); return nil }
+func (h errorCounter) WithAttrs([]slog.Attr) slog.Handler           { return h }
+func (h errorCounter) WithGroup(string) slog.Handler                { return h }
+
+// TestRouterRestartsEnded: a routed stream that stopped by itself (its
+// relay requires authentication and it has no key) is started again by
+// the next Apply, its options unchanged, so that a reload retries it;
+// a stream that still runs is kept, its session untouched.
+func TestRouterRestartsEnded(t *testing.T) {
+	t.Parallel()
+	local := relaytest.Start(t, relaytest.Options{})
+	locked := authRelay(t, nil, "")
+	open := relaytest.Start(t, relaytest.Options{})
+	var stops atomic.Int64
+	opts := func() []Options {
+		a := fastOptions(local.URL, locked.URL, psync.Down)
+		a.Logger = slog.New(errorCounter{&stops})
+		return []Options{a, fastOptions(local.URL, open.URL, psync.Down)}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	r := NewRouter(ctx, nil)
+	if started, _, _, err := r.Apply(opts()); err != nil || started != 2 {
+		t.Fatalf("apply: %d started, %v", started, err)
+	}
+	openStats := func() Stats {
+		for _, st := range r.Stats() {
+			if st.Remote == open.URL {
+				return st
+			}
+		}
+		t.Fatalf("no stream to %s in %+v", open.URL, r.Stats())
+		return Stats{}
+	}
+	waitFor(t, "the stream to the locked relay to stop", func() bool { return stops.Load() == 1 })
+	waitFor(t, "the stream to the open relay to connect", func() bool { return openStats().Connected })
+	sessions := openStats().Sessions
+
+	started, stopped, kept, err := r.Apply(opts())
+	if err != nil || started != 1 || stopped != 0 || kept != 1 {
+		t.Fatalf("re-apply: started %d, stopped %d, kept %d, %v; want the stopped stream started again and the other kept", started, stopped, kept, err)
+	}
+	waitFor(t, "the restarted stream to stop again", func() bool { return stops.Load() == 2 })
+	if st := openStats(); st.Sessions != sessions || !st.Connected {
+		t.Fatalf("the kept stream: %+v, want still connected in session %d", st, sessions)
+	}
+	cancel()
+	r.Wait()
 }

@@ -153,10 +153,10 @@ func cmpOr(a, b int) int {
 
 // Router runs many Streams in one process and can swap its set of
 // streams while running (Apply): streams whose options did not change
-// keep running, their connections and counters untouched. Its streams
-// have no AuthKey: one whose relay requires NIP-42 authentication stops
-// (Stream.Run logs why) while the others go on. Its methods are safe for
-// concurrent use.
+// keep running, their connections and counters untouched. A stream
+// without an AuthKey whose relay requires NIP-42 authentication stops
+// (Stream.Run logs why) while the others go on; the next Apply starts it
+// again. Its methods are safe for concurrent use.
 type Router struct {
 	log *slog.Logger
 	ctx context.Context
@@ -174,6 +174,16 @@ type routed struct {
 	done   chan struct{}
 }
 
+// ended reports whether the stream's Run has returned.
+func (rt *routed) ended() bool {
+	select {
+	case <-rt.done:
+		return true
+	default:
+		return false
+	}
+}
+
 // key identifies a stream within a router: its group and remote.
 func key(o *Options) string { return o.Name + "\x00" + o.Remote }
 
@@ -187,9 +197,11 @@ func NewRouter(ctx context.Context, log *slog.Logger) *Router {
 
 // Apply makes the router run exactly the streams of opts: it stops those
 // no longer listed or whose options changed (waiting for them to end),
-// and starts the new and changed ones. It returns the numbers started,
-// stopped and kept, or an error (and changes nothing) if an Options is
-// invalid.
+// and starts the new and changed ones, and again those that have stopped
+// by themselves (a relay that required authentication: a reload retries
+// it, once the relay or the key has been seen to). It returns the
+// numbers started, stopped (of those that were running) and kept, or an
+// error (and changes nothing) if an Options is invalid.
 func (r *Router) Apply(opts []Options) (started, stopped, kept int, err error) {
 	want := make(map[string]*Stream, len(opts))
 	for i := range opts {
@@ -206,7 +218,8 @@ func (r *Router) Apply(opts []Options) (started, stopped, kept int, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for k, rt := range r.running {
-		if s := want[k]; s != nil && sameOptions(&rt.s.o, &s.o) {
+		ended := rt.ended()
+		if s := want[k]; s != nil && !ended && sameOptions(&rt.s.o, &s.o) {
 			delete(want, k)
 			kept++
 			continue
@@ -214,7 +227,9 @@ func (r *Router) Apply(opts []Options) (started, stopped, kept int, err error) {
 		rt.cancel()
 		<-rt.done
 		delete(r.running, k)
-		stopped++
+		if !ended {
+			stopped++
+		}
 	}
 	for _, k := range slices.Sorted(maps.Keys(want)) {
 		s := want[k]

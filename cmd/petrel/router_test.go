@@ -14,6 +14,7 @@ import (
 	"github.com/petrel-relay/petrel/internal/nostr"
 	"github.com/petrel-relay/petrel/internal/relay"
 	"github.com/petrel-relay/petrel/internal/relaytest"
+	"github.com/petrel-relay/petrel/internal/store"
 	"github.com/petrel-relay/petrel/internal/stream"
 )
 
@@ -34,15 +35,7 @@ func TestRouterCommand(t *testing.T) {
 	routerReload = func() (<-chan os.Signal, func()) { return hup, func() {} }
 	defer func() { routerReload = defaultRouterReload }()
 
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	cmd := routerCmd()
-	var out bytes.Buffer
-	cmd.SetOut(&out)
-	cmd.SetErr(&bytes.Buffer{})
-	cmd.SetArgs([]string{path, "--json", "--log-level", "error"})
-	done := make(chan error, 1)
-	go func() { done <- cmd.ExecuteContext(ctx) }()
+	stop := startRouterCmd(t, path)
 
 	k := relaytest.NewKey("router-cmd")
 	for i, url := range []string{r1.URL, r2.URL} {
@@ -52,16 +45,7 @@ func TestRouterCommand(t *testing.T) {
 		}
 		c.Close()
 	}
-	wait := func(what string, n int) {
-		t.Helper()
-		deadline := time.Now().Add(time.Minute)
-		for countItems(t, local.Store, `{}`) != n {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: local holds %d events, want %d", what, countItems(t, local.Store, `{}`), n)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
+	wait := func(what string, n int) { t.Helper(); awaitStored(t, local.Store, what, n) }
 	wait("pulled", 6)
 
 	if err := os.WriteFile(path, []byte("[groups.pull]\ndir = \"nowhere\"\n"), 0o600); err != nil {
@@ -73,14 +57,7 @@ func TestRouterCommand(t *testing.T) {
 	c.Close()
 	wait("still pulling after a failed reload", 7)
 
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	var stats []stream.Stats
-	if err := json.Unmarshal(out.Bytes(), &stats); err != nil {
-		t.Fatalf("%v: %s", err, out.String())
-	}
+	stats := stop()
 	if len(stats) != 2 || stats[0].Name != "pull" || stats[0].Sessions != 1 || stats[1].Sessions != 1 ||
 		stats[0].Down.Forwarded+stats[0].Down.CaughtUp+stats[1].Down.Forwarded+stats[1].Down.CaughtUp != 7 {
 		t.Fatalf("stats %+v", stats)
@@ -105,31 +82,50 @@ func TestRouterCommandAuth(t *testing.T) {
 	}
 	relaytest.PublishAuthed(t, locked.URL, k, evs)
 
+	stop := startRouterCmd(t, path, "--auth", "--sec", hex.EncodeToString(k.SK[:]))
+	awaitStored(t, local.Store, "the events behind auth", len(evs))
+	stats := stop()
+	if len(stats) != 1 || stats[0].LastError != "" || stats[0].Down.CaughtUp+stats[0].Down.Forwarded != int64(len(evs)) {
+		t.Fatalf("stats %+v", stats)
+	}
+}
+
+// startRouterCmd runs `petrel router` with args (and --json) until the
+// function it returns is called, which stops it and returns the counters
+// it printed.
+func startRouterCmd(t *testing.T, args ...string) func() []stream.Stats {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	t.Cleanup(cancel)
 	cmd := routerCmd()
 	var out bytes.Buffer
 	cmd.SetOut(&out)
 	cmd.SetErr(&bytes.Buffer{})
-	cmd.SetArgs([]string{path, "--json", "--log-level", "error", "--auth", "--sec", hex.EncodeToString(k.SK[:])})
+	cmd.SetArgs(append(args, "--json", "--log-level", "error"))
 	done := make(chan error, 1)
 	go func() { done <- cmd.ExecuteContext(ctx) }()
+	return func() []stream.Stats {
+		t.Helper()
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		var stats []stream.Stats
+		if err := json.Unmarshal(out.Bytes(), &stats); err != nil {
+			t.Fatalf("%v: %s", err, out.String())
+		}
+		return stats
+	}
+}
+
+// awaitStored waits (a minute at most) until st holds n events.
+func awaitStored(t *testing.T, st store.Store, what string, n int) {
+	t.Helper()
 	deadline := time.Now().Add(time.Minute)
-	for countItems(t, local.Store, `{}`) != len(evs) {
+	for countItems(t, st, `{}`) != n {
 		if time.Now().After(deadline) {
-			t.Fatalf("local holds %d events, want the %d behind auth", countItems(t, local.Store, `{}`), len(evs))
+			t.Fatalf("%s: the store holds %d events, want %d", what, countItems(t, st, `{}`), n)
 		}
 		time.Sleep(20 * time.Millisecond)
-	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	var stats []stream.Stats
-	if err := json.Unmarshal(out.Bytes(), &stats); err != nil {
-		t.Fatalf("%v: %s", err, out.String())
-	}
-	if len(stats) != 1 || stats[0].LastError != "" || stats[0].Down.CaughtUp+stats[0].Down.Forwarded != int64(len(evs)) {
-		t.Fatalf("stats %+v", stats)
 	}
 }

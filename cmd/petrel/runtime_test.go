@@ -57,10 +57,7 @@ func TestReleaseAfterBurst(t *testing.T) {
 	var w heapWatch
 	w.check(time.Now())
 	burst := max(64<<20, 2*int(w.baseline))
-	for n := 0; n < burst; n += 1 << 20 {
-		sink = append(sink, make([]byte, 1<<20))
-	}
-	sink = nil
+	makeGarbage(burst)
 	if r, ok := w.check(time.Now()); ok {
 		t.Fatalf("released %+v while the burst was in the last interval", r)
 	}
@@ -84,10 +81,7 @@ func TestReleaseAfterBurst(t *testing.T) {
 
 	// Another burst right away: the release waits releaseCostShare times
 	// the last release's duration, then goes ahead.
-	for n := 0; n < burst; n += 1 << 20 {
-		sink = append(sink, make([]byte, 1<<20))
-	}
-	sink = nil
+	makeGarbage(burst)
 	now := time.Now()
 	w.check(now) // the burst is in this interval
 	w.check(now) // one quiet interval
@@ -110,10 +104,7 @@ func TestReleaseCostIsCPUTime(t *testing.T) {
 	w.check(time.Now())
 	burst := max(64<<20, 2*int(w.baseline))
 	for round := 0; round < 2; round++ {
-		for n := 0; n < burst; n += 1 << 20 {
-			sink = append(sink, make([]byte, 1<<20))
-		}
-		sink = nil
+		makeGarbage(burst)
 		now := time.Now()
 		w.check(now) // the burst is in this interval
 		w.check(now) // one quiet interval
@@ -128,10 +119,7 @@ func TestReleaseCostIsCPUTime(t *testing.T) {
 	// With the process's own clock the cost is positive and at most the
 	// wall time.
 	w.cpu = nil
-	for n := 0; n < burst; n += 1 << 20 {
-		sink = append(sink, make([]byte, 1<<20))
-	}
-	sink = nil
+	makeGarbage(burst)
 	now := time.Now()
 	w.check(now)
 	w.check(now)
@@ -150,10 +138,7 @@ func TestReleaseWaitsForIdle(t *testing.T) {
 	w := heapWatch{busy: func() bool { return busy }}
 	w.check(time.Now())
 	burst := max(64<<20, 2*int(w.baseline))
-	for n := 0; n < burst; n += 1 << 20 {
-		sink = append(sink, make([]byte, 1<<20))
-	}
-	sink = nil
+	makeGarbage(burst)
 	for i := 0; i < quietChecks+4; i++ {
 		if r, ok := w.check(time.Now()); ok {
 			t.Fatalf("check %d released %+v while the relay was busy", i, r)
@@ -253,4 +238,12 @@ func TestApplyRuntime(t *testing.T) {
 	if n := runtime.GOMAXPROCS(0); n != procs {
 		t.Errorf("GOMAXPROCS %d with the environment variable set, want %d (unchanged)", n, procs)
 	}
+}
+
+// makeGarbage allocates about n bytes in 1 MiB pieces and drops them.
+func makeGarbage(n int) {
+	for i := 0; i < n; i += 1 << 20 {
+		sink = append(sink, make([]byte, 1<<20))
+	}
+	sink = nil
 }

@@ -1,0 +1,48 @@
+package stream
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// FuzzRouterConfig: any file either loads and yields streams each of which
+// New accepts, or gives an error that matches ErrRouterConfig; nothing
+// panics. Seeds: the example file shipped with petrel and broken ones.
+func FuzzRouterConfig(f *testing.F) {
+	if example, err := os.ReadFile("../../deploy/router.example.toml"); err == nil {
+		f.Add(example)
+	}
+	f.Add([]byte("[groups.a]\ndir = \"down\"\nurls = [\"ws://127.0.0.1:2\"]\nfilter = { kinds = [1], \"#t\" = [\"x\"] }\n"))
+	f.Add([]byte("catchup = \"0s\"\n[groups.a]\ndir = \"both\"\nurls = [\"ws://127.0.0.1:2\", \"ws://127.0.0.1:2\"]\n"))
+	f.Add([]byte("[groups.a]\ndir = \"sideways\"\nurls = [\"ws://x\"]\n"))
+	f.Add([]byte("[groups.a]\ndir = \"up\"\nurls = [\"ws://x\"]\nfilter = { limit = -1, since = \"now\" }\n"))
+	f.Add([]byte("window = -3\n[groups.a]\ndir = \"up\"\nurls = [\"ws://x\"]\ncatchup = \"-1h\"\n"))
+	f.Add([]byte("[groups]\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		path := filepath.Join(t.TempDir(), "router.toml")
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		c, err := LoadRouterConfig(path)
+		if err != nil {
+			if !errors.Is(err, ErrRouterConfig) {
+				t.Fatalf("LoadRouterConfig: %v, which is not an ErrRouterConfig", err)
+			}
+			return
+		}
+		opts, err := c.Streams("ws://127.0.0.1:1", nil, nil)
+		if err != nil {
+			if !errors.Is(err, ErrRouterConfig) {
+				t.Fatalf("Streams: %v, which is not an ErrRouterConfig", err)
+			}
+			return
+		}
+		for _, o := range opts {
+			if _, err := New(o); err != nil {
+				t.Fatalf("Streams gave options New refuses: %+v: %v", o, err)
+			}
+		}
+	})
+}

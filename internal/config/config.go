@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"reflect"
 	"strconv"
@@ -253,9 +254,22 @@ func (c Config) Normalize() Config {
 // the file are an error, so a typo does not silently leave a default, and
 // so are values that make no sense (Validate).
 func Load(path string, environ []string) (Config, error) {
+	var data []byte
+	if path != "" {
+		var err error
+		if data, err = os.ReadFile(path); err != nil {
+			return Config{}, fmt.Errorf("config %s: %w", path, err)
+		}
+	}
+	return parse(path, data, environ)
+}
+
+// parse is Load with the file's text given: data, read from path (no
+// file if path is empty).
+func parse(path string, data []byte, environ []string) (Config, error) {
 	var c Config
 	if path != "" {
-		md, err := toml.DecodeFile(path, &c)
+		md, err := toml.Decode(string(data), &c)
 		if err != nil {
 			return c, fmt.Errorf("config %s: %w", path, err)
 		}

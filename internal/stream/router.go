@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"os"
 	"reflect"
 	"slices"
 	"strings"
@@ -58,8 +59,18 @@ type RouterGroup struct {
 // LoadRouterConfig reads and checks a router config file. Unknown keys
 // are errors.
 func LoadRouterConfig(path string) (RouterConfig, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return RouterConfig{}, fmt.Errorf("%w: %w", ErrRouterConfig, err)
+	}
+	return parseRouterConfig(path, data)
+}
+
+// parseRouterConfig checks data, the text of the router config file at
+// path (named in errors).
+func parseRouterConfig(path string, data []byte) (RouterConfig, error) {
 	var c RouterConfig
-	md, err := toml.DecodeFile(path, &c)
+	md, err := toml.Decode(string(data), &c)
 	if err != nil {
 		return c, fmt.Errorf("%w: %w", ErrRouterConfig, err)
 	}

@@ -221,7 +221,7 @@ func (w *heapWatch) check(now time.Time) (release, bool) {
 		cpu = processCPU
 	}
 	start, cpuStart := time.Now(), cpu()
-	debug.FreeOSMemory()
+	releaseHeap()
 	took := time.Since(start)
 	cost := min(took, max(cpu()-cpuStart, 0))
 	w.notBefore = now.Add(releaseCostShare * cost)
@@ -229,4 +229,20 @@ func (w *heapWatch) check(now time.Time) (release, bool) {
 	w.lastAllocs, w.baseline = after.allocs, after.resident()
 	w.heldPeak = held
 	return release{before: h.resident(), after: after.resident(), took: took, cost: cost}, true
+}
+
+// releaseHeap collects twice and returns every free page to the OS. One
+// collection is not enough for what a quiet relay most needs to return:
+// the out-queue segments of connections that closed or drained wait in
+// sync.Pools (relay.segPool), and a collection only moves a pool's
+// contents to its victim generation, still referenced; the next one frees
+// them. After a release nothing may trigger that next collection (no
+// allocation, no drop left to notice), so a single one left the segments
+// held indefinitely (measured: 67 MiB live 60 s after 100 never-reading
+// subscribers closed, against 7 MiB before they came; the reliability
+// battery's slow-subscriber test). The second collection marks only what
+// the first left live, which on a quiet relay is small.
+func releaseHeap() {
+	runtime.GC()
+	debug.FreeOSMemory()
 }

@@ -285,3 +285,40 @@ func checkNoRecycledLogs(t *testing.T, data string, memtable int64) {
 		t.Fatalf("%d write-ahead logs left, %d bytes in all (a memtable is %d): %v", len(logs), total, memtable, logs)
 	}
 }
+
+// TestImportVanishGiftWraps: a request to vanish in an import removes the
+// gift wraps addressed to its author up to its created_at, whether they
+// come before it in the file or after it (NIP-62), as a published one
+// does; a later wrap, and wraps to others, stay.
+func TestImportVanishGiftWraps(t *testing.T) {
+	gone := relaytest.NewKey("import-vanish-author")
+	sender := relaytest.NewKey("import-vanish-sender")
+	other := relaytest.NewKey("import-vanish-other")
+	to := func(k relaytest.Key) nostr.Tags { return nostr.Tags{{"p", k.PK.Hex()}} }
+	before := sender.Event(1059, "wrap", to(gone), fixtureBase+1)
+	toOther := sender.Event(1059, "wrap", to(other), fixtureBase+2)
+	vanish := gone.Event(62, "", nostr.Tags{{"relay", "ALL_RELAYS"}}, fixtureBase+10)
+	after := sender.Event(1059, "wrap", to(gone), fixtureBase+3) // older than the request, after it in the file
+	later := sender.Event(1059, "wrap", to(gone), fixtureBase+20)
+	lines := []string{string(before.Raw), string(toOther.Raw), string(vanish.Raw), string(after.Raw), string(later.Raw)}
+	path := filepath.Join(t.TempDir(), "events.jsonl")
+	writeFile(t, path, []byte(strings.Join(lines, "\n")+"\n"))
+	data := filepath.Join(t.TempDir(), "data")
+	if out, _, err := runTool(t, importCmd, "", "--data", data, "-q", path); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	got := map[string]bool{}
+	for _, raw := range storedRaws(t, data) {
+		got[string(raw)] = true
+	}
+	for name, ev := range map[string]*nostr.Event{"earlier wrap": before, "wrap after the request in the file": after} {
+		if got[string(ev.Raw)] {
+			t.Errorf("%s to the vanished author is still stored", name)
+		}
+	}
+	for name, ev := range map[string]*nostr.Event{"wrap to another": toOther, "request": vanish, "later wrap": later} {
+		if !got[string(ev.Raw)] {
+			t.Errorf("%s is not stored", name)
+		}
+	}
+}

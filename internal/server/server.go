@@ -103,35 +103,6 @@ func New(cfg Config, opts Options) (*Server, error) {
 	logging.SetLogger(nbioLogger{s.log})
 
 	rcfg := s.relay.Config()
-	s.upgrader = websocket.NewUpgrader()
-	s.upgrader.KeepaliveTime = 0 // idle handling is the relay's global sweep
-	s.upgrader.MessageLengthLimit = rcfg.MaxMessageBytes
-	s.upgrader.CheckOrigin = func(*http.Request) bool { return true }
-	s.upgrader.EnableCompression(false)
-	if *cfg.Compression {
-		codec, err := deflate.New(cfg.CompressionLevel)
-		if err != nil {
-			return nil, fmt.Errorf("server: compression_level: %w", err)
-		}
-		s.relay.SetCompression(relay.Compression{Codec: codec, MinBytes: cfg.CompressionMinBytes, CacheBytes: cfg.CompressionCacheBytes})
-		s.upgrader.EnableCompression(true)
-	}
-	s.upgrader.OnMessage(s.onMessage)
-	s.upgrader.OnClose(s.onWSClose)
-	s.upgrader.SetPongHandler(func(c *websocket.Conn, _ string) {
-		if t, ok := c.Session().(*transport); ok {
-			t.sess.Touch()
-		}
-	})
-	s.upgrader.SetPingHandler(func(c *websocket.Conn, data string) {
-		if t, ok := c.Session().(*transport); ok {
-			t.sess.Touch()
-			t.sess.SendPong([]byte(data))
-			return
-		}
-		_ = c.WriteMessage(websocket.PongMessage, []byte(data))
-	})
-
 	mux := http.NewServeMux()
 	mux.HandleFunc("/", s.handleRoot)
 	mux.HandleFunc("/stats", s.handleStats)
@@ -160,6 +131,38 @@ func New(cfg Config, opts Options) (*Server, error) {
 	s.engine.OnOpen(s.onOpen)
 	s.engine.OnClose(s.onClose)
 	s.engine.OnWrittenSize(s.onWritten)
+	// The upgrader uses the server's engine (its buffers): NewUpgrader
+	// would make nbio's DefaultEngine too, a second engine with a task
+	// pool that nothing here uses.
+	s.upgrader = websocket.NewUpgraderWithEngine(s.engine)
+	s.upgrader.KeepaliveTime = 0 // idle handling is the relay's global sweep
+	s.upgrader.MessageLengthLimit = rcfg.MaxMessageBytes
+	s.upgrader.CheckOrigin = func(*http.Request) bool { return true }
+	s.upgrader.EnableCompression(false)
+	if *cfg.Compression {
+		codec, err := deflate.New(cfg.CompressionLevel)
+		if err != nil {
+			return nil, fmt.Errorf("server: compression_level: %w", err)
+		}
+		s.relay.SetCompression(relay.Compression{Codec: codec, MinBytes: cfg.CompressionMinBytes, CacheBytes: cfg.CompressionCacheBytes})
+		s.upgrader.EnableCompression(true)
+	}
+	s.upgrader.OnMessage(s.onMessage)
+	s.upgrader.OnClose(s.onWSClose)
+	s.upgrader.SetPongHandler(func(c *websocket.Conn, _ string) {
+		if t, ok := c.Session().(*transport); ok {
+			t.sess.Touch()
+		}
+	})
+	s.upgrader.SetPingHandler(func(c *websocket.Conn, data string) {
+		if t, ok := c.Session().(*transport); ok {
+			t.sess.Touch()
+			t.sess.SendPong([]byte(data))
+			return
+		}
+		_ = c.WriteMessage(websocket.PongMessage, []byte(data))
+	})
+
 	return s, nil
 }
 

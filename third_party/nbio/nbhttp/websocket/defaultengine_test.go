@@ -4,6 +4,8 @@ import (
 	"os"
 	"os/exec"
 	"testing"
+
+	"github.com/lesismal/nbio/nbhttp"
 )
 
 // TestDefaultEngineMadeOnFirstUse (petrel patch 13): linking the package
@@ -29,5 +31,30 @@ func TestDefaultEngineMadeOnFirstUse(t *testing.T) {
 	}
 	if u2 := NewUpgrader(); u2.Engine != u1.Engine {
 		t.Fatalf("second upgrader's engine %p, first's %p", u2.Engine, u1.Engine)
+	}
+}
+
+// TestUpgraderWithEngine (petrel patch 14): an upgrader made for an
+// engine uses it and makes no DefaultEngine. A child process, as above.
+func TestUpgraderWithEngine(t *testing.T) {
+	if os.Getenv("NBIO_TEST_DEFAULT_ENGINE_CHILD") == "" {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestUpgraderWithEngine$", "-test.v")
+		cmd.Env = append(os.Environ(), "NBIO_TEST_DEFAULT_ENGINE_CHILD=1")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("child: %v\n%s", err, out)
+		}
+		return
+	}
+	engine := nbhttp.NewEngine(nbhttp.Config{})
+	u := NewUpgraderWithEngine(engine)
+	if u.Engine != engine {
+		t.Fatalf("upgrader's engine %p, want %p", u.Engine, engine)
+	}
+	if u.MessageLengthLimit != DefaultMessageLengthLimit || u.KeepaliveTime != nbhttp.DefaultKeepaliveTime {
+		t.Fatalf("upgrader made for an engine lost NewUpgrader's defaults: %+v", u.commonFields)
+	}
+	if DefaultEngine != nil {
+		t.Fatal("NewUpgraderWithEngine made DefaultEngine")
 	}
 }

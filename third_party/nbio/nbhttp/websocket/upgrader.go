@@ -164,6 +164,16 @@ type Upgrader struct {
 //
 //go:norace
 func NewUpgrader() *Upgrader {
+	return NewUpgraderWithEngine(defaultEngine())
+}
+
+// NewUpgraderWithEngine returns an Upgrader whose Engine is engine, as
+// NewUpgrader does with DefaultEngine, without making DefaultEngine
+// (petrel patch 14: a server that upgrades only its own engine's
+// connections has no use for a second engine's task pool and buffers).
+//
+//go:norace
+func NewUpgraderWithEngine(engine *nbhttp.Engine) *Upgrader {
 	u := &Upgrader{
 		commonFields: commonFields{
 			KeepaliveTime:              nbhttp.DefaultKeepaliveTime,
@@ -171,7 +181,7 @@ func NewUpgrader() *Upgrader {
 			BlockingModAsyncCloseDelay: DefaultBlockingModAsyncCloseDelay,
 		},
 		compressionLevel:               defaultCompressionLevel,
-		Engine:                         defaultEngine(),
+		Engine:                         engine,
 		BlockingModReadBufferSize:      DefaultBlockingReadBufferSize,
 		BlockingModAsyncWrite:          DefaultBlockingModAsyncWrite,
 		BlockingModHandleRead:          DefaultBlockingModHandleRead,

@@ -332,8 +332,24 @@ func (r *Relay) unregister(s *Session, peak queuePeaks) {
 	r.sessions[i] = r.sessions[last]
 	r.sessions[i].slot = int32(i)
 	r.sessions[last] = nil
-	r.sessions = r.sessions[:last]
+	r.sessions = shrinkRegistry(r.sessions[:last])
 	s.slot = -1
+}
+
+// registryShrinkMin is the capacity below which the session registry is
+// never reallocated smaller.
+const registryShrinkMin = 1024
+
+// shrinkRegistry returns list in a smaller array once it uses less than
+// a quarter of its capacity (half of the new capacity stays free, so a
+// shrink is not undone by the next few registrations): after a peak of a
+// million connections the registry would otherwise keep 8 MB of pointer
+// slots for good. Amortised O(1) per removal, like append's growth.
+func shrinkRegistry(list []*Session) []*Session {
+	if cap(list) <= registryShrinkMin || len(list) >= cap(list)/4 {
+		return list
+	}
+	return append(make([]*Session, 0, max(2*len(list), registryShrinkMin)), list...)
 }
 
 // forEachSession calls fn for a snapshot of the registered sessions.

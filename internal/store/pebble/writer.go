@@ -271,7 +271,9 @@ func (w *writer) loadEventCount() error {
 		if err := s.db.Set(eventCountKey, appendU64(appendU64(nil, n), s.commits.Load()), pebble.Sync); err != nil {
 			return fmt.Errorf("event count: %w", err)
 		}
-		s.log.Info("store: counted the stored events once (later opens read the count)", "events", n)
+		if found || n > 0 { // not worth a line for a store just made
+			s.log.Info("store: counted the stored events once (later opens read the count)", "events", n)
+		}
 	}
 	w.events = int64(n)
 	s.events.Store(w.events)

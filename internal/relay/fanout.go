@@ -43,8 +43,11 @@ type dispatcher struct {
 	closed  bool
 	visits  uint64     // fan-outs so far: sub.stamp marks a sub visited by one
 	touched []*Session // sessions to flush after the batch (outbox.touched marks them)
-	ptrs    []*sub
-	zbody   []byte // the event being fanned out, compressed (compress.go)
+	ptrs    []*sub     // subscriptions one fan-out found overflowed
+	zbody   []byte     // the event being fanned out, compressed (compress.go)
+	// Trims of touched and ptrs: both are emptied at every batch or
+	// event and would otherwise keep their largest use's capacity.
+	touchedTrim, ptrsTrim capTrim
 }
 
 func newDispatcher(r *Relay) *dispatcher {
@@ -139,7 +142,11 @@ func (d *dispatcher) flushTouched() {
 		d.r.flusher.schedule(s)
 		d.touched[i] = nil
 	}
+	d.touchedTrim.used(len(d.touched))
 	d.touched = d.touched[:0]
+	if d.touchedTrim.emptied(cap(d.touched)) {
+		d.touched = nil
+	}
 }
 
 func (d *dispatcher) handle(it dispatchItem) {
@@ -294,6 +301,10 @@ func (d *dispatcher) fanout(ev *nostr.Event, seq uint64) {
 		r.stats.LimitTrips[limOutQueue].Add(1)
 		sb.s.dropSub(sb, "error: slow consumer: out-queue full, events were dropped; re-subscribe with since")
 		d.ptrs[i] = nil
+	}
+	d.ptrsTrim.used(len(d.ptrs))
+	if d.ptrsTrim.emptied(cap(d.ptrs)) {
+		d.ptrs = nil
 	}
 }
 

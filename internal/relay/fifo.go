@@ -8,6 +8,7 @@ package relay
 type fifo[T any] struct {
 	items []T
 	head  int
+	trim  capTrim // gives back a peak's array once uses stay small
 }
 
 // fifoCompactAt is the popped prefix from which a fifo may compact.
@@ -15,7 +16,10 @@ const fifoCompactAt = 64
 
 func (q *fifo[T]) len() int { return len(q.items) - q.head }
 
-func (q *fifo[T]) push(v ...T) { q.items = append(q.items, v...) }
+func (q *fifo[T]) push(v ...T) {
+	q.items = append(q.items, v...)
+	q.trim.used(q.len())
+}
 
 // pop removes and returns the oldest item; the queue must not be empty.
 func (q *fifo[T]) pop() T {
@@ -26,6 +30,9 @@ func (q *fifo[T]) pop() T {
 	switch {
 	case q.head == len(q.items):
 		q.items, q.head = q.items[:0], 0
+		if q.trim.emptied(cap(q.items)) {
+			q.items = nil
+		}
 	case q.head >= fifoCompactAt && q.head > len(q.items)/2:
 		n := copy(q.items, q.items[q.head:])
 		clear(q.items[n:])

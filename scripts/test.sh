@@ -27,8 +27,8 @@ echo "== internal/interop (go-nostr)"
 # in the fork's module; under -race, which one of them needs.
 echo "== third_party/nbio (-race)"
 (cd third_party/nbio && "$tp" ./... -- -count=1 -race)
-echo "== relay packages (-race)"
-"$tp" ./internal/relay/... ./internal/server/... ./internal/nostr/... ./internal/negentropy/... ./internal/cluster/... -- -count=1 -race -timeout 30m
+echo "== relay, cluster and store packages (-race)"
+"$tp" ./internal/relay/... ./internal/server/... ./internal/nostr/... ./internal/negentropy/... ./internal/cluster/... ./internal/store/... -- -count=1 -race -timeout 30m
 # The reliability battery, short (about 2 minutes: hostile inputs, kill -9
 # cycles, slow readers, slowloris, compression bomb, forged-signature
 # flood, disk full), and a 45-second soak of mixed traffic.

@@ -1,7 +1,7 @@
 package relay
 
 // capTrim decides when a slice that is emptied and refilled over and over
-// (the flusher's queue, the dispatcher's per-batch lists) should give back
+// (the flusher's queue, the dispatcher's list of sessions to flush) should give back
 // a backing array its recent uses no longer need. Kept as is, such a
 // slice holds the capacity of its largest use for good: after a fan-out
 // to a million connections, 8 MB of pointer slots each. Dropping it at

@@ -1,6 +1,10 @@
 package relay
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/petrel-relay/petrel/internal/store/storetest"
+)
 
 // TestCapTrim: a reused slice keeps a large array while its uses need it
 // (a large use now and then resets the count), gives it back after
@@ -65,5 +69,53 @@ func TestFIFOGivesBackPeak(t *testing.T) {
 	q.push(&v)
 	if q.len() != 1 || q.pop() != &v {
 		t.Fatal("the queue does not work after its array was given back")
+	}
+}
+
+// TestCapTrimJustAboveKeep: an array one slot over trimKeepCap is given
+// back like any other (the limit's other side).
+func TestCapTrimJustAboveKeep(t *testing.T) {
+	var c capTrim
+	for i := 1; i <= trimAfter; i++ {
+		c.used(1)
+		if got := c.emptied(trimKeepCap + 1); got != (i == trimAfter) {
+			t.Fatalf("small use %d of an array of %d: trimmed %v", i, trimKeepCap+1, got)
+		}
+	}
+}
+
+// TestDispatcherTouchedGivesBackPeak: the dispatcher's list of sessions
+// to flush keeps a wide batch's array while batches stay wide, and gives
+// it back after trimAfter narrow ones.
+func TestDispatcherTouchedGivesBackPeak(t *testing.T) {
+	r, err := New(Config{}, Options{Store: storetest.NewModel()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Shutdown(t.Context()) })
+	sessions := make([]*Session, 4*trimKeepCap)
+	for i := range sessions {
+		sessions[i] = r.NewSession(&sinkTransport{}, "192.0.2.1")
+	}
+	d := &dispatcher{r: r} // not running: the test is its only goroutine
+	batch := func(ss []*Session) {
+		for _, s := range ss {
+			d.touch(s)
+		}
+		d.flushTouched()
+	}
+	batch(sessions)
+	wide := cap(d.touched)
+	for range 2 * trimAfter {
+		batch(sessions[:wide/4]) // a quarter of the array: still wide enough
+	}
+	if cap(d.touched) != wide {
+		t.Fatalf("capacity %d after batches of a quarter, want %d kept", cap(d.touched), wide)
+	}
+	for range trimAfter {
+		batch(sessions[:1])
+	}
+	if c := cap(d.touched); c > trimKeepCap {
+		t.Fatalf("capacity %d after %d batches of one session, want at most %d", c, trimAfter, trimKeepCap)
 	}
 }

@@ -45,9 +45,9 @@ type dispatcher struct {
 	touched []*Session // sessions to flush after the batch (outbox.touched marks them)
 	ptrs    []*sub     // subscriptions one fan-out found overflowed
 	zbody   []byte     // the event being fanned out, compressed (compress.go)
-	// Trims of touched and ptrs: both are emptied at every batch or
-	// event and would otherwise keep their largest use's capacity.
-	touchedTrim, ptrsTrim capTrim
+	// touchedTrim gives back touched's array once batches stay small
+	// (it is emptied at every batch and would keep its largest one's).
+	touchedTrim capTrim
 }
 
 func newDispatcher(r *Relay) *dispatcher {
@@ -302,8 +302,9 @@ func (d *dispatcher) fanout(ev *nostr.Event, seq uint64) {
 		sb.s.dropSub(sb, "error: slow consumer: out-queue full, events were dropped; re-subscribe with since")
 		d.ptrs[i] = nil
 	}
-	d.ptrsTrim.used(len(d.ptrs))
-	if d.ptrsTrim.emptied(cap(d.ptrs)) {
+	// A large overflow is a one-off (the subscriptions it closed do not
+	// overflow again), so its array goes at once.
+	if cap(d.ptrs) > trimKeepCap {
 		d.ptrs = nil
 	}
 }

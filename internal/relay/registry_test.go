@@ -39,3 +39,31 @@ func TestRegistryShrinks(t *testing.T) {
 		}
 	}
 }
+
+// TestShrinkRegistryLimits: the registry's array is kept at
+// registryShrinkMin and at a quarter in use, and shrunk one slot past
+// either.
+func TestShrinkRegistryLimits(t *testing.T) {
+	list := func(n, c int) []*Session { return make([]*Session, n, c) }
+	for _, tc := range []struct {
+		n, c   int
+		shrunk bool
+	}{
+		{0, registryShrinkMin, false},       // at the floor
+		{0, registryShrinkMin + 1, true},    // one past it
+		{1024, 4096, false},                 // a quarter in use
+		{1023, 4096, true},                  // one under a quarter
+		{registryShrinkMin, 8 * 1024, true}, // to twice the length
+	} {
+		got := shrinkRegistry(list(tc.n, tc.c))
+		if len(got) != tc.n {
+			t.Fatalf("len %d of %d: shrunk to length %d", tc.n, tc.c, len(got))
+		}
+		if (cap(got) < tc.c) != tc.shrunk {
+			t.Fatalf("len %d of %d: capacity %d, want shrunk %v", tc.n, tc.c, cap(got), tc.shrunk)
+		}
+		if tc.shrunk && cap(got) != max(2*tc.n, registryShrinkMin) {
+			t.Fatalf("len %d of %d: new capacity %d, want %d", tc.n, tc.c, cap(got), max(2*tc.n, registryShrinkMin))
+		}
+	}
+}

@@ -76,7 +76,7 @@
 // lock. The write lists are lock-free for readers. The rate limits'
 // shard locks and the plugin's lock are leaves, taken with none of the
 // locks above held. ingest.mu (read: enqueuers; write: close) guards
-// only the closing of the verify queue; ingest.takeMu, ingest.turnMu and
+// only the closing of the verify queue; the turns' takeMu and turnMu and
 // the sequencer's lock are taken alone (a verifier may block on the
 // store's Submit in its turn, with no lock held).
 package relay

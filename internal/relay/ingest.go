@@ -29,7 +29,7 @@ type verifyJob struct {
 // read, so their commits and their OKs follow that order too (a client
 // that pipelines an event and its replacement, or a note and its
 // deletion, gets what it sent). Verification is parallel, so order is
-// restored after it: each verifier takes a batch from the queue together
+// restored after it (turns): each verifier takes a batch from the queue together
 // with a ticket (taking is one step under takeMu, so tickets follow the
 // queue's order), verifies it, and hands it on only when every earlier
 // ticket has been handed on (turn). The queue is filled by each
@@ -49,15 +49,9 @@ type ingest struct {
 	r        *Relay
 	mu       sync.RWMutex // read: enqueuers; write: close
 	closed   bool
-	queue    chan verifyJob
+	turns    // the verify queue, handed on in order
 	workers  sync.WaitGroup
 	inflight sync.WaitGroup // events submitted to the store, not yet answered
-
-	takeMu sync.Mutex // held while a verifier takes a batch and its ticket
-	ticket uint64     // the next batch's ticket; guarded by takeMu
-	turnMu sync.Mutex
-	turnCv *sync.Cond
-	turn   uint64 // the ticket whose batch is handed on next; guarded by turnMu
 
 	seq      *sequencer     // plugin decisions, in order; nil without plugin
 	postDone chan struct{}  // closed when the poster exits
@@ -65,8 +59,8 @@ type ingest struct {
 }
 
 func newIngest(r *Relay) *ingest {
-	in := &ingest{r: r, queue: make(chan verifyJob, r.cfg.VerifyQueue)}
-	in.turnCv = sync.NewCond(&in.turnMu)
+	in := &ingest{r: r}
+	in.turns.init(r.cfg.VerifyQueue, r.cfg.VerifyWorkers)
 	if r.pol.plugin != nil {
 		in.seq = newSequencer(max(r.pol.postQueue, 1))
 		in.postDone = make(chan struct{})
@@ -179,53 +173,6 @@ func (in *ingest) hold(j verifyJob) {
 		r.stats.DBErrors.Add(1)
 		j.s.finishEvent(j, nostr.Reject(nostr.PrefixError, "could not store event: "+err.Error()), "")
 	}
-}
-
-// take waits for a job, then takes what else is already queued, up to an
-// even share per verifier (so that a short queue is still verified on
-// every core), without waiting for more. It returns the batch's ticket,
-// or false once the queue is closed and drained.
-func (in *ingest) take(jobs *[]verifyJob) (uint64, bool) {
-	in.takeMu.Lock()
-	defer in.takeMu.Unlock()
-	j, open := <-in.queue
-	if !open {
-		return 0, false
-	}
-	*jobs = append((*jobs)[:0], j)
-	share := min(verifyBatch, 1+len(in.queue)/in.r.cfg.VerifyWorkers)
-	for len(*jobs) < share {
-		select {
-		case j, open := <-in.queue:
-			if !open {
-				share = 0
-				continue
-			}
-			*jobs = append(*jobs, j)
-		default:
-			share = 0
-		}
-	}
-	t := in.ticket
-	in.ticket++
-	return t, true
-}
-
-// waitTurn blocks until every batch with an earlier ticket was handed on.
-func (in *ingest) waitTurn(ticket uint64) {
-	in.turnMu.Lock()
-	for in.turn != ticket {
-		in.turnCv.Wait()
-	}
-	in.turnMu.Unlock()
-}
-
-// endTurn lets the next batch be handed on.
-func (in *ingest) endTurn() {
-	in.turnMu.Lock()
-	in.turn++
-	in.turnMu.Unlock()
-	in.turnCv.Broadcast()
 }
 
 // verified takes a job on after its signature check. It runs in the job's

@@ -47,18 +47,12 @@ type behind struct {
 	r     *Relay
 	st    store.Unverified
 	slots chan struct{} // one token per held event not yet released or rejected
-	queue chan verifyJob
+	turns               // the queue of held events, handed on in order
 	stop  chan struct{} // closed by close: recover stops feeding
 
 	workers  sync.WaitGroup
 	inflight sync.WaitGroup // releases and rejections submitted, not yet done
 	recovery sync.WaitGroup
-
-	takeMu sync.Mutex
-	ticket uint64
-	turnMu sync.Mutex
-	turnCv *sync.Cond
-	turn   uint64
 
 	qmu        sync.Mutex
 	quarantine map[nostr.PubKey]struct{}
@@ -70,11 +64,10 @@ func newBehind(r *Relay, st store.Unverified) *behind {
 		r:          r,
 		st:         st,
 		slots:      make(chan struct{}, r.cfg.VerifyPending),
-		queue:      make(chan verifyJob, r.cfg.VerifyPending),
 		stop:       make(chan struct{}),
 		quarantine: make(map[nostr.PubKey]struct{}),
 	}
-	b.turnCv = sync.NewCond(&b.turnMu)
+	b.turns.init(r.cfg.VerifyPending, r.cfg.VerifyWorkers)
 	for i := 0; i < r.cfg.VerifyWorkers; i++ {
 		b.workers.Add(1)
 		go b.run()
@@ -187,48 +180,6 @@ func (b *behind) run() {
 		clear(jobs)
 		clear(evs)
 	}
-}
-
-// take is ingest.take for the behind queue.
-func (b *behind) take(jobs *[]verifyJob) (uint64, bool) {
-	b.takeMu.Lock()
-	defer b.takeMu.Unlock()
-	j, open := <-b.queue
-	if !open {
-		return 0, false
-	}
-	*jobs = append((*jobs)[:0], j)
-	share := min(verifyBatch, 1+len(b.queue)/b.r.cfg.VerifyWorkers)
-	for len(*jobs) < share {
-		select {
-		case j, open := <-b.queue:
-			if !open {
-				share = 0
-				continue
-			}
-			*jobs = append(*jobs, j)
-		default:
-			share = 0
-		}
-	}
-	t := b.ticket
-	b.ticket++
-	return t, true
-}
-
-func (b *behind) waitTurn(ticket uint64) {
-	b.turnMu.Lock()
-	for b.turn != ticket {
-		b.turnCv.Wait()
-	}
-	b.turnMu.Unlock()
-}
-
-func (b *behind) endTurn() {
-	b.turnMu.Lock()
-	b.turn++
-	b.turnMu.Unlock()
-	b.turnCv.Broadcast()
 }
 
 // checked releases or rejects a held event after its signature check, in

@@ -72,7 +72,7 @@ func (f *benchFlags) register(cmd *cobra.Command) {
 	fs.IntVar(&o.PerIP, "per-ip", 100, "conns: connections per source address 127.0.0.2, 127.0.0.3, ... (keep at or below the relay's per-IP cap; -1: do not bind)")
 	fs.IntVar(&o.PerProcess, "per-process", 0, "conns: most connections per client process; more start worker processes (default 15000, less if the open-file limit is lower)")
 	fs.IntVar(&o.DialConcurrency, "dial-concurrency", 64, "connections being opened at once")
-	fs.DurationVar(&o.Timeout, "timeout", 120*time.Second, "bound on the whole scenario (signing excluded)")
+	fs.DurationVar(&o.Timeout, "timeout", 0, "bound on the whole scenario, signing excluded (default 120s; ladder: 60s plus --hold and 10s a step)")
 	fs.IntVar(&o.PID, "pid", 0, "relay process id: report its CPU time and memory from /proc")
 	fs.BoolVar(&f.jsonOut, "json", false, "print one JSON object on stdout instead of the table")
 	fs.BoolVarP(&f.quiet, "quiet", "q", false, "no progress bar")

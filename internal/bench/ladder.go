@@ -46,13 +46,18 @@ type LadderStep struct {
 	LagMaxMs float64 `json:"lag_max_ms"`
 	LagEndMs float64 `json:"lag_end_ms"`
 	Behind   bool    `json:"generator_behind"`
+	// Cut: the scenario's timeout ended the step (its sending or its
+	// drain), so its unanswered events say nothing of the relay; it is
+	// excluded like a step whose generator fell behind.
+	Cut bool `json:"cut_by_timeout,omitempty"`
 	// RelayCPUSeconds is the relay's CPU time over the step (with
 	// Options.PID), and RelayCPUMicrosPerEvent per accepted event.
 	RelayCPUSeconds        float64 `json:"relay_cpu_s,omitempty"`
 	RelayCPUMicrosPerEvent float64 `json:"relay_cpu_us_per_event,omitempty"`
 	// Verdict: "pass", "queueing" (p99 over the bound, errors within),
 	// "refusing" (errors over the bound, mostly rate-limited), "errors"
-	// (other refusals or missing OKs) or "behind" (excluded).
+	// (other refusals or missing OKs), "behind" or "timeout" (both
+	// excluded).
 	Verdict string `json:"verdict"`
 }
 
@@ -89,6 +94,8 @@ func Judge(steps []LadderStep, maxP99 time.Duration, maxErrorRate float64) {
 	for i := range steps {
 		s := &steps[i]
 		switch {
+		case s.Cut:
+			s.Verdict = "timeout"
 		case s.Behind:
 			s.Verdict = "behind"
 		case s.Sent == 0:
@@ -107,13 +114,14 @@ func Judge(steps []LadderStep, maxP99 time.Duration, maxErrorRate float64) {
 
 // KneeAndCapacity computes, from judged steps in ascending offered order,
 // the knee (the highest passing step with every lower step passing; steps
-// whose generator fell behind are skipped, neither passing nor failing)
-// and the capacity (the highest Achieved among steps not behind with
-// ErrorRate <= maxErrorRate). Indexes are -1 when there is none.
+// whose generator fell behind, or that the timeout cut, are skipped,
+// neither passing nor failing) and the capacity (the highest Achieved
+// among steps not skipped with ErrorRate <= maxErrorRate). Indexes are -1
+// when there is none.
 func KneeAndCapacity(steps []LadderStep, maxErrorRate float64) (knee int, capacity float64, capIdx int) {
 	knee, capIdx = -1, -1
 	for i, s := range steps {
-		if s.Verdict == "behind" {
+		if excluded(s) {
 			continue
 		}
 		if s.Verdict != "pass" {
@@ -122,7 +130,7 @@ func KneeAndCapacity(steps []LadderStep, maxErrorRate float64) (knee int, capaci
 		knee = i
 	}
 	for i, s := range steps {
-		if s.Verdict == "behind" || s.Sent == 0 || s.ErrorRate > maxErrorRate {
+		if excluded(s) || s.Sent == 0 || s.ErrorRate > maxErrorRate {
 			continue
 		}
 		if s.Achieved > capacity {
@@ -131,6 +139,10 @@ func KneeAndCapacity(steps []LadderStep, maxErrorRate float64) (knee int, capaci
 	}
 	return knee, capacity, capIdx
 }
+
+// excluded reports whether a judged step is left out of the knee and the
+// capacity: it measured the client or the timeout, not the relay.
+func excluded(s LadderStep) bool { return s.Verdict == "behind" || s.Verdict == "timeout" }
 
 // ladderStepState collects one step's answers.
 type ladderStepState struct {
@@ -244,6 +256,11 @@ func Ladder(o Options) (*Result, error) {
 		stop := r.phase(fmt.Sprintf("step %d/%d: %s events/s", i+1, len(states), human(rates[i])), int64(counts[i]), s.sent.Load)
 		step := r.runStep(conns, tr, actual, s, rates[i], o.Hold)
 		stop()
+		if r.ctx.Err() != nil {
+			step.Cut = true
+			r.timedOut(fmt.Sprintf("the step at %s events/s (raise --timeout): its %d unanswered events are not judged",
+				human(rates[i]), step.Missing))
+		}
 		if o.PID != 0 {
 			if st, err := procFS.Read(o.PID); err == nil {
 				step.RelayCPUSeconds = (st.CPU - cpu0).Seconds()
@@ -257,6 +274,8 @@ func Ladder(o Options) (*Result, error) {
 		last := lr.Steps[len(lr.Steps)-1]
 		if i < len(states)-1 {
 			switch {
+			case last.Cut:
+				lr.Stopped = fmt.Sprintf("the timeout ended the step at %s events/s", human(last.Offered))
 			case last.Missing > 0:
 				lr.Stopped = fmt.Sprintf("%d OKs missing at %s events/s", last.Missing, human(last.Offered))
 			case last.ErrorRate > 0.5:

@@ -39,6 +39,9 @@ func TestJudge(t *testing.T) {
 	missing.RateLimited = 10
 	f(missing, "errors")
 	f(LadderStep{Offered: 1000}, "errors") // nothing sent
+	cut := step(1000, 500, 300, 0.5, false)
+	cut.Missing, cut.Cut = 500, true
+	f(cut, "timeout") // the run's timeout, not the relay
 }
 
 func TestKneeAndCapacity(t *testing.T) {
@@ -76,6 +79,13 @@ func TestKneeAndCapacity(t *testing.T) {
 		step(4000, 4000, 4, 0, false),
 		step(8000, 9000, 4, 0, true), // behind: its rate does not count
 	}, 2, 4000, 2)
+	cut := step(8000, 7000, 4, 0, false)
+	cut.Cut = true
+	f("a step the timeout cut is skipped", []LadderStep{
+		step(1000, 1000, 2, 0, false),
+		step(2000, 2000, 3, 0, false),
+		cut, // neither a failure nor capacity
+	}, 1, 2000, 1)
 	f("errors exclude from capacity", []LadderStep{
 		step(1000, 1000, 2, 0, false),
 		step(2000, 1999, 2, 0.002, false),

@@ -104,7 +104,11 @@ type Options struct {
 	// Default 64.
 	DialConcurrency int
 
-	// Timeout bounds the whole scenario, signing excluded. Default 120s.
+	// Timeout bounds the whole scenario, signing excluded (its clock
+	// stands still while events are signed). Default 120s; for the
+	// ladder, 60s plus Hold and the drain's allowance (drainStall) per
+	// step, so that a default ladder is never cut short by its own
+	// timeout.
 	Timeout time.Duration
 	// PID, if not 0, is the relay's process id: its CPU time and memory
 	// are read from /proc during the measurement.
@@ -196,6 +200,9 @@ func (o Options) Normalize(scenario string) Options {
 	def(&o.DialConcurrency, 64)
 	if o.Timeout <= 0 {
 		o.Timeout = 120 * time.Second
+		if scenario == ScenarioLadder {
+			o.Timeout = 60*time.Second + time.Duration(len(o.Rates))*(o.Hold+drainStall)
+		}
 	}
 	if o.SlowReadDelay <= 0 {
 		o.SlowReadDelay = 20 * time.Millisecond

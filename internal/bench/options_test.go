@@ -45,8 +45,14 @@ func TestNormalize(t *testing.T) {
 	f(ScenarioReq, Options{}, func(o Options) bool { return o.Conns == 1 && o.Fill == 10000 && o.Limit == 1000 && o.Requests == 200 })
 	f(ScenarioReq, Options{Fill: -1}, func(o Options) bool { return o.Fill == 0 })
 	f(ScenarioLadder, Options{}, func(o Options) bool {
-		return len(o.Rates) == 5 && o.Hold == 5*time.Second && o.MaxP99 == 15*time.Millisecond && o.MaxErrorRate == 0.001
+		return len(o.Rates) == 5 && o.Hold == 5*time.Second && o.MaxP99 == 15*time.Millisecond && o.MaxErrorRate == 0.001 &&
+			o.Timeout == 60*time.Second+5*(5*time.Second+drainStall)
 	})
+	// A ladder's default timeout covers its steps: 10 steps of 10 s.
+	f(ScenarioLadder, Options{Rates: []float64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, Hold: 10 * time.Second}, func(o Options) bool {
+		return o.Timeout == 260*time.Second
+	})
+	f(ScenarioLadder, Options{Timeout: time.Second}, func(o Options) bool { return o.Timeout == time.Second })
 	f(ScenarioIngest, Options{Events: 5, Window: 2}, func(o Options) bool { return o.Events == 5 && o.Window == 2 })
 }
 
@@ -114,4 +120,24 @@ func TestHuman(t *testing.T) {
 	f(999, "999")
 	f(1000, "1,000")
 	f(1234567.8, "1,234,568")
+}
+
+// TestUntimed: the scenario's timeout stands still while untimed runs
+// (signing), and runs on afterwards.
+func TestUntimed(t *testing.T) {
+	r, err := newRunner(ScenarioIngest, Options{URL: "ws://127.0.0.1:1", Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.cancel()
+	r.untimed(func() { time.Sleep(1500 * time.Millisecond) })
+	if r.ctx.Err() != nil {
+		t.Fatal("the timeout ran while untimed")
+	}
+	select {
+	case <-r.ctx.Done():
+	case <-time.After(30 * time.Second):
+		t.Fatal("the timeout never ran out after untimed")
+	}
+	r.untimed(func() {}) // after it ran out: f still runs, nothing breaks
 }

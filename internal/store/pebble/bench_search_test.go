@@ -3,6 +3,9 @@ package pebble
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -114,6 +117,59 @@ func BenchmarkIngestSearch(b *testing.B) {
 			})
 		}
 	}
+}
+
+// BenchmarkFoldNaturalText: what a fold costs the writer with text whose
+// vocabulary is natural (Zipf-distributed words, s = 1.1 over 200,000
+// words, 30 a note) rather than petrel bench's 248 words: b.N notes in
+// batches of 4 (moderate load), unsynced, so that the figures are the
+// writer's CPU and not the disk. fold-keys is the median fold's keys,
+// fold-ms-p50 and fold-ms-max how long the writer took over a batch
+// that folded (everything queued behind it waits that long); keys/event
+// as in BenchmarkIngestSearch. Run it with -benchtime 60000x or more: a
+// fold comes every 128 batches. (A bound on a fold's distinct terms was
+// tried with it: docs/BENCHMARKS.md, issue 19, ninth sitting.)
+func BenchmarkFoldNaturalText(b *testing.B) {
+	var folds []time.Duration
+	var keys []uint32
+	opts := Options{NoSync: true, PurgeInterval: -1}
+	opts.onFold = func(k uint32, d time.Duration) { folds, keys = append(folds, d), append(keys, k) }
+	s := openTest(b, opts)
+	defer s.Close()
+	all := make([]*nostr.Event, 0, b.N)
+	if err := storetest.SearchFixtureEvents(b.N, 4096, func(evs []*nostr.Event) error {
+		all = append(all, evs...)
+		return nil
+	}); err != nil {
+		b.Fatal(err)
+	}
+	z := rand.NewZipf(rand.New(rand.NewPCG(1, 2)), 1.1, 1, 200_000)
+	var sb strings.Builder
+	for _, ev := range all {
+		sb.Reset()
+		for range 30 {
+			fmt.Fprintf(&sb, "w%x ", z.Uint64())
+		}
+		ev.Content = sb.String()
+	}
+	ctx := context.Background()
+	b.ResetTimer()
+	for i := 0; i < len(all); i += 4 {
+		if _, err := s.Save(ctx, all[i:min(i+4, len(all))]); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(s.writeOps.Load())/float64(b.N), "keys/event")
+	if len(folds) == 0 {
+		return
+	}
+	slices.Sort(folds)
+	slices.Sort(keys)
+	b.ReportMetric(float64(len(folds)), "folds")
+	b.ReportMetric(float64(keys[len(keys)/2]), "fold-keys")
+	b.ReportMetric(float64(folds[len(folds)/2])/1e6, "fold-ms-p50")
+	b.ReportMetric(float64(folds[len(folds)-1])/1e6, "fold-ms-max")
 }
 
 // BenchmarkSearchSegments: the cost of reading posting segments. 20,000

@@ -101,6 +101,11 @@ type Options struct {
 	// it small). A power of two, at least 64.
 	idFilterMinBytes int
 
+	// onFold, if set (benchmarks), is told of every committed fold: the
+	// batch's keys and how long the writer took over the whole batch,
+	// from its first request to the commit's return.
+	onFold func(keys uint32, took time.Duration)
+
 	// recentIDs is how many stored ids the writer remembers for
 	// SubmitAfter (defaultRecentIDs; tests set it small).
 	recentIDs int

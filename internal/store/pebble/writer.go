@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/petrel-relay/petrel/internal/nostr"
@@ -326,6 +327,10 @@ func (w *writer) run() {
 // the group commit. (Pipelining the next batch's apply with this sync, via
 // pebble's ApplyNoSyncWait, measured no better on the dev machine.)
 func (w *writer) commit(reqs []*request) {
+	var t0 time.Time
+	if w.s.opts.onFold != nil {
+		t0 = time.Now()
+	}
 	w.b = w.s.db.NewIndexedBatch()
 	w.post.reset()
 	w.batchStart, w.leftDead, w.deadDelta, w.eventsDelta = w.serial, false, 0, 0
@@ -380,6 +385,7 @@ func (w *writer) commit(reqs []*request) {
 			w.s.writeBytes.Add(uint64(w.b.Len()))
 		}
 	}
+	keys := w.b.Count()
 	w.b.Close()
 	w.b = nil
 	if err != nil {
@@ -397,6 +403,9 @@ func (w *writer) commit(reqs []*request) {
 		}
 	} else {
 		if fold {
+			if w.s.opts.onFold != nil {
+				w.s.opts.onFold(keys, time.Since(t0))
+			}
 			w.pend.reset()
 			w.pendSegs, w.pendPostings = 0, 0
 			w.pendKeys = w.pendKeys[:0]

@@ -13,7 +13,7 @@ as_root() {
 
 # libsecp256k1 (schnorrsig) is loaded at run time; the relay falls back to a
 # pure-Go verifier without it, 3-4x slower.
-if ! ldconfig -p 2>/dev/null | grep -q 'libsecp256k1\.so'; then
+if ! ldconfig -p 2>/dev/null | grep 'libsecp256k1\.so' >/dev/null; then # not grep -q: with pipefail, ldconfig's SIGPIPE would read as absent
 	log "installing libsecp256k1"
 	as_root apt-get update -qq >/dev/null || true
 	as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libsecp256k1-dev >/dev/null

@@ -58,6 +58,7 @@ func (f *benchFlags) register(cmd *cobra.Command) {
 	fs.IntVar(&o.Conns, "conns", 0, "connections (parallel, ladder: 8; conns: 1000; req, feed, search: 1)")
 	fs.IntVar(&o.Subs, "subs", 100, "fanout subscribers")
 	fs.IntVar(&o.Pubs, "pubs", 1, "fanout publishing connections")
+	fs.StringVar(&o.Text, "text", bench.TextVocabulary, "generated content: vocabulary (248 words, evenly) or natural (Zipf over 200,000 words: a search index's real cost)")
 	fs.IntVar(&o.Fill, "fill", 10000, "events stored before req, feed and search (-1: query what is there)")
 	fs.IntVar(&o.Requests, "requests", 200, "REQs measured by req, feed and search")
 	fs.IntVar(&o.Limit, "limit", 1000, "events per req REQ (split over several filters above the relay's max_limit)")

@@ -78,9 +78,53 @@ type GenConfig struct {
 	// PerSecond is how many consecutive events share one created_at
 	// second: event i has created_at Start + i/PerSecond. Default 100.
 	PerSecond int
+	// Text is how content is written: TextVocabulary (default) draws
+	// every word evenly from Vocabulary's 248; TextNatural draws them
+	// Zipf-distributed from NaturalWords words, Vocabulary's first, so
+	// that the search index sees a long tail of rare words as it does
+	// with real notes (it then writes about twice the keys an event:
+	// docs/BENCHMARKS.md, issue 19).
+	Text string
+}
+
+// Content styles (GenConfig.Text).
+const (
+	TextVocabulary = "vocabulary"
+	TextNatural    = "natural"
+)
+
+// NaturalWords is the size of TextNatural's vocabulary, and naturalS the
+// Zipf exponent of its word frequencies (about that of English text).
+const (
+	NaturalWords = 200_000
+	naturalS     = 1.1
+)
+
+// naturalWord returns the word of rank r (0: the most frequent): a word
+// of Vocabulary for the first ranks, then lowercase letters spelling r
+// after an "x" (so no two ranks share a word, and the analyzer keeps
+// every one).
+func naturalWord(dst []byte, r uint64) []byte {
+	if r < uint64(len(Vocabulary)) {
+		return append(dst, Vocabulary[r]...)
+	}
+	dst = append(dst, 'x')
+	var buf [16]byte
+	n := len(buf)
+	for {
+		n--
+		buf[n] = byte('a' + r%26)
+		if r /= 26; r == 0 {
+			break
+		}
+	}
+	return append(dst, buf[n:]...)
 }
 
 func (c GenConfig) normalize() GenConfig {
+	if c.Text == "" {
+		c.Text = TextVocabulary
+	}
 	if c.Authors <= 0 {
 		c.Authors = 100
 	}
@@ -146,7 +190,8 @@ func (g *Generator) CreatedAt(i int) int64 { return g.cfg.Start + int64(i/g.cfg.
 
 // Unsigned returns event i without id, pubkey or signature: kind 1, a "p"
 // tag naming another author, an "e" tag with a pseudo-random id, a "t" tag
-// from Hashtags, and 100 to 300 bytes of content from Vocabulary.
+// from Hashtags, and 100 to 300 bytes of content from Vocabulary (or, with
+// TextNatural, from NaturalWords words).
 func (g *Generator) Unsigned(i int) *nostr.Event {
 	rng := rand.New(rand.NewPCG(g.cfg.Seed, g.stream^(uint64(i)*0x9e3779b97f4a7c15)))
 	a := g.AuthorOf(i)
@@ -157,11 +202,19 @@ func (g *Generator) Unsigned(i int) *nostr.Event {
 	}
 	target := 100 + rng.IntN(201)
 	content := make([]byte, 0, target+16)
+	var zipf *rand.Zipf
+	if g.cfg.Text == TextNatural {
+		zipf = rand.NewZipf(rng, naturalS, 1, NaturalWords-1)
+	}
 	for len(content) < target {
 		if len(content) > 0 {
 			content = append(content, ' ')
 		}
-		content = append(content, Vocabulary[rng.IntN(len(Vocabulary))]...)
+		if zipf != nil {
+			content = naturalWord(content, zipf.Uint64())
+		} else {
+			content = append(content, Vocabulary[rng.IntN(len(Vocabulary))]...)
+		}
 	}
 	if len(content) > 300 {
 		cut := 300

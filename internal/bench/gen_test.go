@@ -177,3 +177,63 @@ func BenchmarkGenerate(b *testing.B) {
 		}
 	})
 }
+
+// TestGeneratorNaturalText: TextNatural content is deterministic, 100-300
+// bytes of lowercase words like the default's, and has a long tail: far
+// more distinct words than Vocabulary's 248, the most frequent being
+// Vocabulary's first. The default stays TextVocabulary, unchanged.
+func TestGeneratorNaturalText(t *testing.T) {
+	base := GenConfig{Seed: 3, Authors: 10, Start: 1_700_000_000}
+	nat := base
+	nat.Text = TextNatural
+	voc := base
+	voc.Text = TextVocabulary
+	gd, gv, gn, gn2 := NewGenerator(base), NewGenerator(voc), NewGenerator(nat), NewGenerator(nat)
+	natural, vocabulary := map[string]int{}, map[string]int{}
+	for i := 0; i < 2000; i++ {
+		d, v, n := gd.Unsigned(i), gv.Unsigned(i), gn.Unsigned(i)
+		if d.Content != v.Content {
+			t.Fatalf("event %d: the default is not TextVocabulary", i)
+		}
+		if n.Content != gn2.Unsigned(i).Content {
+			t.Fatalf("event %d: natural content differs between two generators", i)
+		}
+		if len(n.Content) < 100 || len(n.Content) > 300 {
+			t.Fatalf("event %d: %d bytes of content", i, len(n.Content))
+		}
+		for _, w := range strings.Fields(n.Content) {
+			if strings.Trim(w, "abcdefghijklmnopqrstuvwxyz") != "" {
+				t.Fatalf("event %d: word %q", i, w)
+			}
+			natural[w]++
+		}
+		for _, w := range strings.Fields(v.Content) {
+			vocabulary[w]++
+		}
+	}
+	if len(vocabulary) > len(Vocabulary) || len(natural) < 5*len(Vocabulary) {
+		t.Fatalf("distinct words: %d natural, %d vocabulary", len(natural), len(vocabulary))
+	}
+	top := ""
+	for w, c := range natural {
+		if top == "" || c > natural[top] {
+			top = w
+		}
+	}
+	if top != Vocabulary[0] {
+		t.Fatalf("most frequent natural word %q (%d), want %q", top, natural[top], Vocabulary[0])
+	}
+}
+
+// TestNaturalWordsDistinct: every rank of the natural vocabulary has its
+// own word.
+func TestNaturalWordsDistinct(t *testing.T) {
+	seen := make(map[string]uint64, NaturalWords)
+	for r := uint64(0); r < NaturalWords; r++ {
+		w := string(naturalWord(nil, r))
+		if prev, dup := seen[w]; dup {
+			t.Fatalf("ranks %d and %d are both %q", prev, r, w)
+		}
+		seen[w] = r
+	}
+}

@@ -36,6 +36,10 @@ type Options struct {
 	Seed uint64
 	// Authors is the number of generated authors. Default 100.
 	Authors int
+	// Text is how generated content is written: TextVocabulary (default,
+	// 248 words) or TextNatural (Zipf over NaturalWords words; see
+	// GenConfig.Text).
+	Text string
 	// CreatedAt pins the created_at of the first generated event (unix
 	// seconds), so that the same Seed gives byte-identical events across
 	// runs. Default 0: derived from the clock so the newest event is now.
@@ -160,6 +164,9 @@ func (o Options) Normalize(scenario string) Options {
 	}
 	def(&o.Authors, 100)
 	def(&o.Window, 64)
+	if o.Text == "" {
+		o.Text = TextVocabulary
+	}
 	switch scenario {
 	case ScenarioFanout:
 		def(&o.Events, 1000)

@@ -122,6 +122,20 @@ func TestHuman(t *testing.T) {
 	f(1234567.8, "1,234,568")
 }
 
+// TestTextOption: --text takes vocabulary or natural, nothing else.
+func TestTextOption(t *testing.T) {
+	for _, text := range []string{"", TextVocabulary, TextNatural} {
+		r, err := newRunner(ScenarioIngest, Options{URL: "ws://127.0.0.1:1", Text: text})
+		if err != nil {
+			t.Fatalf("text %q: %v", text, err)
+		}
+		r.cancel()
+	}
+	if _, err := newRunner(ScenarioIngest, Options{URL: "ws://127.0.0.1:1", Text: "klingon"}); !errors.Is(err, ErrOptions) {
+		t.Fatalf("text klingon: %v", err)
+	}
+}
+
 // TestUntimed: the scenario's timeout stands still while untimed runs
 // (signing), and runs on afterwards.
 func TestUntimed(t *testing.T) {

@@ -59,6 +59,9 @@ func newRunner(scenario string, o Options) (*runner, error) {
 	if o.Rate < 0 {
 		return nil, fmt.Errorf("%w: negative rate", ErrOptions)
 	}
+	if o.Text != TextVocabulary && o.Text != TextNatural {
+		return nil, fmt.Errorf("%w: --text %q: want %s or %s", ErrOptions, o.Text, TextVocabulary, TextNatural)
+	}
 	if o.Events > o.MaxEvents || o.Fill > o.MaxEvents {
 		return nil, fmt.Errorf("%w: %d events to sign, more than --max-events %d", ErrOptions, max(o.Events, o.Fill), o.MaxEvents)
 	}
@@ -72,7 +75,7 @@ func newRunner(scenario string, o Options) (*runner, error) {
 		closed: map[string]int64{}, notices: map[string]int64{},
 		res: &Result{
 			Scenario: scenario, URL: o.URL, Started: time.Now(),
-			Params:   map[string]any{"seed": o.Seed, "authors": o.Authors, "timeout_s": o.Timeout.Seconds()},
+			Params:   map[string]any{"seed": o.Seed, "authors": o.Authors, "text": o.Text, "timeout_s": o.Timeout.Seconds()},
 			Failures: []string{},
 		},
 	}
@@ -90,7 +93,7 @@ func (r *runner) generator(stream string, n int) *Generator {
 		start = StartFor(time.Now().Unix(), n, 0)
 	}
 	r.param("created_at_start", start)
-	return NewGenerator(GenConfig{Seed: r.o.Seed, Authors: r.o.Authors, Stream: stream, Start: start})
+	return NewGenerator(GenConfig{Seed: r.o.Seed, Authors: r.o.Authors, Stream: stream, Start: start, Text: r.o.Text})
 }
 
 // sign generates and signs events [first, first+n) with a progress phase.

@@ -2,7 +2,8 @@
 # trace/ladder.sh BIN OUTDIR [env...]: a fresh relay (BIN serve) on CPU 0 with
 # GODEBUG=gctrace=1 and a pprof listener, petrel bench ladder on CPU 1;
 # TRACE=seconds also saves a runtime trace of the run (OUTDIR/trace.out).
-# RATES, HOLD, CONNS set the ladder; DATA_ROOT the directory the fresh store
+# RATES, HOLD, CONNS set the ladder; BENCH_ARGS adds flags to petrel bench
+# (e.g. "--text natural"); DATA_ROOT the directory the fresh store
 # goes under (default /tmp; /dev/shm takes the disk's fsync out of the path). Used for issue 19 (docs/BENCHMARKS.md).
 set -u
 BIN=$1; OUT=$2; shift 2
@@ -16,7 +17,7 @@ RPID=$!
 for i in $(seq 300); do curl -s -o /dev/null http://127.0.0.1:$PORT/stats && break; sleep 0.05; done
 grep -q 'verifier=libsecp256k1' $OUT/serve.log || echo "NOT libsecp" >&2
 if [ -n "${TRACE:-}" ]; then curl -s -o $OUT/trace.out "http://127.0.0.1:$PP/debug/pprof/trace?seconds=$TRACE" & TPID=$!; fi
-taskset -c 1 $BIN bench ladder --rates $RATES --hold $HOLD --conns ${CONNS:-4} --url ws://127.0.0.1:$PORT --pid $RPID -q >$OUT/ladder.txt 2>&1
+taskset -c 1 $BIN bench ladder --rates $RATES --hold $HOLD --conns ${CONNS:-4} --url ws://127.0.0.1:$PORT --pid $RPID -q ${BENCH_ARGS:-} >$OUT/ladder.txt 2>&1
 [ -n "${TPID:-}" ] && wait $TPID
 curl -s http://127.0.0.1:$PORT/stats > $OUT/stats.json
 kill $RPID; wait $RPID 2>/dev/null

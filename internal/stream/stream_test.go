@@ -122,8 +122,20 @@ func TestStreamDirections(t *testing.T) {
 		waitFor(t, "the mirrored events", func() bool {
 			return len(ids(t, local.Store)) == wantL && len(ids(t, remote.Store)) == wantR
 		})
-		// Let echoes, if any were sent, land before counting.
-		time.Sleep(300 * time.Millisecond)
+		if dir == psync.Both {
+			// Each side's events come back from the other once, as
+			// echoes the stream drops: wait until it has seen every one
+			// (an echo forwarded instead never counts, and this fails).
+			waitFor(t, "the echoes", func() bool {
+				st := s.Stats()
+				return st.Down.Echoes == int64(len(onL)) && st.Up.Echoes == int64(len(onR))
+			})
+		} else {
+			// One way only: nothing may go the other way, and nothing
+			// marks the end of a send that should not happen; give one
+			// the time to land.
+			time.Sleep(300 * time.Millisecond)
+		}
 		if l, r := len(ids(t, local.Store)), len(ids(t, remote.Store)); l != wantL || r != wantR {
 			t.Fatalf("%s: local %d events (want %d), remote %d (want %d)", dir, l, wantL, r, wantR)
 		}

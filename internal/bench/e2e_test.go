@@ -339,6 +339,36 @@ func TestE2ELadder(t *testing.T) {
 	}
 }
 
+// TestE2ELadderTimeout: a ladder whose timeout ends a step mid-send
+// reports the timeout, marks the step "timeout" and leaves it out of the
+// knee and capacity, rather than charging the relay with missing OKs.
+func TestE2ELadderTimeout(t *testing.T) {
+	rl := relaytest.Start(t, relaytest.Options{})
+	o := testOptions(rl.URL)
+	o.Rates = []float64{100, 200}
+	o.Hold = 6500 * time.Millisecond // 650 + 1,300 events
+	o.Conns = 2
+	o.Timeout = 3 * time.Second // within the first step
+	res, err := Ladder(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := res.Ladder
+	if len(l.Steps) != 1 {
+		t.Fatalf("%d steps, want the first only: %+v", len(l.Steps), l.Steps)
+	}
+	s := l.Steps[0]
+	if !s.Cut || s.Verdict != "timeout" || s.Sent >= s.Scheduled || s.Sent == 0 {
+		t.Fatalf("step %+v", s)
+	}
+	if l.KneeIndex != -1 || l.CapacityIndex != -1 {
+		t.Fatalf("a cut step judged: knee %d, capacity step %d", l.KneeIndex, l.CapacityIndex)
+	}
+	if !res.Failed() || !strings.Contains(strings.Join(res.Failures, "; "), "--timeout") {
+		t.Fatalf("failures %q", res.Failures)
+	}
+}
+
 func TestRefusesRemote(t *testing.T) {
 	for _, fn := range []func(Options) (*Result, error){Ingest, Fanout, Conns, Ladder, Req} {
 		if _, err := fn(Options{URL: "ws://10.1.2.3:7447"}); err == nil {

@@ -256,7 +256,7 @@ func Ladder(o Options) (*Result, error) {
 		stop := r.phase(fmt.Sprintf("step %d/%d: %s events/s", i+1, len(states), human(rates[i])), int64(counts[i]), s.sent.Load)
 		step := r.runStep(conns, tr, actual, s, rates[i], o.Hold)
 		stop()
-		if r.ctx.Err() != nil {
+		if r.ctx.Err() != nil && (step.Missing > 0 || step.Sent < step.Scheduled) {
 			step.Cut = true
 			r.timedOut(fmt.Sprintf("the step at %s events/s (raise --timeout): its %d unanswered events are not judged",
 				human(rates[i]), step.Missing))

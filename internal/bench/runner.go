@@ -105,8 +105,8 @@ func (r *runner) sign(g *Generator, first, n int) (set *EventSet, err error) {
 
 // untimed runs f with the scenario's timeout stopped: the clock stands
 // still meanwhile. A ladder signs all its events first, and on a slow
-// machine that alone took a quarter of the default timeout, which then
-// cut the last step short and counted its OKs as missing.
+// machine that (with dialling) took about 27 s of the default 120 s,
+// which then cut the last step short and counted its OKs as missing.
 func (r *runner) untimed(f func()) {
 	if !r.deadline.Stop() {
 		f() // already run out

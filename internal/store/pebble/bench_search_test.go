@@ -3,9 +3,7 @@ package pebble
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -88,13 +86,7 @@ func BenchmarkIngestSearch(b *testing.B) {
 			b.Run(fmt.Sprintf("sync=%v/batch=%d/search=%v", cfg.sync, cfg.batch, on), func(b *testing.B) {
 				s := openTest(b, Options{NoSync: !cfg.sync, PurgeInterval: -1, DisableSearch: !on})
 				defer s.Close()
-				all := make([]*nostr.Event, 0, b.N)
-				if err := storetest.SearchFixtureEvents(b.N, 4096, func(evs []*nostr.Event) error {
-					all = append(all, evs...)
-					return nil
-				}); err != nil {
-					b.Fatal(err)
-				}
+				all := fixtureNotes(b, b.N, bench.TextVocabulary)
 				ctx := context.Background()
 				b.ReportAllocs()
 				b.ResetTimer()
@@ -119,9 +111,23 @@ func BenchmarkIngestSearch(b *testing.B) {
 	}
 }
 
+// fixtureNotes returns n notes of storetest's fixture, their content
+// written as text says (bench.TextVocabulary or bench.TextNatural).
+func fixtureNotes(b *testing.B, n int, text string) []*nostr.Event {
+	b.Helper()
+	all := make([]*nostr.Event, 0, n)
+	if err := storetest.FixtureEventsText(n, 4096, text, func(evs []*nostr.Event) error {
+		all = append(all, evs...)
+		return nil
+	}); err != nil {
+		b.Fatal(err)
+	}
+	return all
+}
+
 // BenchmarkFoldNaturalText: what a fold costs the writer with text whose
-// vocabulary is natural (Zipf-distributed words, s = 1.1 over 200,000
-// words, 30 a note) rather than petrel bench's 248 words: b.N notes in
+// vocabulary is natural (petrel bench --text natural: Zipf-distributed
+// words, s = 1.1 over 200,000) rather than its 248 evenly: b.N notes in
 // batches of 4 (moderate load), unsynced, so that the figures are the
 // writer's CPU and not the disk. fold-keys is the median fold's keys,
 // fold-ms-p50 and fold-ms-max how long the writer took over a batch
@@ -136,22 +142,7 @@ func BenchmarkFoldNaturalText(b *testing.B) {
 	opts.onFold = func(k uint32, d time.Duration) { folds, keys = append(folds, d), append(keys, k) }
 	s := openTest(b, opts)
 	defer s.Close()
-	all := make([]*nostr.Event, 0, b.N)
-	if err := storetest.SearchFixtureEvents(b.N, 4096, func(evs []*nostr.Event) error {
-		all = append(all, evs...)
-		return nil
-	}); err != nil {
-		b.Fatal(err)
-	}
-	z := rand.NewZipf(rand.New(rand.NewPCG(1, 2)), 1.1, 1, 200_000)
-	var sb strings.Builder
-	for _, ev := range all {
-		sb.Reset()
-		for range 30 {
-			fmt.Fprintf(&sb, "w%x ", z.Uint64())
-		}
-		ev.Content = sb.String()
-	}
+	all := fixtureNotes(b, b.N, bench.TextNatural)
 	ctx := context.Background()
 	b.ResetTimer()
 	for i := 0; i < len(all); i += 4 {

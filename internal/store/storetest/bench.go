@@ -187,7 +187,14 @@ func BenchIngest(b *testing.B, st store.Store, batch int) {
 // in 100,000 notes. Deterministic; the events are passed to fn in batches
 // of up to batch events (the slice is reused between calls).
 func SearchFixtureEvents(n, batch int, fn func([]*nostr.Event) error) error {
-	g := bench.NewGenerator(bench.GenConfig{Seed: 50, Authors: 100, Start: BaseTime, PerSecond: 100})
+	return FixtureEventsText(n, batch, bench.TextVocabulary, fn)
+}
+
+// FixtureEventsText is SearchFixtureEvents with the content written as
+// text says (bench.TextVocabulary, or bench.TextNatural: a long tail of
+// rare words, as real notes have).
+func FixtureEventsText(n, batch int, text string, fn func([]*nostr.Event) error) error {
+	g := bench.NewGenerator(bench.GenConfig{Seed: 50, Authors: 100, Start: BaseTime, PerSecond: 100, Text: text})
 	rng := rand.New(rand.NewPCG(50, uint64(n)))
 	buf := make([]*nostr.Event, 0, batch)
 	for i := 0; i < n; i++ {

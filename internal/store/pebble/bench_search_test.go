@@ -113,7 +113,7 @@ func BenchmarkIngestSearch(b *testing.B) {
 
 // fixtureNotes returns n notes of storetest's fixture, their content
 // written as text says (bench.TextVocabulary or bench.TextNatural).
-func fixtureNotes(b *testing.B, n int, text string) []*nostr.Event {
+func fixtureNotes(b testing.TB, n int, text string) []*nostr.Event {
 	b.Helper()
 	all := make([]*nostr.Event, 0, n)
 	if err := storetest.FixtureEventsText(n, 4096, text, func(evs []*nostr.Event) error {
@@ -129,36 +129,46 @@ func fixtureNotes(b *testing.B, n int, text string) []*nostr.Event {
 // vocabulary is natural (petrel bench --text natural: Zipf-distributed
 // words, s = 1.1 over 200,000) rather than its 248 evenly: b.N notes in
 // batches of 4 (moderate load), unsynced, so that the figures are the
-// writer's CPU and not the disk. fold-keys is the median fold's keys,
-// fold-ms-p50 and fold-ms-max how long the writer took over a batch
-// that folded (everything queued behind it waits that long); keys/event
-// as in BenchmarkIngestSearch. Run it with -benchtime 60000x or more: a
-// fold comes every 128 batches. (A bound on a fold's distinct terms was
-// tried with it: docs/BENCHMARKS.md, issue 19, ninth sitting.)
+// writer's CPU and not the disk. batch-ms-p99 and batch-ms-max are how
+// long the writer took over a batch (everything queued behind it waits
+// that long); fold-batches counts the batches that wrote blocks of a
+// fold (a staged fold writes foldChunk blocks a batch), fold-batch-keys
+// is their median keys, fold-ms-p50 and fold-ms-max how long they took;
+// keys/event as in BenchmarkIngestSearch. Run it with -benchtime 60000x
+// or more: a fold comes every 128 batches. (A bound on a fold's distinct
+// terms was tried with it: docs/BENCHMARKS.md, issue 19, ninth sitting.)
 func BenchmarkFoldNaturalText(b *testing.B) {
-	var folds []time.Duration
+	var all, folds []time.Duration
 	var keys []uint32
 	opts := Options{NoSync: true, PurgeInterval: -1}
-	opts.onFold = func(k uint32, d time.Duration) { folds, keys = append(folds, d), append(keys, k) }
+	opts.onBatch = func(k uint32, d time.Duration, folded int) {
+		all = append(all, d)
+		if folded > 0 {
+			folds, keys = append(folds, d), append(keys, k)
+		}
+	}
 	s := openTest(b, opts)
 	defer s.Close()
-	all := fixtureNotes(b, b.N, bench.TextNatural)
+	notes := fixtureNotes(b, b.N, bench.TextNatural)
 	ctx := context.Background()
 	b.ResetTimer()
-	for i := 0; i < len(all); i += 4 {
-		if _, err := s.Save(ctx, all[i:min(i+4, len(all))]); err != nil {
+	for i := 0; i < len(notes); i += 4 {
+		if _, err := s.Save(ctx, notes[i:min(i+4, len(notes))]); err != nil {
 			b.Fatal(err)
 		}
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(s.writeOps.Load())/float64(b.N), "keys/event")
+	slices.Sort(all)
+	b.ReportMetric(float64(all[len(all)*99/100])/1e6, "batch-ms-p99")
+	b.ReportMetric(float64(all[len(all)-1])/1e6, "batch-ms-max")
 	if len(folds) == 0 {
 		return
 	}
 	slices.Sort(folds)
 	slices.Sort(keys)
-	b.ReportMetric(float64(len(folds)), "folds")
-	b.ReportMetric(float64(keys[len(keys)/2]), "fold-keys")
+	b.ReportMetric(float64(len(folds)), "fold-batches")
+	b.ReportMetric(float64(keys[len(keys)/2]), "fold-batch-keys")
 	b.ReportMetric(float64(folds[len(folds)/2])/1e6, "fold-ms-p50")
 	b.ReportMetric(float64(folds[len(folds)-1])/1e6, "fold-ms-max")
 }

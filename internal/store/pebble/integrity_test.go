@@ -26,8 +26,11 @@ func checkIntegrity(db *pebble.DB) error {
 type integrityReport struct {
 	blocks   int // S keys
 	segments int // G keys
-	postings int // postings in them
-	dead     int // postings of removed events (no body, no doc entry)
+	postings int // postings in them (not counting foldBlocks)
+	// foldBlocks are S keys of a staged fold under way (searchFoldKey):
+	// each posting in them must be in one of the fold's segments.
+	foldBlocks int
+	dead       int // postings of removed events (no body, no doc entry)
 }
 
 // integrity is checkIntegrity, with figures. Posting blocks must decode,
@@ -61,7 +64,11 @@ func integrity(db *pebble.DB) (integrityReport, error) {
 	var lastTerm []byte     // the term of the previous S key
 	var lastMin uint64      // and its block's oldest serial
 	var errs []error
-	segMin := make(map[string]uint64) // term -> oldest serial of its blocks in segments
+	segMin := make(map[string]uint64)    // term -> oldest serial of its blocks in segments
+	var foldFirst, foldLast uint64       // searchFoldKey: 0, 0 when absent
+	foldSegs := 0                        // segments in [foldFirst, foldLast]
+	foldPost := make(map[string]posting) // the postings of those segments
+	inFoldSeg := false                   // checkBlock is reading one of them
 	var prevLterm []byte
 	// checkBlock checks one posting block (an S key's value, or an entry
 	// of a G key): newer is the oldest serial of the newer block of its
@@ -85,6 +92,9 @@ func integrity(db *pebble.DB) (integrityReport, error) {
 				return
 			}
 			rep.postings++
+			if inFoldSeg {
+				foldPost[string(appendPostingKey(nil, term, r.serial))] = r.p
+			}
 			if first && newer != 0 && r.serial >= newer {
 				errs = append(errs, fmt.Errorf("posting block %x overlaps the newer block of its term", k))
 			}
@@ -121,6 +131,11 @@ func integrity(db *pebble.DB) (integrityReport, error) {
 			case bytes.Equal(k, searchKey) && (string(v) == searchIndexVersion || string(v) == searchIndexV1):
 			case bytes.Equal(k, searchStatsKey) && indexed:
 				got[string(k)] = v
+			case bytes.Equal(k, searchFoldKey) && indexed:
+				var ok bool
+				if foldFirst, foldLast, ok = decodeFold(v); !ok {
+					return rep, fmt.Errorf("search fold %x", v)
+				}
 			case bytes.Equal(k, searchSerialKey) && indexed && len(v) == 8:
 				searchSerial = binary.BigEndian.Uint64(v)
 			case bytes.Equal(k, commitKey) && len(v) == 8 && binary.BigEndian.Uint64(v) > 0:
@@ -173,6 +188,31 @@ func integrity(db *pebble.DB) (integrityReport, error) {
 			if !indexed {
 				return rep, fmt.Errorf("search entry %x without a search index", k)
 			}
+			if foldFirst > 0 && ki.Serial >= foldFirst {
+				// A block of the fold under way: a copy of postings
+				// in its segments, which readers count instead.
+				rep.foldBlocks++
+				var r blockReader
+				if !r.reset(ki.Serial, v) || r.left > maxBlockPostings {
+					errs = append(errs, fmt.Errorf("fold block %x = %x: bad header", k, v))
+					continue
+				}
+				for {
+					ok, err := r.next()
+					if err != nil {
+						errs = append(errs, fmt.Errorf("fold block %x = %x: %v", k, v, err))
+						break
+					}
+					if !ok {
+						break
+					}
+					pk := string(appendPostingKey(nil, ki.Term, r.serial))
+					if p, ok := foldPost[pk]; !ok || p != r.p {
+						errs = append(errs, fmt.Errorf("fold block %x: posting %x is not in the fold's segments", k, pk))
+					}
+				}
+				continue
+			}
 			// Keys ascend in ^minSerial: the blocks of a term go newest
 			// first, each older than the one before.
 			if !bytes.Equal(ki.Term, lastTerm) {
@@ -191,6 +231,10 @@ func integrity(db *pebble.DB) (integrityReport, error) {
 				continue
 			}
 			rep.segments++
+			inFoldSeg = foldFirst > 0 && ki.Serial >= foldFirst && ki.Serial <= foldLast
+			if inFoldSeg {
+				foldSegs++
+			}
 			// Segments go newest first, and so do the blocks of a term
 			// in one; every S block is older than every segment.
 			for i := 0; i < sg.n; i++ {
@@ -207,6 +251,7 @@ func integrity(db *pebble.DB) (integrityReport, error) {
 				checkBlock(k, lterm[1:], minSerial, blk, segMin[term])
 				segMin[term] = minSerial
 			}
+			inFoldSeg = false
 		case pfxDoc:
 			if !indexed {
 				return rep, fmt.Errorf("search entry %x without a search index", k)
@@ -229,6 +274,9 @@ func integrity(db *pebble.DB) (integrityReport, error) {
 	}
 	if indexed {
 		want[string(searchStatsKey)] = appendSearchStats(nil, st)
+	}
+	if foldFirst > 0 && foldSegs < 2 {
+		errs = append(errs, fmt.Errorf("search fold %d-%d: %d segments", foldFirst, foldLast, foldSegs))
 	}
 	for k := range wantPost {
 		errs = append(errs, fmt.Errorf("missing posting %x", k))

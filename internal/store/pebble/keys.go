@@ -72,16 +72,27 @@ var (
 	// searchDeadKey, when present, holds the number(8) of postings of
 	// removed events left in S blocks (cleared by a rebuild).
 	searchDeadKey = []byte("\x00searchdead")
+	// searchFoldKey, when present, marks a fold written over several
+	// batches (segments.go): floor(8) last(8), the keys (oldest serials)
+	// of the first and last segment it folds. S blocks whose oldest
+	// serial is at or above floor are that fold's, written so far: no
+	// reader counts them until the batch that deletes this key and those
+	// segments.
+	searchFoldKey = []byte("\x00searchfold")
 )
 
 // searchIndexVersion names the analyzer (search.Version) and the layout
-// of the S and G keys ("blocks2": posting blocks per term, and posting
-// segments, one per write batch, folded into blocks by a later batch).
-// Open rebuilds an index stored under any other value, except
-// searchIndexV1 ("blocks1": the same S blocks, no segments), which is
-// upgraded in place (see Store.openSearch).
+// of the S and G keys ("blocks3": posting blocks per term, and posting
+// segments, one per write batch, folded into blocks by later batches,
+// searchFoldKey marking a fold not yet complete). Open rebuilds an index
+// stored under any other value, except searchIndexV1 ("blocks1": the
+// same S blocks, no segments) and searchIndexV2 ("blocks2": segments
+// folded by one batch, never a searchFoldKey), which are upgraded in
+// place (see Store.openSearch). An older build rebuilds a blocks3 index
+// rather than read a fold it does not know.
 const (
-	searchIndexVersion = search.Version + "+blocks2"
+	searchIndexVersion = search.Version + "+blocks3"
+	searchIndexV2      = search.Version + "+blocks2"
 	searchIndexV1      = search.Version + "+blocks1"
 )
 

@@ -101,10 +101,11 @@ type Options struct {
 	// it small). A power of two, at least 64.
 	idFilterMinBytes int
 
-	// onFold, if set (benchmarks), is told of every committed fold: the
-	// batch's keys and how long the writer took over the whole batch,
-	// from its first request to the commit's return.
-	onFold func(keys uint32, took time.Duration)
+	// onBatch, if set (benchmarks), is told of every committed batch:
+	// its keys, how long the writer took over it (from its first
+	// request to the commit's return), and how many S blocks of a fold
+	// it wrote.
+	onBatch func(keys uint32, took time.Duration, folded int)
 
 	// recentIDs is how many stored ids the writer remembers for
 	// SubmitAfter (defaultRecentIDs; tests set it small).

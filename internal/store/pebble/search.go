@@ -40,8 +40,8 @@ func (s *Store) openSearch(upgrade bool) error {
 	if s.opts.ReadOnly {
 		// Nothing can be built or dropped: search is on exactly when the
 		// database holds a current index.
-		current := ok && (string(have) == searchIndexVersion || string(have) == searchIndexV1)
-		s.segments = current && string(have) == searchIndexVersion
+		current := ok && (string(have) == searchIndexVersion || string(have) == searchIndexV2 || string(have) == searchIndexV1)
+		s.segments = current && string(have) != searchIndexV1
 		if !current && !s.opts.DisableSearch {
 			s.log.Warn("store: read-only open of a store without a current search index: search is off", "path", s.opts.Path)
 		}
@@ -73,6 +73,21 @@ func (s *Store) openSearch(upgrade bool) error {
 	s.segments = true
 	if ok && string(have) == searchIndexVersion && !upgrade && !s.opts.RebuildSearch {
 		return nil
+	}
+	if ok && string(have) == searchIndexV2 && !upgrade && !s.opts.RebuildSearch {
+		// The previous layout is this one, whose folds were single
+		// batches: it never holds a searchFoldKey. The version key alone
+		// changes (an older build must not read a fold it does not know).
+		b := s.db.NewBatch()
+		defer b.Close()
+		if err := b.Set(searchKey, []byte(searchIndexVersion), nil); err != nil {
+			return err
+		}
+		if err := s.spaceFor(int(b.Len())); err != nil {
+			return err
+		}
+		s.log.Info("store: search index upgraded in place", "from", searchIndexV2, "to", searchIndexVersion)
+		return b.Commit(pebble.Sync)
 	}
 	if ok && string(have) == searchIndexV1 && !upgrade && !s.opts.RebuildSearch {
 		// The previous layout is this one without segments: upgrade it
@@ -132,6 +147,9 @@ func dropSearch(b *pebble.Batch) error {
 		return err
 	}
 	if err := b.Delete(searchKey, nil); err != nil {
+		return err
+	}
+	if err := b.Delete(searchFoldKey, nil); err != nil {
 		return err
 	}
 	if err := b.Delete(searchSerialKey, nil); err != nil {
@@ -517,8 +535,18 @@ func (ss *searchStream) build() error {
 	if err != nil {
 		return err
 	}
+	floor, err := q.foldFloor()
+	if err != nil {
+		return err
+	}
 	for i, prefix := range prefixes {
-		it, err := q.snap.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: prefixEnd(prefix)})
+		// The blocks of a fold under way (oldest serial >= floor) sort
+		// first: the lower bound leaves them out.
+		lower := prefix
+		if floor > 0 {
+			lower = appendPostingKey(nil, pq.Terms[i], floor-1)
+		}
+		it, err := q.snap.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: prefixEnd(prefix)})
 		if err != nil {
 			return err
 		}

@@ -122,22 +122,50 @@ func TestSegmentFoldPostings(t *testing.T) {
 	note := noteMaker(46)
 	per := bigFoldPostings - 1
 	left := foldPostings
+	var first []*nostr.Event
 	for i := 0; left > 0; i++ {
 		n := min(per, left)
-		saveAll(t, s, notesWithPostings(t, note, fmt.Sprintf("p%dq", i), n)...)
+		evs := notesWithPostings(t, note, fmt.Sprintf("p%dq", i), n)
+		saveAll(t, s, evs...)
+		if i == 0 {
+			first = evs[:1]
+		}
 		left -= n
 	}
 	g := countTable(t, s, pfxSegment)
 	if g < 2 || countTable(t, s, pfxSearch) != 0 {
 		t.Fatalf("%d postings in segments: %d segments, %d S keys", foldPostings, g, countTable(t, s, pfxSearch))
 	}
+	// One posting more folds them: foldPostings+1 blocks (every term
+	// once), more than foldChunk, so the fold is staged over
+	// foldBatches batches of per blocks, the first being this one; its
+	// posting is a segment of the fold.
 	last := notesWithPostings(t, note, "last", 1)
 	saveAll(t, s, last...)
-	if g, sk := countTable(t, s, pfxSegment), countTable(t, s, pfxSearch); g != 0 || sk != foldPostings+1 {
-		t.Fatalf("one posting more: %d segments, %d S keys", g, sk)
+	per = (foldPostings + 1 + foldBatches - 1) / foldBatches
+	rep := report(t, s)
+	if rep.segments != g+1 || rep.foldBlocks != per || rep.blocks != 0 {
+		t.Fatalf("one posting more: %d segments before, now %+v", g, rep)
 	}
 	sameSet(t, "last", searchIDs(t, s, nostr.Filter{Search: "last0x0"}), last...)
-	report(t, s)
+	sameSet(t, "p0q", searchIDs(t, s, nostr.Filter{Search: "p0q0x0"}), first...)
+	for i := 1; i < foldBatches; i++ {
+		ev := note(fmt.Sprintf("during%d", i))
+		saveAll(t, s, ev)
+		rep := report(t, s)
+		if i < foldBatches-1 && (rep.foldBlocks != (i+1)*per || rep.segments != g+1+i) {
+			t.Fatalf("batch %d of the fold: %+v", i+1, rep)
+		}
+		sameSet(t, fmt.Sprintf("batch %d: during", i+1), searchIDs(t, s, nostr.Filter{Search: fmt.Sprintf("during%d", i)}), ev)
+		sameSet(t, fmt.Sprintf("batch %d: last", i+1), searchIDs(t, s, nostr.Filter{Search: "last0x0"}), last...)
+		sameSet(t, fmt.Sprintf("batch %d: p0q", i+1), searchIDs(t, s, nostr.Filter{Search: "p0q0x0"}), first...)
+	}
+	rep = report(t, s)
+	if rep.foldBlocks != 0 || rep.segments != foldBatches-1 || countTable(t, s, pfxSearch) != foldPostings+1 {
+		t.Fatalf("after the fold: %+v, %d S keys", rep, countTable(t, s, pfxSearch))
+	}
+	sameSet(t, "last folded", searchIDs(t, s, nostr.Filter{Search: "last0x0"}), last...)
+	sameSet(t, "p0q folded", searchIDs(t, s, nostr.Filter{Search: "p0q0x0"}), first...)
 }
 
 // TestSegmentsReopen closes a store holding segments: the writer reads
@@ -171,17 +199,24 @@ func TestSegmentsReopen(t *testing.T) {
 	report(t, s)
 }
 
-// TestSegmentsCommitFailure fails a batch that writes a segment and one
-// that folds: the writer reads the segments again, and what comes after
-// stores and folds as if the failed batches had never been.
-func TestSegmentsCommitFailure(t *testing.T) {
-	var armed atomic.Bool
+// openFailing opens a store whose commits fail with errInjected while
+// the returned flag is set.
+func openFailing(t *testing.T) (*Store, *atomic.Bool) {
+	armed := new(atomic.Bool)
 	s := openTest(t, Options{NoSync: true, PurgeInterval: -1, CommitFault: func() error {
 		if armed.Load() {
 			return errInjected
 		}
 		return nil
 	}})
+	return s, armed
+}
+
+// TestSegmentsCommitFailure fails a batch that writes a segment and one
+// that folds: the writer reads the segments again, and what comes after
+// stores and folds as if the failed batches had never been.
+func TestSegmentsCommitFailure(t *testing.T) {
+	s, armed := openFailing(t)
 	defer s.Close()
 	ctx := context.Background()
 	note := noteMaker(43)
@@ -332,4 +367,260 @@ func FuzzSegment(f *testing.F) {
 			}
 		}
 	})
+}
+
+// stageFold saves maxSegments+1 batches of one note each, every note
+// holding "shared" and two words of its own: the last batch folds
+// 2(maxSegments+1)+1 blocks, more than foldChunk, so the fold is staged
+// over two batches, and is under way when stageFold returns (its first
+// foldChunk blocks written, its segments still read).
+func stageFold(t *testing.T, s *Store, note func(string) *nostr.Event) []*nostr.Event {
+	t.Helper()
+	var all []*nostr.Event
+	for i := 0; i <= maxSegments; i++ {
+		ev := note(fmt.Sprintf("shared u%d v%d", i, i))
+		saveAll(t, s, ev)
+		all = append(all, ev)
+	}
+	if rep := report(t, s); rep.foldBlocks != foldChunk || rep.blocks != 0 || rep.segments != maxSegments+1 {
+		t.Fatalf("a staged fold under way: %+v", rep)
+	}
+	return all
+}
+
+// checkFolded searches for the notes of stageFold (and more, which hold
+// "shared" too): each exactly once, whatever the state of the fold.
+func checkFolded(t *testing.T, s *Store, stage string, all []*nostr.Event, more ...*nostr.Event) {
+	t.Helper()
+	sameSet(t, stage+": shared", searchIDs(t, s, nostr.Filter{Search: "shared"}), append(slices.Clone(all), more...)...)
+	sameSet(t, stage+": u5", searchIDs(t, s, nostr.Filter{Search: "u5"}), all[5])
+	sameSet(t, stage+": v128", searchIDs(t, s, nostr.Filter{Search: "v128"}), all[128])
+	sameSet(t, stage+": shared u77", searchIDs(t, s, nostr.Filter{Search: "shared u77"}), all[77])
+	if got := searchIDs(t, s, nostr.Filter{Search: "shared", Limit: 3, HasLimit: true}); len(got) != 3 {
+		t.Fatalf("%s: shared limit 3: %s", stage, short(got))
+	}
+}
+
+// TestStagedFold: a fold of more than foldChunk blocks is written over
+// several batches; searches find every posting exactly once while it is
+// under way (its blocks written so far are not read, its segments are),
+// and the batch that writes its last blocks deletes its segments.
+func TestStagedFold(t *testing.T) {
+	s := openTest(t, Options{NoSync: true, PurgeInterval: -1})
+	defer s.Close()
+	note := noteMaker(47)
+	all := stageFold(t, s, note)
+	checkFolded(t, s, "under way", all)
+	extra := note("shared extra")
+	saveAll(t, s, extra)
+	rep := report(t, s)
+	if rep.foldBlocks != 0 || rep.segments != 1 || rep.blocks != 2*(maxSegments+1)+1 || countTable(t, s, pfxSearch) != rep.blocks {
+		t.Fatalf("after the fold: %+v", rep)
+	}
+	if _, ok, _ := getValue(s.db, searchFoldKey); ok {
+		t.Fatal("the fold's mark is still there")
+	}
+	checkFolded(t, s, "folded", all, extra)
+	sameSet(t, "extra", searchIDs(t, s, nostr.Filter{Search: "extra"}), extra)
+}
+
+// TestStagedFoldReopen closes a store with a fold under way: a read-only
+// open reads it as a writer would, and a writable one starts it over
+// (its first blocks written again) and completes it.
+func TestStagedFoldReopen(t *testing.T) {
+	dir := t.TempDir()
+	s := openTest(t, Options{Path: dir, NoSync: true, PurgeInterval: -1})
+	note := noteMaker(48)
+	all := stageFold(t, s, note)
+	s.Close()
+
+	ro := openTest(t, Options{Path: dir, ReadOnly: true})
+	checkFolded(t, ro, "read-only", all)
+	ro.Close()
+
+	s = openTest(t, Options{Path: dir, NoSync: true, PurgeInterval: -1})
+	defer s.Close()
+	checkFolded(t, s, "reopened", all)
+	a := note("shared again")
+	saveAll(t, s, a)
+	if rep := report(t, s); rep.foldBlocks != foldChunk || rep.segments != maxSegments+2 {
+		t.Fatalf("first batch after the reopen: %+v", rep)
+	}
+	checkFolded(t, s, "started over", all, a)
+	b := note("shared and again")
+	saveAll(t, s, b)
+	if rep := report(t, s); rep.foldBlocks != 0 || rep.segments != 2 || rep.blocks != 2*(maxSegments+1)+1 {
+		t.Fatalf("second batch after the reopen: %+v", rep)
+	}
+	checkFolded(t, s, "folded", all, a, b)
+}
+
+// TestStagedFoldCommitFailure fails a batch while a fold is under way:
+// the writer reads the fold again and starts it over.
+func TestStagedFoldCommitFailure(t *testing.T) {
+	s, armed := openFailing(t)
+	defer s.Close()
+	note := noteMaker(49)
+	all := stageFold(t, s, note)
+	armed.Store(true)
+	if _, err := s.Save(context.Background(), []*nostr.Event{note("shared lost")}); !errors.Is(err, errInjected) {
+		t.Fatalf("save: %v", err)
+	}
+	armed.Store(false)
+	if rep := report(t, s); rep.foldBlocks != foldChunk || rep.segments != maxSegments+1 {
+		t.Fatalf("after the failure: %+v", rep)
+	}
+	a, b := note("shared kept"), note("shared kept too")
+	saveAll(t, s, a)
+	saveAll(t, s, b)
+	if rep := report(t, s); rep.foldBlocks != 0 || rep.segments != 2 {
+		t.Fatalf("after two more batches: %+v", rep)
+	}
+	checkFolded(t, s, "folded", all, a, b)
+	sameSet(t, "lost", searchIDs(t, s, nostr.Filter{Search: "lost"}))
+}
+
+// TestStagedFoldAtOnce: a forced fold (compaction) and a batch of
+// bigFoldPostings postings complete a fold under way in their batch,
+// with everything else.
+func TestStagedFoldAtOnce(t *testing.T) {
+	for _, how := range []string{"forced", "big batch"} {
+		t.Run(how, func(t *testing.T) {
+			s := openTest(t, Options{NoSync: true, PurgeInterval: -1})
+			defer s.Close()
+			note := noteMaker(50)
+			all := stageFold(t, s, note)
+			wantBlocks := 2*(maxSegments+1) + 1
+			if how == "forced" {
+				if err := s.foldSegments(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				saveAll(t, s, notesWithPostings(t, note, "big", bigFoldPostings)...)
+				wantBlocks += bigFoldPostings
+			}
+			if rep := report(t, s); rep.foldBlocks != 0 || rep.segments != 0 || rep.blocks != wantBlocks {
+				t.Fatalf("%s: %+v, want %d blocks", how, rep, wantBlocks)
+			}
+			if _, ok, _ := getValue(s.db, searchFoldKey); ok {
+				t.Fatal("the fold's mark is still there")
+			}
+			checkFolded(t, s, how, all)
+		})
+	}
+}
+
+// TestSearchFoldKeyCorrupt: a fold mark that does not decode, or names
+// no segments, fails Open with errCorrupt.
+func TestSearchFoldKeyCorrupt(t *testing.T) {
+	for name, v := range map[string][]byte{
+		"short":       {1, 2, 3},
+		"zero":        make([]byte, 16),
+		"no segments": appendU64(appendU64(nil, 1000), 2000),
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			s := openTest(t, Options{Path: dir, NoSync: true, PurgeInterval: -1})
+			note := noteMaker(51)
+			saveAll(t, s, note("shared one"))
+			saveAll(t, s, note("shared two"))
+			if err := s.db.Set(searchFoldKey, v, pebble.Sync); err != nil {
+				t.Fatal(err)
+			}
+			s.Close()
+			_, err := Open(Options{Path: dir, Logger: quiet})
+			if !errors.Is(err, errCorrupt) {
+				t.Fatalf("open: %v, want errCorrupt", err)
+			}
+		})
+	}
+}
+
+// TestSearchIndexV2: an index of the previous layout (blocks2: folds in
+// one batch) is read as it is read-only, and upgraded in place by a
+// writable Open: its segments are kept, nothing is rebuilt.
+func TestSearchIndexV2(t *testing.T) {
+	dir := t.TempDir()
+	s := openTest(t, Options{Path: dir, NoSync: true, PurgeInterval: -1})
+	note := noteMaker(52)
+	var all []*nostr.Event
+	for i := 0; i < 5; i++ {
+		ev := note(fmt.Sprintf("shared w%d", i))
+		saveAll(t, s, ev)
+		all = append(all, ev)
+	}
+	if err := s.db.Set(searchKey, []byte(searchIndexV2), pebble.Sync); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	ro := openTest(t, Options{Path: dir, ReadOnly: true})
+	if !ro.SupportsSearch() {
+		t.Fatal("read-only open of a blocks2 index: search off")
+	}
+	sameSet(t, "read-only", searchIDs(t, ro, nostr.Filter{Search: "shared"}), all...)
+	ro.Close()
+	s = openTest(t, Options{Path: dir, NoSync: true, PurgeInterval: -1})
+	defer s.Close()
+	if v, _, _ := getValue(s.db, searchKey); string(v) != searchIndexVersion {
+		t.Fatalf("search key: %q", v)
+	}
+	if rep := report(t, s); rep.segments != 5 || rep.blocks != 0 {
+		t.Fatalf("upgraded: %+v", rep)
+	}
+	sameSet(t, "upgraded", searchIDs(t, s, nostr.Filter{Search: "shared"}), all...)
+}
+
+// TestStagedFoldConcurrentSearch searches while a writer stores notes
+// one batch each, with words of their own, so that folds are staged and
+// segments come and go under the searches: every search must find each
+// stored note exactly once, and at least every note whose Save had
+// returned before it started.
+func TestStagedFoldConcurrentSearch(t *testing.T) {
+	s := openTest(t, Options{NoSync: true, PurgeInterval: -1})
+	defer s.Close()
+	note := noteMaker(53)
+	const total = 3 * (maxSegments + 1)
+	var stored atomic.Int64
+	done := make(chan error, 1)
+	go func() {
+		for i := 0; i < total; i++ {
+			if _, err := s.Save(context.Background(), []*nostr.Event{note(fmt.Sprintf("shared x%d y%d z%d", i, i, i))}); err != nil {
+				done <- err
+				return
+			}
+			stored.Add(1)
+		}
+		done <- nil
+	}()
+	searches := 0
+	for finished := false; !finished; {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+			finished = true
+		default:
+		}
+		before := stored.Load()
+		ids := searchIDs(t, s, nostr.Filter{Search: "shared"})
+		seen := make(map[nostr.ID]bool, len(ids))
+		for _, id := range ids {
+			if seen[id] {
+				t.Fatalf("search %d: %s found twice", searches, id)
+			}
+			seen[id] = true
+		}
+		if int64(len(ids)) < before || int64(len(ids)) > stored.Load()+1 {
+			t.Fatalf("search %d: %d notes, %d stored before it began", searches, len(ids), before)
+		}
+		searches++
+	}
+	if rep := report(t, s); rep.postings != 4*total {
+		t.Fatalf("%+v, want %d postings", rep, 4*total)
+	}
+	if got := searchIDs(t, s, nostr.Filter{Search: "shared"}); len(got) != total {
+		t.Fatalf("at the end: %d notes, want %d", len(got), total)
+	}
+	t.Logf("%d searches", searches)
 }

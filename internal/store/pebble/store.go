@@ -80,7 +80,7 @@ type Store struct {
 
 	// segments says the search index may hold posting segments (G keys,
 	// segments.go): set at open when the index has the current layout.
-	// A read-only open of an index in the previous layout (searchIndexV1)
+	// A read-only open of an index in the layout before them (searchIndexV1)
 	// reads no G key, as a G key there can only be one that an older
 	// build left behind (it does not know them).
 	segments bool

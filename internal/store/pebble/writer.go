@@ -121,7 +121,8 @@ type writer struct {
 	pend         postingBuf
 	pendSegs     int
 	pendPostings int
-	pendKeys     []uint64 // the oldest serial (key) of each segment
+	pendKeys     []uint64  // the oldest serial (key) of each segment
+	fold         foldState // a fold written over several batches, if one is under way
 	seg          segmentWriter
 	segVal       []byte
 	forceFold    bool // an opFold in the batch
@@ -328,7 +329,7 @@ func (w *writer) run() {
 // pebble's ApplyNoSyncWait, measured no better on the dev machine.)
 func (w *writer) commit(reqs []*request) {
 	var t0 time.Time
-	if w.s.opts.onFold != nil {
+	if w.s.opts.onBatch != nil {
 		t0 = time.Now()
 	}
 	w.b = w.s.db.NewIndexedBatch()
@@ -340,9 +341,9 @@ func (w *writer) commit(reqs []*request) {
 			break
 		}
 	}
-	fold := false
+	folded := 0
 	if err == nil && w.an != nil {
-		fold, err = w.writePostings()
+		folded, err = w.writePostings()
 	}
 	if err == nil && w.leftDead {
 		err = w.b.Set(searchSerialKey, appendU64(nil, w.serial), nil)
@@ -396,19 +397,17 @@ func (w *writer) commit(reqs []*request) {
 		clear(w.pendingVanish)
 		w.recent.failed()
 		if w.an != nil {
-			// w.pend may hold this batch's postings: read it again.
+			// w.pend and w.fold may hold this batch's changes: read
+			// them again (a fold under way starts over: its blocks
+			// written so far are written again, the same keys with the
+			// same values).
 			if lerr := w.loadPending(); lerr != nil {
 				w.s.log.Error("store: reading the posting segments failed", "err", lerr)
 			}
 		}
 	} else {
-		if fold {
-			if w.s.opts.onFold != nil {
-				w.s.opts.onFold(keys, time.Since(t0))
-			}
-			w.pend.reset()
-			w.pendSegs, w.pendPostings = 0, 0
-			w.pendKeys = w.pendKeys[:0]
+		if w.s.opts.onBatch != nil {
+			w.s.opts.onBatch(keys, time.Since(t0), folded)
 		}
 		w.keepVanish()
 		if w.deadDelta > 0 {
@@ -437,39 +436,92 @@ func (w *writer) commit(reqs []*request) {
 	}
 }
 
-// writePostings writes the batch's postings (w.post): as one segment (a
-// G key) when the segments stay within maxSegments and foldPostings,
-// and otherwise as S blocks, one per term, together with the postings of
-// every segment (w.pend), deleting the segments: a fold. It adds the
-// batch's postings to w.pend either way; after the commit, a fold
-// empties w.pend, and a failed commit reads it again from the database.
-func (w *writer) writePostings() (fold bool, err error) {
+// writePostings writes the batch's postings (w.post), and returns how
+// many S blocks of a fold it wrote. The batch's postings go into one
+// segment (a G key) while the segments stay within maxSegments and
+// foldPostings. The batch that would take them past either folds them
+// (with its own postings): it writes their postings as S blocks, one
+// per term (more past maxBlockPostings), and deletes the segments. A
+// fold of at most foldChunk blocks is written by that batch alone; a
+// larger one is staged (foldState): the batch writes its postings as a
+// segment too, marks the fold under way (searchFoldKey) and writes its
+// first foldState.per blocks, and each following batch writes the next
+// ones, the last also deleting the segments and the mark. A forced fold
+// (opFold), a batch of bigFoldPostings postings or more and an index
+// without segments fold everything at once, finishing a fold under way.
+// The writer's copies (w.pend, w.fold) change as the batch is built; a
+// failed commit reads them again from the database.
+func (w *writer) writePostings() (folded int, err error) {
 	n := w.post.n
-	force := w.forceFold && w.pendSegs > 0
+	force := w.forceFold && (w.pendSegs > 0 || w.fold.active())
 	w.forceFold = false
-	if n == 0 && !force {
-		return false, nil
+	if n == 0 && !force && !w.fold.active() {
+		return 0, nil
 	}
-	fold = force || !w.s.segments || n >= bigFoldPostings || w.pendSegs+1 > maxSegments || w.pendPostings+n > foldPostings
+	full := force || !w.s.segments || n >= bigFoldPostings
+	if full || w.pendSegs+1 > maxSegments || w.pendPostings+n > foldPostings {
+		if w.fold.active() {
+			k, err := w.finishFold()
+			if folded += k; err != nil {
+				return folded, err
+			}
+		}
+		w.addToPending()
+		w.fold.freeze(&w.pend)
+		if !full && len(w.fold.blocks) > foldChunk {
+			// Staged: this batch's postings are a segment of the fold
+			// (readers find them there until the fold is complete).
+			if n > 0 {
+				if err := w.writeSegment(); err != nil {
+					return folded, err
+				}
+			}
+			w.fold.keys = append(w.fold.keys[:0], w.pendKeys...)
+			w.pendKeys = w.pendKeys[:0]
+			w.pendSegs, w.pendPostings = 0, 0
+			w.pend.reset()
+			w.valBuf = appendU64(appendU64(w.valBuf[:0], w.fold.keys[0]), w.fold.keys[len(w.fold.keys)-1])
+			if err := w.b.Set(searchFoldKey, w.valBuf, nil); err != nil {
+				return folded, err
+			}
+			w.fold.marked = true
+			k, err := w.foldStep()
+			return folded + k, err
+		}
+		// At once: the fold's blocks and the deletion of its segments.
+		w.fold.keys = append(w.fold.keys[:0], w.pendKeys...)
+		w.pendKeys = w.pendKeys[:0]
+		w.pendSegs, w.pendPostings = 0, 0
+		w.pend.reset()
+		k, err := w.finishFold()
+		return folded + k, err
+	}
+	if w.fold.active() {
+		if folded, err = w.foldStep(); err != nil {
+			return folded, err
+		}
+	}
+	if n > 0 {
+		w.addToPending()
+		if err := w.writeSegment(); err != nil {
+			return folded, err
+		}
+	}
+	return folded, nil
+}
+
+// addToPending adds the batch's postings to w.pend.
+func (w *writer) addToPending() {
 	for _, tp := range w.post.used {
 		for i := range tp.ps {
 			w.pend.addString(tp.term, tp.ps[i].serial, tp.ps[i].p)
 		}
 	}
-	if fold {
-		// Point deletions, not a range deletion: a range tombstone in
-		// the memtable makes every later point read (the writer's
-		// duplicate checks above all) build range-deletion iterators
-		// until it is flushed.
-		for _, k := range w.pendKeys {
-			w.keyBuf = appendSegmentKey(w.keyBuf[:0], k)
-			if err := w.b.Delete(w.keyBuf, nil); err != nil {
-				return true, err
-			}
-		}
-		_, err := w.pend.flush(w.b, false)
-		return true, err
-	}
+}
+
+// writeSegment writes the batch's postings (w.post) as a segment, and
+// counts it in w.pendSegs, w.pendPostings and w.pendKeys.
+func (w *writer) writeSegment() error {
 	w.seg.reset()
 	minSerial := ^uint64(0)
 	w.post.blocks(false, func(term string, blk []blockPosting) error {
@@ -480,12 +532,12 @@ func (w *writer) writePostings() (fold bool, err error) {
 	w.segVal = w.seg.appendValue(w.segVal[:0])
 	w.keyBuf = appendSegmentKey(w.keyBuf[:0], minSerial)
 	if err := w.b.Set(w.keyBuf, w.segVal, nil); err != nil {
-		return false, err
+		return err
 	}
 	w.pendSegs++
-	w.pendPostings += n
+	w.pendPostings += w.post.n
 	w.pendKeys = append(w.pendKeys, minSerial)
-	return false, nil
+	return nil
 }
 
 // needSync reports whether a batch must be synced: unless it holds only

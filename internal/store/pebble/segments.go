@@ -425,7 +425,7 @@ func (w *writer) loadPending() error {
 	if folding {
 		var ok bool
 		if foldFirst, foldLast, ok = decodeFold(v); !ok {
-			return fmt.Errorf("%w: search fold %x", errCorrupt, v)
+			return fmt.Errorf("%w: search fold %x (petrel compact --rebuild-search rebuilds the search index)", errCorrupt, v)
 		}
 	}
 	it, err := w.s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{pfxSegment}, UpperBound: []byte{pfxSegment + 1}})
@@ -503,7 +503,7 @@ func (w *writer) loadPending() error {
 		}
 		if len(w.fold.keys) == 0 || w.fold.keys[0] != foldFirst || w.fold.keys[len(w.fold.keys)-1] != foldLast {
 			w.fold.reset()
-			return fmt.Errorf("%w: search fold %d-%d does not match its segments", errCorrupt, foldFirst, foldLast)
+			return fmt.Errorf("%w: search fold %d-%d does not match its segments (petrel compact --rebuild-search rebuilds the search index)", errCorrupt, foldFirst, foldLast)
 		}
 		w.fold.marked = true
 	}

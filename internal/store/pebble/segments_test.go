@@ -511,7 +511,8 @@ func TestStagedFoldAtOnce(t *testing.T) {
 }
 
 // TestSearchFoldKeyCorrupt: a fold mark that does not decode, or names
-// no segments, fails Open with errCorrupt.
+// no segments, fails Open with errCorrupt; rebuilding the index (petrel
+// compact --rebuild-search) opens it again with nothing lost.
 func TestSearchFoldKeyCorrupt(t *testing.T) {
 	for name, v := range map[string][]byte{
 		"short":       {1, 2, 3},
@@ -522,8 +523,9 @@ func TestSearchFoldKeyCorrupt(t *testing.T) {
 			dir := t.TempDir()
 			s := openTest(t, Options{Path: dir, NoSync: true, PurgeInterval: -1})
 			note := noteMaker(51)
-			saveAll(t, s, note("shared one"))
-			saveAll(t, s, note("shared two"))
+			one, two := note("shared one"), note("shared two")
+			saveAll(t, s, one)
+			saveAll(t, s, two)
 			if err := s.db.Set(searchFoldKey, v, pebble.Sync); err != nil {
 				t.Fatal(err)
 			}
@@ -532,6 +534,10 @@ func TestSearchFoldKeyCorrupt(t *testing.T) {
 			if !errors.Is(err, errCorrupt) {
 				t.Fatalf("open: %v, want errCorrupt", err)
 			}
+			s = openTest(t, Options{Path: dir, NoSync: true, PurgeInterval: -1, RebuildSearch: true})
+			defer s.Close()
+			sameSet(t, "rebuilt", searchIDs(t, s, nostr.Filter{Search: "shared"}), one, two)
+			report(t, s)
 		})
 	}
 }

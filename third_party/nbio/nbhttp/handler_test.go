@@ -1,6 +1,7 @@
 package nbhttp
 
 import (
+	"io"
 	"net"
 	"net/http"
 	"testing"
@@ -40,6 +41,18 @@ func TestDataHandlerShared(t *testing.T) {
 			got = append(got, p)
 		case <-time.After(10 * time.Second):
 			t.Fatal("connection not opened")
+		}
+		// A response means the poller reads the connection: it is
+		// registered. The OnOpen handler runs before that, and Stop
+		// (deferred) racing the registration's WaitGroup Add was
+		// reported by the race detector (1 run in about 300).
+		if _, err := c.Write([]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n")); err != nil {
+			t.Fatal(err)
+		}
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		buf := make([]byte, 12)
+		if _, err := io.ReadFull(c, buf); err != nil || string(buf) != "HTTP/1.1 200" {
+			t.Fatalf("connection %d: response %q, %v", i, buf, err)
 		}
 	}
 	for i, p := range got {

@@ -66,7 +66,7 @@ func integrity(db *pebble.DB) (integrityReport, error) {
 	var errs []error
 	segMin := make(map[string]uint64)    // term -> oldest serial of its blocks in segments
 	var foldFirst, foldLast uint64       // searchFoldKey: 0, 0 when absent
-	foldSegs := 0                        // segments in [foldFirst, foldLast]
+	foldEnds := 0                        // segments keyed foldFirst or foldLast
 	foldPost := make(map[string]posting) // the postings of those segments
 	inFoldSeg := false                   // checkBlock is reading one of them
 	var prevLterm []byte
@@ -232,8 +232,8 @@ func integrity(db *pebble.DB) (integrityReport, error) {
 			}
 			rep.segments++
 			inFoldSeg = foldFirst > 0 && ki.Serial >= foldFirst && ki.Serial <= foldLast
-			if inFoldSeg {
-				foldSegs++
+			if inFoldSeg && (ki.Serial == foldFirst || ki.Serial == foldLast) {
+				foldEnds++
 			}
 			// Segments go newest first, and so do the blocks of a term
 			// in one; every S block is older than every segment.
@@ -275,8 +275,8 @@ func integrity(db *pebble.DB) (integrityReport, error) {
 	if indexed {
 		want[string(searchStatsKey)] = appendSearchStats(nil, st)
 	}
-	if foldFirst > 0 && foldSegs < 2 {
-		errs = append(errs, fmt.Errorf("search fold %d-%d: %d segments", foldFirst, foldLast, foldSegs))
+	if foldFirst > 0 && foldEnds != 2 {
+		errs = append(errs, fmt.Errorf("search fold %d-%d: its first or last segment is missing", foldFirst, foldLast))
 	}
 	for k := range wantPost {
 		errs = append(errs, fmt.Errorf("missing posting %x", k))

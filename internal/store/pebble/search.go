@@ -74,29 +74,19 @@ func (s *Store) openSearch(upgrade bool) error {
 	if ok && string(have) == searchIndexVersion && !upgrade && !s.opts.RebuildSearch {
 		return nil
 	}
-	if ok && string(have) == searchIndexV2 && !upgrade && !s.opts.RebuildSearch {
-		// The previous layout is this one, whose folds were single
-		// batches: it never holds a searchFoldKey. The version key alone
-		// changes (an older build must not read a fold it does not know).
+	if ok && (string(have) == searchIndexV2 || string(have) == searchIndexV1) && !upgrade && !s.opts.RebuildSearch {
+		// A previous layout: blocks2 is this one whose folds were single
+		// batches (never a searchFoldKey), blocks1 this one without
+		// segments. Upgrade in place: the version key changes (an older
+		// build must not read a fold it does not know), and G keys under
+		// blocks1 can only be ones an older build left behind (it
+		// rebuilt the index without knowing them): drop them.
 		b := s.db.NewBatch()
 		defer b.Close()
-		if err := b.Set(searchKey, []byte(searchIndexVersion), nil); err != nil {
-			return err
-		}
-		if err := s.spaceFor(int(b.Len())); err != nil {
-			return err
-		}
-		s.log.Info("store: search index upgraded in place", "from", searchIndexV2, "to", searchIndexVersion)
-		return b.Commit(pebble.Sync)
-	}
-	if ok && string(have) == searchIndexV1 && !upgrade && !s.opts.RebuildSearch {
-		// The previous layout is this one without segments: upgrade it
-		// in place. G keys there can only be ones an older build left
-		// behind (it rebuilt the index without knowing them): drop them.
-		b := s.db.NewBatch()
-		defer b.Close()
-		if err := b.DeleteRange([]byte{pfxSegment}, []byte{pfxSegment + 1}, nil); err != nil {
-			return err
+		if string(have) == searchIndexV1 {
+			if err := b.DeleteRange([]byte{pfxSegment}, []byte{pfxSegment + 1}, nil); err != nil {
+				return err
+			}
 		}
 		if err := b.Set(searchKey, []byte(searchIndexVersion), nil); err != nil {
 			return err
@@ -104,7 +94,7 @@ func (s *Store) openSearch(upgrade bool) error {
 		if err := s.spaceFor(int(b.Len())); err != nil {
 			return err
 		}
-		s.log.Info("store: search index upgraded in place", "from", searchIndexV1, "to", searchIndexVersion)
+		s.log.Info("store: search index upgraded in place", "from", string(have), "to", searchIndexVersion)
 		return b.Commit(pebble.Sync)
 	}
 	return s.buildSearch(upgrade, string(have))

@@ -12,15 +12,17 @@ import (
 // one S block per term it holds: it writes all of its blocks into one G
 // key, a segment, and the writer keeps the postings of the segments in
 // memory (writer.pend). Once the segments hold foldPostings postings or
-// number maxSegments, the next batch folds them: it writes the postings
-// of every segment and its own as S blocks, one per term (more past
-// maxBlockPostings), and deletes the G keys (one by one: see
-// writer.writePostings), in the same batch. pebble's
+// number maxSegments, the next batch folds them: the postings of every
+// segment and its own become S blocks, one per term (more past
+// maxBlockPostings), and the G keys are deleted (one by one: see
+// finishFold), by that batch or, for a fold of more than foldChunk
+// blocks, by that batch and the next few (staged folds, below). pebble's
 // cost is per key, and a batch of a few events under load would
 // otherwise write a key per distinct term it holds; the fold writes a
 // key per distinct term of hundreds of batches. A search reads the
-// segments of its snapshot (at most maxSegments) as blocks newer than any
-// S block (segmentBlocks). See docs/storage.md, "Search".
+// segments of its snapshot (at most maxSegments+foldBatches) as blocks
+// newer than any S block it counts (segmentBlocks). See docs/storage.md,
+// "Search".
 
 // Fold thresholds: the segments are folded into S blocks by the batch
 // that would take them past maxSegments segments or foldPostings

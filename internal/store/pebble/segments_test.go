@@ -388,6 +388,42 @@ func stageFold(t *testing.T, s *Store, note func(string) *nostr.Event) []*nostr.
 	return all
 }
 
+// TestFoldChunkLimit: a fold of foldChunk blocks is written at once by
+// the batch that starts it; one of foldChunk+1 blocks is staged.
+func TestFoldChunkLimit(t *testing.T) {
+	for _, blocks := range []int{foldChunk, foldChunk + 1} {
+		t.Run(fmt.Sprint(blocks), func(t *testing.T) {
+			s := openTest(t, Options{NoSync: true, PurgeInterval: -1})
+			defer s.Close()
+			note := noteMaker(54)
+			// maxSegments+1 notes, each with a word of its own, the
+			// first ones a second word: one block per distinct term.
+			extra := blocks - (maxSegments + 1)
+			var all []*nostr.Event
+			for i := 0; i <= maxSegments; i++ {
+				text := fmt.Sprintf("u%d", i)
+				if i < extra {
+					text += fmt.Sprintf(" v%d", i)
+				}
+				ev := note(text)
+				saveAll(t, s, ev)
+				all = append(all, ev)
+			}
+			rep := report(t, s)
+			_, marked, _ := getValue(s.db, searchFoldKey)
+			if blocks == foldChunk && (marked || rep.foldBlocks != 0 || rep.segments != 0 || rep.blocks != blocks) {
+				t.Fatalf("a fold of %d blocks: %+v, marked %v", blocks, rep, marked)
+			}
+			if blocks > foldChunk && (!marked || rep.foldBlocks != foldChunk || rep.segments != maxSegments+1 || rep.blocks != 0) {
+				t.Fatalf("a fold of %d blocks: %+v, marked %v", blocks, rep, marked)
+			}
+			sameSet(t, "u0", searchIDs(t, s, nostr.Filter{Search: "u0"}), all[0])
+			sameSet(t, "v0", searchIDs(t, s, nostr.Filter{Search: "v0"}), all[0])
+			sameSet(t, "u128", searchIDs(t, s, nostr.Filter{Search: fmt.Sprintf("u%d", maxSegments)}), all[maxSegments])
+		})
+	}
+}
+
 // checkFolded searches for the notes of stageFold (and more, which hold
 // "shared" too): each exactly once, whatever the state of the fold.
 func checkFolded(t *testing.T, s *Store, stage string, all []*nostr.Event, more ...*nostr.Event) {

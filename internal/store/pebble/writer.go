@@ -468,32 +468,29 @@ func (w *writer) writePostings() (folded int, err error) {
 		}
 		w.addToPending()
 		w.fold.freeze(&w.pend)
-		if !full && len(w.fold.blocks) > foldChunk {
-			// Staged: this batch's postings are a segment of the fold
-			// (readers find them there until the fold is complete).
-			if n > 0 {
-				if err := w.writeSegment(); err != nil {
-					return folded, err
-				}
-			}
-			w.fold.keys = append(w.fold.keys[:0], w.pendKeys...)
-			w.pendKeys = w.pendKeys[:0]
-			w.pendSegs, w.pendPostings = 0, 0
-			w.pend.reset()
-			w.valBuf = appendU64(appendU64(w.valBuf[:0], w.fold.keys[0]), w.fold.keys[len(w.fold.keys)-1])
-			if err := w.b.Set(searchFoldKey, w.valBuf, nil); err != nil {
+		staged := !full && len(w.fold.blocks) > foldChunk
+		if staged && n > 0 {
+			// This batch's postings are a segment of the fold (readers
+			// find them there until the fold is complete).
+			if err := w.writeSegment(); err != nil {
 				return folded, err
 			}
-			w.fold.marked = true
-			k, err := w.foldStep()
-			return folded + k, err
 		}
-		// At once: the fold's blocks and the deletion of its segments.
 		w.fold.keys = append(w.fold.keys[:0], w.pendKeys...)
 		w.pendKeys = w.pendKeys[:0]
 		w.pendSegs, w.pendPostings = 0, 0
 		w.pend.reset()
-		k, err := w.finishFold()
+		if !staged {
+			// At once: the fold's blocks and the deletion of its segments.
+			k, err := w.finishFold()
+			return folded + k, err
+		}
+		w.valBuf = appendU64(appendU64(w.valBuf[:0], w.fold.keys[0]), w.fold.keys[len(w.fold.keys)-1])
+		if err := w.b.Set(searchFoldKey, w.valBuf, nil); err != nil {
+			return folded, err
+		}
+		w.fold.marked = true
+		k, err := w.foldStep()
 		return folded + k, err
 	}
 	if w.fold.active() {

@@ -55,8 +55,9 @@ func (w *writer) insert(ev *nostr.Event, aKey []byte) error {
 // counts the change to the collection figures. It does nothing when
 // search is disabled or ev has nothing searchable.
 //
-// Postings go to w.post and are written as blocks at the end of the
-// batch. Removing an event of this batch drops its postings from there;
+// Postings go to w.pend, as the batch's, and are written at the end of
+// the batch (writePostings). Removing an event of this batch drops its
+// postings from there;
 // the postings of an event of an earlier batch stay in their blocks
 // (rewriting a block per term would cost more than it saves): the doc
 // entry is the truth, and a search skips a posting without one. See
@@ -77,7 +78,7 @@ func (w *writer) index(ev *nostr.Event, m *meta, remove bool) error {
 		}
 		if serial >= w.batchStart {
 			for i := range doc.Terms {
-				w.post.drop(doc.Terms[i].Text, serial)
+				w.pend.drop(doc.Terms[i].Text, serial)
 			}
 		} else {
 			w.leftDead = true
@@ -95,7 +96,7 @@ func (w *writer) index(ev *nostr.Event, m *meta, remove bool) error {
 	for i := range doc.Terms {
 		t := &doc.Terms[i]
 		p.freq = uint8(t.Freq)
-		w.post.add(t.Text, serial, p)
+		w.pend.add(t.Text, serial, p)
 	}
 	w.searchDelta.Docs++
 	w.searchDelta.TotalLen += int64(doc.Len)

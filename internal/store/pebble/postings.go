@@ -8,28 +8,41 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 )
 
-// postingBuf collects the postings of one write batch per term, so that
-// the batch writes one posting block per term (a few per term when it has
-// more than maxBlockPostings) instead of one key per term per event:
-// pebble's cost is per key. It is reused from batch to batch; adding a
-// posting allocates only for a term new to the buffer or a list that
-// outgrows its capacity. Not safe for concurrent use.
+// postingBuf collects postings per term, so that they are written as one
+// posting block per term (a few per term past maxBlockPostings) instead of
+// one key per term per event: pebble's cost is per key. The writer's
+// buffer (writer.pend) holds the postings of every segment not yet folded
+// and those of the batch being built, which it tracks apart (newBatch,
+// batchBlocks, drop): one map lookup a posting, where a buffer of the
+// batch's own and a copy into the segments' at the end took two. The
+// index rebuild uses one a batch (reset, add, flush). Adding a posting
+// allocates only for a term new to the buffer or a list that outgrows its
+// capacity. Not safe for concurrent use.
 type postingBuf struct {
 	terms map[string]*termPostings
-	used  []*termPostings // the terms of the current batch
-	gen   uint64          // the current batch; a term's list is stale unless its gen is this
-	n     int             // postings in the current batch
-	keep  int             // the longest list kept between batches (0: maxBufPostings)
+	used  []*termPostings // the terms with postings since the last reset
+	gen   uint64          // a term's list is stale unless its gen is this
+	n     int             // postings since the last reset
+	keep  int             // the longest list kept across a reset (0: maxBufPostings)
+	// The current batch (newBatch): the terms it added to, its
+	// generation and the number of its postings.
+	batch []*termPostings
+	bgen  uint64
+	bn    int
+	rev   []blockPosting // batchBlocks' buffer
 	key   []byte
 	val   []byte
 }
 
-// termPostings is the current batch's postings of one term, in the order
-// added.
+// termPostings is the postings of one term since the buffer's last reset,
+// in the order added; ps[from:] are the current batch's if bgen is the
+// buffer's.
 type termPostings struct {
 	term string
 	gen  uint64
 	ps   []blockPosting
+	bgen uint64
+	from int
 }
 
 // Bounds on what the buffer keeps between batches: a buffer that has seen
@@ -40,7 +53,7 @@ const (
 	maxBufPostings = 4 * maxBlockPostings
 )
 
-// reset empties the buffer for a new batch.
+// reset empties the buffer, and starts a new batch.
 func (pb *postingBuf) reset() {
 	if pb.terms == nil || len(pb.terms) > maxBufTerms {
 		pb.terms = make(map[string]*termPostings)
@@ -55,6 +68,16 @@ func (pb *postingBuf) reset() {
 	pb.used = pb.used[:0]
 	pb.gen++
 	pb.n = 0
+	pb.newBatch()
+}
+
+// newBatch starts a new batch: the postings added from now on are its
+// own (batchBlocks, drop), and those of earlier batches stay.
+func (pb *postingBuf) newBatch() {
+	clear(pb.batch)
+	pb.batch = pb.batch[:0]
+	pb.bgen++
+	pb.bn = 0
 }
 
 // add adds the posting of the document serial to term's list.
@@ -83,24 +106,65 @@ func (pb *postingBuf) addTo(tp *termPostings, serial uint64, p posting) {
 		tp.ps = tp.ps[:0]
 		pb.used = append(pb.used, tp)
 	}
+	if tp.bgen != pb.bgen {
+		tp.bgen = pb.bgen
+		tp.from = len(tp.ps)
+		pb.batch = append(pb.batch, tp)
+	}
 	tp.ps = append(tp.ps, blockPosting{serial: serial, p: p})
 	pb.n++
+	pb.bn++
 }
 
 // drop removes the posting of the document serial from term's list, if
-// there; the lists must be oldest first (the writer's order). It reports
-// whether it was there.
+// the current batch added it; the lists must be oldest first (the
+// writer's order). It reports whether it was there.
 func (pb *postingBuf) drop(term []byte, serial uint64) bool {
 	tp := pb.terms[string(term)]
-	if tp == nil || tp.gen != pb.gen {
+	if tp == nil || tp.gen != pb.gen || tp.bgen != pb.bgen {
 		return false
 	}
-	i, ok := slices.BinarySearchFunc(tp.ps, serial, func(bp blockPosting, s uint64) int { return cmp.Compare(bp.serial, s) })
+	i, ok := slices.BinarySearchFunc(tp.ps[tp.from:], serial, func(bp blockPosting, s uint64) int { return cmp.Compare(bp.serial, s) })
 	if ok {
-		tp.ps = slices.Delete(tp.ps, i, i+1)
+		tp.ps = slices.Delete(tp.ps, tp.from+i, tp.from+i+1)
 		pb.n--
+		pb.bn--
 	}
 	return ok
+}
+
+// sortTerms sorts terms in S key order: by length, then bytes (a memtable
+// takes ordered inserts a little faster).
+func sortTerms(terms []*termPostings) {
+	slices.SortFunc(terms, func(x, y *termPostings) int {
+		if len(x.term) != len(y.term) {
+			return len(x.term) - len(y.term)
+		}
+		return strings.Compare(x.term, y.term)
+	})
+}
+
+// batchBlocks calls fn with every block of the current batch's postings,
+// in S key order (as blocks does), leaving the lists as they are; blk is
+// valid only during the call.
+func (pb *postingBuf) batchBlocks(fn func(term string, blk []blockPosting)) {
+	sortTerms(pb.batch)
+	for _, tp := range pb.batch {
+		ps := tp.ps[tp.from:]
+		if len(ps) == 0 {
+			continue
+		}
+		rev := pb.rev[:0]
+		for i := len(ps) - 1; i >= 0; i-- {
+			rev = append(rev, ps[i])
+		}
+		pb.rev = rev
+		for len(rev) > 0 {
+			blk := rev[:min(len(rev), maxBlockPostings)]
+			rev = rev[len(blk):]
+			fn(tp.term, blk)
+		}
+	}
 }
 
 // blocks calls fn with every block of the buffer, in S key order: the
@@ -110,14 +174,7 @@ func (pb *postingBuf) drop(term []byte, serial uint64) bool {
 // first); the lists are reversed in place, so the buffer must be reset
 // before the next batch.
 func (pb *postingBuf) blocks(newestFirst bool, fn func(term string, blk []blockPosting) error) error {
-	// Terms in key order (length first, as in the key): a memtable takes
-	// ordered inserts a little faster.
-	slices.SortFunc(pb.used, func(x, y *termPostings) int {
-		if len(x.term) != len(y.term) {
-			return len(x.term) - len(y.term)
-		}
-		return strings.Compare(x.term, y.term)
-	})
+	sortTerms(pb.used)
 	for _, tp := range pb.used {
 		ps := tp.ps
 		if !newestFirst {

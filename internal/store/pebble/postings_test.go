@@ -667,3 +667,88 @@ func TestDeadPostingsCount(t *testing.T) {
 		}
 	}
 }
+
+// TestPostingBufBatches: the writer's one buffer holds the postings of
+// earlier batches and the current one's; batchBlocks gives the current
+// batch's alone (its segment), drop removes only the current batch's,
+// and a fold (freeze) takes them all, newest first, leaving the lists as
+// they are.
+func TestPostingBufBatches(t *testing.T) {
+	var pb postingBuf
+	pb.reset()
+	p := posting{kind: 1, freq: 1, docLen: 3}
+	for s := uint64(1); s <= 300; s++ { // batch 1: "big" past a block's 256
+		pb.add([]byte("big"), s, p)
+	}
+	pb.add([]byte("old"), 300, p)
+	pb.newBatch()
+	pb.add([]byte("big"), 301, p)
+	pb.add([]byte("big"), 302, p)
+	pb.add([]byte("new"), 302, p)
+	if pb.bn != 3 || pb.n != 304 {
+		t.Fatalf("batch %d postings (want 3), buffer %d (want 304)", pb.bn, pb.n)
+	}
+	if pb.drop([]byte("big"), 5) || pb.drop([]byte("old"), 300) {
+		t.Fatal("dropped a posting of an earlier batch")
+	}
+	if !pb.drop([]byte("big"), 301) || pb.drop([]byte("big"), 301) {
+		t.Fatal("the current batch's posting is not dropped exactly once")
+	}
+	type blk struct {
+		term    string
+		serials []uint64
+	}
+	var got []blk
+	pb.batchBlocks(func(term string, b []blockPosting) {
+		var ss []uint64
+		for _, bp := range b {
+			ss = append(ss, bp.serial)
+		}
+		got = append(got, blk{term, ss})
+	})
+	want := []blk{{"big", []uint64{302}}, {"new", []uint64{302}}}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("batch blocks %v, want %v", got, want)
+	}
+
+	var f foldState
+	f.freeze(&pb)
+	var terms []string
+	var sizes []int
+	for _, fb := range f.blocks {
+		ps := f.postings[fb.from:fb.to]
+		for i := 1; i < len(ps); i++ {
+			if ps[i].serial >= ps[i-1].serial {
+				t.Fatalf("block of %q not newest first: %d then %d", fb.term, ps[i-1].serial, ps[i].serial)
+			}
+		}
+		terms, sizes = append(terms, fb.term), append(sizes, len(ps))
+	}
+	// "big": 300 + 302 = 301 postings, the newest 256 first (302,
+	// 300..46), then 45..1.
+	if !slices.Equal(terms, []string{"big", "big", "new", "old"}) || !slices.Equal(sizes, []int{256, 45, 1, 1}) {
+		t.Fatalf("fold blocks %v of %v", terms, sizes)
+	}
+	if first := f.postings[f.blocks[0].from]; first.serial != 302 {
+		t.Fatalf("the first fold block starts at %d, want 302", first.serial)
+	}
+	if last := f.postings[f.blocks[1].to-1]; last.serial != 1 {
+		t.Fatalf("the second fold block ends at %d, want 1", last.serial)
+	}
+	// The lists are left oldest first: the batch's blocks are the same.
+	var again []blk
+	pb.batchBlocks(func(term string, b []blockPosting) {
+		var ss []uint64
+		for _, bp := range b {
+			ss = append(ss, bp.serial)
+		}
+		again = append(again, blk{term, ss})
+	})
+	if fmt.Sprint(again) != fmt.Sprint(want) {
+		t.Fatalf("after the fold, batch blocks %v, want %v", again, want)
+	}
+	pb.reset()
+	if pb.bn != 0 || pb.n != 0 || pb.drop([]byte("big"), 302) {
+		t.Fatal("reset left postings behind")
+	}
+}

@@ -75,10 +75,11 @@ type foldBlock struct {
 func (f *foldState) active() bool { return len(f.keys) > 0 }
 
 // freeze makes the blocks of pb the fold's, from the first, copying
-// their postings: the caller resets pb, which goes on as the buffer of
-// the segments that come after (one buffer for all of them keeps its
-// terms and lists from fold to fold, as the single fold did; the copy
-// costs less than a second buffer's misses).
+// their postings newest first (pb's lists stay as they are): the caller
+// resets pb, which goes on as the buffer of the segments that come after
+// (one buffer for all of them keeps its terms and lists from fold to
+// fold, as the single fold did; the copy costs less than a second
+// buffer's misses).
 func (f *foldState) freeze(pb *postingBuf) {
 	clear(f.blocks)
 	f.blocks, f.next = f.blocks[:0], 0
@@ -86,12 +87,19 @@ func (f *foldState) freeze(pb *postingBuf) {
 		f.postings = nil
 	}
 	f.postings = f.postings[:0]
-	pb.blocks(false, func(term string, blk []blockPosting) error {
-		from := len(f.postings)
-		f.postings = append(f.postings, blk...)
-		f.blocks = append(f.blocks, foldBlock{term: term, from: from, to: len(f.postings)})
-		return nil
-	})
+	sortTerms(pb.used)
+	for _, tp := range pb.used {
+		// Blocks of at most maxBlockPostings, newest first: each takes
+		// the newest postings left, from the end of the list.
+		for ps := tp.ps; len(ps) > 0; {
+			from, k := len(f.postings), min(len(ps), maxBlockPostings)
+			for i := len(ps) - 1; i >= len(ps)-k; i-- {
+				f.postings = append(f.postings, ps[i])
+			}
+			ps = ps[:len(ps)-k]
+			f.blocks = append(f.blocks, foldBlock{term: tp.term, from: from, to: len(f.postings)})
+		}
+	}
 	f.per = max(foldChunk, (len(f.blocks)+foldBatches-1)/foldBatches)
 }
 

@@ -105,19 +105,19 @@ type writer struct {
 	keyBuf      []byte
 	valBuf      []byte
 
-	// The current batch's postings, written at its end (as a segment,
-	// or folded into blocks: writePostings); batchStart is the first
-	// serial the batch allocates (its events' postings are still in
-	// post). leftDead is set when the batch removes an event whose
-	// postings are already committed (in blocks or segments): they stay
-	// there, so the batch writes searchSerialKey.
-	post       postingBuf
-	batchStart uint64
-	leftDead   bool
-	// pend holds the postings of the committed segments (G keys), oldest
-	// first per term, for the batch that folds them into S blocks (see
-	// segments.go); pendSegs and pendPostings count them. seg and segVal
-	// are buffers for a batch's segment.
+	// pend holds the postings of the committed segments (G keys) and
+	// the current batch's (postingBuf.newBatch), oldest first per term,
+	// for the batch that folds them into S blocks (see segments.go);
+	// pendSegs and pendPostings count the segments' and theirs. The
+	// batch's are written at its end (as a segment, or folded into
+	// blocks: writePostings). batchStart is the first serial the batch
+	// allocates (its events' postings are still the batch's in pend).
+	// leftDead is set when the batch removes an event whose postings are
+	// already committed (in blocks or segments): they stay there, so the
+	// batch writes searchSerialKey. seg and segVal are buffers for a
+	// batch's segment.
+	batchStart   uint64
+	leftDead     bool
 	pend         postingBuf
 	pendSegs     int
 	pendPostings int
@@ -333,7 +333,7 @@ func (w *writer) commit(reqs []*request) {
 		t0 = time.Now()
 	}
 	w.b = w.s.db.NewIndexedBatch()
-	w.post.reset()
+	w.pend.newBatch()
 	w.batchStart, w.leftDead, w.deadDelta, w.eventsDelta = w.serial, false, 0, 0
 	var err error
 	for _, r := range reqs {
@@ -436,7 +436,7 @@ func (w *writer) commit(reqs []*request) {
 	}
 }
 
-// writePostings writes the batch's postings (w.post), and returns how
+// writePostings writes the batch's postings (in w.pend), and returns how
 // many S blocks of a fold it wrote. The batch's postings go into one
 // segment (a G key) while the segments stay within maxSegments and
 // foldPostings. The batch that would take them past either folds them
@@ -452,7 +452,7 @@ func (w *writer) commit(reqs []*request) {
 // The writer's copies (w.pend, w.fold) change as the batch is built; a
 // failed commit reads them again from the database.
 func (w *writer) writePostings() (folded int, err error) {
-	n := w.post.n
+	n := w.pend.bn
 	force := w.forceFold && (w.pendSegs > 0 || w.fold.active())
 	w.forceFold = false
 	if n == 0 && !force && !w.fold.active() {
@@ -466,7 +466,6 @@ func (w *writer) writePostings() (folded int, err error) {
 				return folded, err
 			}
 		}
-		w.addToPending()
 		w.fold.freeze(&w.pend)
 		staged := !full && len(w.fold.blocks) > foldChunk
 		if staged && n > 0 {
@@ -499,7 +498,6 @@ func (w *writer) writePostings() (folded int, err error) {
 		}
 	}
 	if n > 0 {
-		w.addToPending()
 		if err := w.writeSegment(); err != nil {
 			return folded, err
 		}
@@ -507,24 +505,14 @@ func (w *writer) writePostings() (folded int, err error) {
 	return folded, nil
 }
 
-// addToPending adds the batch's postings to w.pend.
-func (w *writer) addToPending() {
-	for _, tp := range w.post.used {
-		for i := range tp.ps {
-			w.pend.addString(tp.term, tp.ps[i].serial, tp.ps[i].p)
-		}
-	}
-}
-
-// writeSegment writes the batch's postings (w.post) as a segment, and
-// counts it in w.pendSegs, w.pendPostings and w.pendKeys.
+// writeSegment writes the batch's postings (the batch's in w.pend) as a
+// segment, and counts it in w.pendSegs, w.pendPostings and w.pendKeys.
 func (w *writer) writeSegment() error {
 	w.seg.reset()
 	minSerial := ^uint64(0)
-	w.post.blocks(false, func(term string, blk []blockPosting) error {
+	w.pend.batchBlocks(func(term string, blk []blockPosting) {
 		w.seg.add(term, blk)
 		minSerial = min(minSerial, blk[len(blk)-1].serial)
-		return nil
 	})
 	w.segVal = w.seg.appendValue(w.segVal[:0])
 	w.keyBuf = appendSegmentKey(w.keyBuf[:0], minSerial)
@@ -532,7 +520,7 @@ func (w *writer) writeSegment() error {
 		return err
 	}
 	w.pendSegs++
-	w.pendPostings += w.post.n
+	w.pendPostings += w.pend.bn
 	w.pendKeys = append(w.pendKeys, minSerial)
 	return nil
 }

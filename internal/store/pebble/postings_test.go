@@ -698,14 +698,17 @@ func TestPostingBufBatches(t *testing.T) {
 		term    string
 		serials []uint64
 	}
-	var got []blk
-	pb.batchBlocks(func(term string, b []blockPosting) {
-		var ss []uint64
-		for _, bp := range b {
-			ss = append(ss, bp.serial)
-		}
-		got = append(got, blk{term, ss})
-	})
+	batch := func() (out []blk) {
+		pb.batchBlocks(func(term string, b []blockPosting) {
+			var ss []uint64
+			for _, bp := range b {
+				ss = append(ss, bp.serial)
+			}
+			out = append(out, blk{term, ss})
+		})
+		return out
+	}
+	got := batch()
 	want := []blk{{"big", []uint64{302}}, {"new", []uint64{302}}}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("batch blocks %v, want %v", got, want)
@@ -736,15 +739,7 @@ func TestPostingBufBatches(t *testing.T) {
 		t.Fatalf("the second fold block ends at %d, want 1", last.serial)
 	}
 	// The lists are left oldest first: the batch's blocks are the same.
-	var again []blk
-	pb.batchBlocks(func(term string, b []blockPosting) {
-		var ss []uint64
-		for _, bp := range b {
-			ss = append(ss, bp.serial)
-		}
-		again = append(again, blk{term, ss})
-	})
-	if fmt.Sprint(again) != fmt.Sprint(want) {
+	if again := batch(); fmt.Sprint(again) != fmt.Sprint(want) {
 		t.Fatalf("after the fold, batch blocks %v, want %v", again, want)
 	}
 	pb.reset()

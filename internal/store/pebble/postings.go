@@ -22,7 +22,6 @@ type postingBuf struct {
 	terms map[string]*termPostings
 	used  []*termPostings // the terms with postings since the last reset
 	gen   uint64          // a term's list is stale unless its gen is this
-	n     int             // postings since the last reset
 	keep  int             // the longest list kept across a reset (0: maxBufPostings)
 	// The current batch (newBatch): the terms it added to, its
 	// generation and the number of its postings.
@@ -67,7 +66,6 @@ func (pb *postingBuf) reset() {
 	clear(pb.used)
 	pb.used = pb.used[:0]
 	pb.gen++
-	pb.n = 0
 	pb.newBatch()
 }
 
@@ -90,16 +88,6 @@ func (pb *postingBuf) add(term []byte, serial uint64, p posting) {
 	pb.addTo(tp, serial, p)
 }
 
-// addString is add with the term as a string.
-func (pb *postingBuf) addString(term string, serial uint64, p posting) {
-	tp := pb.terms[term]
-	if tp == nil {
-		tp = &termPostings{term: term}
-		pb.terms[term] = tp
-	}
-	pb.addTo(tp, serial, p)
-}
-
 func (pb *postingBuf) addTo(tp *termPostings, serial uint64, p posting) {
 	if tp.gen != pb.gen {
 		tp.gen = pb.gen
@@ -112,7 +100,6 @@ func (pb *postingBuf) addTo(tp *termPostings, serial uint64, p posting) {
 		pb.batch = append(pb.batch, tp)
 	}
 	tp.ps = append(tp.ps, blockPosting{serial: serial, p: p})
-	pb.n++
 	pb.bn++
 }
 
@@ -127,7 +114,6 @@ func (pb *postingBuf) drop(term []byte, serial uint64) bool {
 	i, ok := slices.BinarySearchFunc(tp.ps[tp.from:], serial, func(bp blockPosting, s uint64) int { return cmp.Compare(bp.serial, s) })
 	if ok {
 		tp.ps = slices.Delete(tp.ps, tp.from+i, tp.from+i+1)
-		pb.n--
 		pb.bn--
 	}
 	return ok
@@ -144,62 +130,49 @@ func sortTerms(terms []*termPostings) {
 	})
 }
 
-// batchBlocks calls fn with every block of the current batch's postings,
-// in S key order (as blocks does), leaving the lists as they are; blk is
-// valid only during the call.
-func (pb *postingBuf) batchBlocks(fn func(term string, blk []blockPosting)) {
-	sortTerms(pb.batch)
-	for _, tp := range pb.batch {
-		ps := tp.ps[tp.from:]
-		if len(ps) == 0 {
-			continue
-		}
-		rev := pb.rev[:0]
-		for i := len(ps) - 1; i >= 0; i-- {
-			rev = append(rev, ps[i])
-		}
-		pb.rev = rev
-		for len(rev) > 0 {
-			blk := rev[:min(len(rev), maxBlockPostings)]
-			rev = rev[len(blk):]
-			fn(tp.term, blk)
-		}
-	}
-}
-
-// blocks calls fn with every block of the buffer, in S key order: the
-// terms by length then bytes, each term's postings newest first in
-// blocks of at most maxBlockPostings. newestFirst says the order the
-// postings were added in (the writer adds oldest first, a rebuild newest
-// first); the lists are reversed in place, so the buffer must be reset
-// before the next batch.
-func (pb *postingBuf) blocks(newestFirst bool, fn func(term string, blk []blockPosting) error) error {
-	sortTerms(pb.used)
-	for _, tp := range pb.used {
-		ps := tp.ps
-		if !newestFirst {
-			slices.Reverse(ps)
-		}
-		for len(ps) > 0 {
-			blk := ps[:min(len(ps), maxBlockPostings)]
-			ps = ps[len(blk):]
-			if err := fn(tp.term, blk); err != nil {
-				return err
-			}
+// splitBlocks calls fn with ps, a term's postings newest first, in
+// blocks of at most maxBlockPostings, the newest first; it stops at fn's
+// first error.
+func splitBlocks(ps []blockPosting, fn func(blk []blockPosting) error) error {
+	for len(ps) > 0 {
+		blk := ps[:min(len(ps), maxBlockPostings)]
+		ps = ps[len(blk):]
+		if err := fn(blk); err != nil {
+			return err
 		}
 	}
 	return nil
 }
 
-// flush writes the blocks of every term into b (see blocks), each
-// keyed by its oldest serial. It returns the number of blocks written.
-func (pb *postingBuf) flush(b *pebble.Batch, newestFirst bool) (int, error) {
-	n := 0
-	err := pb.blocks(newestFirst, func(term string, blk []blockPosting) error {
-		pb.key = appendPostingKey(pb.key[:0], term, blk[len(blk)-1].serial)
-		pb.val = appendBlock(pb.val[:0], blk)
-		n++
-		return b.Set(pb.key, pb.val, nil)
-	})
-	return n, err
+// batchBlocks calls fn with every block of the current batch's postings
+// in S key order (sortTerms, splitBlocks), leaving the lists as they
+// are; blk is valid only during the call.
+func (pb *postingBuf) batchBlocks(fn func(term string, blk []blockPosting)) {
+	sortTerms(pb.batch)
+	for _, tp := range pb.batch {
+		pb.rev = append(pb.rev[:0], tp.ps[tp.from:]...)
+		slices.Reverse(pb.rev)
+		splitBlocks(pb.rev, func(blk []blockPosting) error {
+			fn(tp.term, blk)
+			return nil
+		})
+	}
+}
+
+// flush writes the blocks of every term into b, in S key order, each
+// keyed by its oldest serial. The postings must have been added newest
+// first (an index rebuild's order).
+func (pb *postingBuf) flush(b *pebble.Batch) error {
+	sortTerms(pb.used)
+	for _, tp := range pb.used {
+		err := splitBlocks(tp.ps, func(blk []blockPosting) error {
+			pb.key = appendPostingKey(pb.key[:0], tp.term, blk[len(blk)-1].serial)
+			pb.val = appendBlock(pb.val[:0], blk)
+			return b.Set(pb.key, pb.val, nil)
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -212,7 +212,7 @@ func (s *Store) buildSearch(upgrade bool, old string) error {
 		st.Docs++
 		st.TotalLen += int64(doc.Len)
 		if inBatch++; inBatch == buildBatchEvents {
-			if _, err = pb.flush(b, true); err != nil {
+			if err = pb.flush(b); err != nil {
 				break
 			}
 			pb.reset()
@@ -230,7 +230,7 @@ func (s *Store) buildSearch(upgrade bool, old string) error {
 		err = cerr
 	}
 	if err == nil {
-		_, err = pb.flush(b, true)
+		err = pb.flush(b)
 	}
 	if err == nil {
 		err = b.Set(searchStatsKey, appendSearchStats(nil, st), nil)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"slices"
 
 	"github.com/cockroachdb/pebble/v2"
 )
@@ -89,16 +90,14 @@ func (f *foldState) freeze(pb *postingBuf) {
 	f.postings = f.postings[:0]
 	sortTerms(pb.used)
 	for _, tp := range pb.used {
-		// Blocks of at most maxBlockPostings, newest first: each takes
-		// the newest postings left, from the end of the list.
-		for ps := tp.ps; len(ps) > 0; {
-			from, k := len(f.postings), min(len(ps), maxBlockPostings)
-			for i := len(ps) - 1; i >= len(ps)-k; i-- {
-				f.postings = append(f.postings, ps[i])
-			}
-			ps = ps[:len(ps)-k]
-			f.blocks = append(f.blocks, foldBlock{term: tp.term, from: from, to: len(f.postings)})
-		}
+		from := len(f.postings)
+		f.postings = append(f.postings, tp.ps...)
+		slices.Reverse(f.postings[from:])
+		splitBlocks(f.postings[from:], func(blk []blockPosting) error {
+			f.blocks = append(f.blocks, foldBlock{term: tp.term, from: from, to: from + len(blk)})
+			from += len(blk)
+			return nil
+		})
 	}
 	f.per = max(foldChunk, (len(f.blocks)+foldBatches-1)/foldBatches)
 }

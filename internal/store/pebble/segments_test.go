@@ -269,35 +269,45 @@ func TestSearchIndexV1(t *testing.T) {
 	var sw segmentWriter
 	ps := []blockPosting{{serial: 3, p: posting{freq: 1, kind: 1, docLen: 2}}, {serial: 2, p: posting{freq: 1, kind: 1, docLen: 2}}}
 	sw.add("shared", ps)
-	b := s.db.NewBatch()
-	b.Set(appendSegmentKey(nil, 2), sw.appendValue(nil), nil)
-	b.Set(searchKey, []byte(searchIndexV1), nil)
-	if err := b.Commit(pebble.Sync); err != nil {
+	if err := s.db.Set(appendSegmentKey(nil, 2), sw.appendValue(nil), pebble.Sync); err != nil {
 		t.Fatal(err)
 	}
-	s.Close()
-
-	ro := openTest(t, Options{Path: dir, ReadOnly: true})
-	if !ro.SupportsSearch() {
-		t.Fatal("read-only open of a blocks1 index: search off")
-	}
-	if got := searchIDs(t, ro, nostr.Filter{Search: "shared"}); !slices.Equal(got, want) {
-		t.Fatalf("read-only: %s, want %s", short(got), short(want))
-	}
-	ro.Close()
-
-	s = openTest(t, Options{Path: dir, NoSync: true, PurgeInterval: -1})
+	s = reopenUpgraded(t, s, dir, searchIndexV1, func(what string, s *Store) {
+		if got := searchIDs(t, s, nostr.Filter{Search: "shared"}); !slices.Equal(got, want) {
+			t.Fatalf("%s: %s, want %s", what, short(got), short(want))
+		}
+	})
 	defer s.Close()
-	if v, _, _ := getValue(s.db, searchKey); string(v) != searchIndexVersion {
-		t.Fatalf("search key: %q", v)
-	}
 	if n := countTable(t, s, pfxSegment); n != 0 {
 		t.Fatalf("%d G keys after the upgrade", n)
 	}
-	if got := searchIDs(t, s, nostr.Filter{Search: "shared"}); !slices.Equal(got, want) {
-		t.Fatalf("upgraded: %s, want %s", short(got), short(want))
-	}
 	report(t, s)
+}
+
+// reopenUpgraded records version as the layout of s's search index,
+// closes s, and checks the index (check) through a read-only open and
+// then through a writable one, which must have upgraded it in place to
+// the current layout. It returns the writable store (the caller closes
+// it).
+func reopenUpgraded(t *testing.T, s *Store, dir, version string, check func(what string, s *Store)) *Store {
+	t.Helper()
+	if err := s.db.Set(searchKey, []byte(version), pebble.Sync); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	ro := openTest(t, Options{Path: dir, ReadOnly: true})
+	if !ro.SupportsSearch() {
+		t.Fatalf("read-only open of a %s index: search off", version)
+	}
+	check("read-only", ro)
+	ro.Close()
+	s = openTest(t, Options{Path: dir, NoSync: true, PurgeInterval: -1})
+	if v, _, _ := getValue(s.db, searchKey); string(v) != searchIndexVersion {
+		s.Close()
+		t.Fatalf("search key after the upgrade: %q", v)
+	}
+	check("upgraded", s)
+	return s
 }
 
 // TestSegmentCorrupt checks that a segment that does not decode makes a
@@ -421,6 +431,28 @@ func TestFoldChunkLimit(t *testing.T) {
 			sameSet(t, "v0", searchIDs(t, s, nostr.Filter{Search: "v0"}), all[0])
 			sameSet(t, "u128", searchIDs(t, s, nostr.Filter{Search: fmt.Sprintf("u%d", maxSegments)}), all[maxSegments])
 		})
+	}
+}
+
+// TestFoldBatchesLimit: a staged fold takes at most foldBatches
+// batches. At foldBatches*foldChunk blocks each batch writes foldChunk
+// of them; one block more, and each writes one more.
+func TestFoldBatchesLimit(t *testing.T) {
+	for _, c := range []struct{ blocks, per int }{
+		{foldBatches * foldChunk, foldChunk},
+		{foldBatches*foldChunk + 1, foldChunk + 1},
+	} {
+		var pb postingBuf
+		pb.reset()
+		for i := 0; i < c.blocks; i++ {
+			pb.add([]byte(fmt.Sprintf("t%d", i)), uint64(i+1), posting{freq: 1, kind: 1, docLen: 1})
+		}
+		var f foldState
+		f.freeze(&pb)
+		batches := (len(f.blocks) + f.per - 1) / f.per
+		if len(f.blocks) != c.blocks || f.per != c.per || batches != foldBatches {
+			t.Fatalf("a fold of %d terms: %d blocks, %d a batch (want %d), %d batches", c.blocks, len(f.blocks), f.per, c.per, batches)
+		}
 	}
 }
 
@@ -591,25 +623,13 @@ func TestSearchIndexV2(t *testing.T) {
 		saveAll(t, s, ev)
 		all = append(all, ev)
 	}
-	if err := s.db.Set(searchKey, []byte(searchIndexV2), pebble.Sync); err != nil {
-		t.Fatal(err)
-	}
-	s.Close()
-	ro := openTest(t, Options{Path: dir, ReadOnly: true})
-	if !ro.SupportsSearch() {
-		t.Fatal("read-only open of a blocks2 index: search off")
-	}
-	sameSet(t, "read-only", searchIDs(t, ro, nostr.Filter{Search: "shared"}), all...)
-	ro.Close()
-	s = openTest(t, Options{Path: dir, NoSync: true, PurgeInterval: -1})
+	s = reopenUpgraded(t, s, dir, searchIndexV2, func(what string, s *Store) {
+		sameSet(t, what, searchIDs(t, s, nostr.Filter{Search: "shared"}), all...)
+	})
 	defer s.Close()
-	if v, _, _ := getValue(s.db, searchKey); string(v) != searchIndexVersion {
-		t.Fatalf("search key: %q", v)
-	}
 	if rep := report(t, s); rep.segments != 5 || rep.blocks != 0 {
 		t.Fatalf("upgraded: %+v", rep)
 	}
-	sameSet(t, "upgraded", searchIDs(t, s, nostr.Filter{Search: "shared"}), all...)
 }
 
 // TestStagedFoldConcurrentSearch searches while a writer stores notes

@@ -30,7 +30,8 @@ var DefaultTimeout = 15 * time.Second
 // breaking the connection with a read deadline, and a relay never sees
 // a test client as a slow reader unless the test means it to.
 type Client struct {
-	t testing.TB
+	t   testing.TB
+	url string
 	// Conn is the underlying WebSocket connection, for tests that
 	// misbehave below the protocol (UnderlyingConn).
 	Conn *websocket.Conn
@@ -117,7 +118,7 @@ func DialWith(t testing.TB, url string, o DialOptions) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Client{t: t, Conn: conn.WebSocket(), c: conn, noRead: o.NoRead}
+	c := &Client{t: t, url: url, Conn: conn.WebSocket(), c: conn, noRead: o.NoRead}
 	c.cond = sync.NewCond(&c.mu)
 	go c.pump()
 	t.Cleanup(c.Close)
@@ -236,7 +237,7 @@ func (c *Client) Read() *nostr.RelayMessage {
 	c.t.Helper()
 	m, err := c.ReadWithin(DefaultTimeout)
 	if err != nil {
-		c.t.Fatalf("read: %v", err)
+		c.t.Fatalf("read: %v%s", err, c.diagnose(err))
 	}
 	return m
 }
@@ -246,7 +247,7 @@ func (c *Client) ReadRaw() []byte {
 	c.t.Helper()
 	m, err := c.next(DefaultTimeout)
 	if err != nil {
-		c.t.Fatalf("read: %v", err)
+		c.t.Fatalf("read: %v%s", err, c.diagnose(err))
 	}
 	return m.Raw
 }

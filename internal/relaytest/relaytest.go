@@ -103,7 +103,9 @@ func Start(t testing.TB, opts Options) *Relay {
 		t.Fatalf("start: %v", err)
 	}
 	r := &Relay{URL: srv.URL(), Relay: rl, Server: srv, Store: st, Dir: dir, t: t}
+	running.Store(r.URL, r)
 	t.Cleanup(func() {
+		running.Delete(r.URL)
 		r.Stop()
 		if ownStore {
 			st.Close()

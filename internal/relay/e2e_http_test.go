@@ -158,6 +158,7 @@ func TestHTTPStatsAndMetrics(t *testing.T) {
 		"events_received": 3, "events_accepted": 1, "events_duplicate": 1, "buffers_dropped": 0, "db_errors": 0,
 		"messages_in": 4, "messages_out": 4, "bytes_in": 100, "bytes_out": 100, "db_size_bytes": 1,
 		"uptime_seconds": 0, "connection_slots_active": 2,
+		"store_commits": 1,
 	} {
 		if v := num(k); v < min {
 			t.Fatalf("/stats %s = %v, want >= %v", k, v, min)
@@ -223,6 +224,7 @@ func TestHTTPStatsAndMetrics(t *testing.T) {
 		"petrel_received_bytes_total", "petrel_sent_bytes_total", "petrel_messages_in_total", "petrel_db_size_bytes",
 		"petrel_query_queued_bytes 0", "petrel_verifier_info{verifier=", "process_start_time_seconds",
 		"petrel_store_events 1", "petrel_verify_queue_depth 0", "petrel_verify_queue_capacity ",
+		"petrel_store_commits_total ",
 		"petrel_store_disk_free_bytes ", "petrel_store_disk_size_bytes ",
 		"petrel_ok_latency_seconds_bucket", "petrel_ok_latency_seconds_count 1",
 		`petrel_ok_stage_seconds_count{stage="verify"} 1`, `petrel_ok_stage_seconds_count{stage="store"} 1`,

@@ -269,6 +269,7 @@ func (r *Relay) Stats() Snapshot {
 	s.NegStats = r.NegStats()
 	s.EventsInflight = r.inflight.Load()
 	s.StoreEvents = st.Events
+	s.StoreCommits = st.Commits
 	s.DiskFreeBytes, s.DiskSizeBytes = st.DiskFreeBytes, st.DiskSizeBytes
 	s.VerifyQueueDepth = int64(len(r.ingest.queue))
 	s.VerifyQueueCapacity = int64(cap(r.ingest.queue))

@@ -132,6 +132,9 @@ type Snapshot struct {
 	// StoreEvents is the number of stored events (store.Stats.Events:
 	// exact for pebble, an estimate for a large PostgreSQL table).
 	StoreEvents int64 `json:"store_events"`
+	// StoreCommits: the embedded store's synced (group) commits since
+	// start (store.Stats.Commits); 0 for PostgreSQL.
+	StoreCommits int64 `json:"store_commits"`
 	// DiskFreeBytes and DiskSizeBytes: the file system holding an
 	// embedded store (store.Stats). In /metrics only (a public /stats
 	// has no business describing the host's disks).

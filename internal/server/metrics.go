@@ -72,6 +72,7 @@ var (
 	dOutQBytes    *prometheus.Desc
 	dDBSize       *prometheus.Desc
 	dStoreEvents  *prometheus.Desc
+	dCommits      *prometheus.Desc
 	dDiskFree     *prometheus.Desc
 	dDiskSize     *prometheus.Desc
 	dVerifyDepth  *prometheus.Desc
@@ -141,6 +142,7 @@ var makeDescs = sync.OnceFunc(func() {
 	dOutQBytes = desc("out_queue_bytes", "Bytes waiting to be written to clients, relay-wide: out-queues, live events held for subscriptions in their stored phase, and bytes handed to the transport.")
 	dDBSize = desc("db_size_bytes", "Bytes used by the store.")
 	dStoreEvents = desc("store_events", "Events in the store (exact for pebble; PostgreSQL: the planner's estimate above 100,000).")
+	dCommits = desc("store_commits_total", "Synced group commits of the embedded store's writer (stored events over commits: the events sharing a commit's fsync).")
 	dDiskFree = desc("store_disk_free_bytes", "Space available on the file system of the embedded store (absent for PostgreSQL).")
 	dDiskSize = desc("store_disk_size_bytes", "Size of the file system of the embedded store (absent for PostgreSQL).")
 	dVerifyDepth = desc("verify_queue_depth", "EVENTs waiting for signature verification.")
@@ -231,6 +233,9 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 	g(dOutQBytes, float64(st.OutQueueBytes))
 	g(dDBSize, float64(st.DBSizeBytes))
 	g(dStoreEvents, float64(st.StoreEvents))
+	if st.StoreBackend == "pebble" {
+		k(dCommits, st.StoreCommits)
+	}
 	if st.DiskSizeBytes > 0 {
 		g(dDiskFree, float64(st.DiskFreeBytes))
 		g(dDiskSize, float64(st.DiskSizeBytes))

@@ -221,6 +221,11 @@ type Stats struct {
 	// DiskFull is set while the store refuses writes for lack of disk
 	// space (ErrDiskFull; DiskFreeBytes then says how much is left).
 	DiskFull bool
+	// Commits counts the synced commits of the embedded store's writer
+	// since open, each a group commit of what queued meanwhile: events
+	// stored over commits is how many events share a commit's fsync. 0
+	// for PostgreSQL.
+	Commits int64
 }
 
 // Store is an event store. All methods are safe for concurrent use.

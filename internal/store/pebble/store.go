@@ -61,6 +61,8 @@ type Store struct {
 	// precheckHits counts saves whose duplicate lookup the token spared
 	// (for tests).
 	precheckHits atomic.Uint64
+	// syncs counts the writer's synced commits (store.Stats.Commits).
+	syncs atomic.Uint64
 	// seen is the filter of stored ids HasAt consults (nil until built);
 	// seenBuilding is a filter being built, which the writer also adds
 	// to; seenBuild is set while a build runs (see seen.go).
@@ -458,6 +460,7 @@ func (s *Store) Stats() store.Stats {
 	defer s.mu.RUnlock()
 	st.SearchDeadPostings = int64(s.deadPostings.Load())
 	st.Events = s.events.Load()
+	st.Commits = int64(s.syncs.Load())
 	if f := s.seen.Load(); f != nil {
 		st.IDFilterBytes = int64(len(f.words) * 8)
 	}

@@ -592,3 +592,44 @@ func TestReadOnlyTinyCache(t *testing.T) {
 		t.Errorf("a read-only open changed the directory:\nbefore %s\nafter  %s", before, after)
 	}
 }
+
+// TestStatsCommits: Stats.Commits counts the writer's synced commits:
+// one per Save here (each waits for its commit), none for a batch that
+// needs no sync (an unsynced store's, or one whose events were all
+// refused), so events over commits is what a commit's fsync is shared by.
+func TestStatsCommits(t *testing.T) {
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(5, 6))
+	note := func(i int) *nostr.Event {
+		return storetest.NewEvent(rng, storetest.Key(i%3), 1, storetest.BaseTime+int64(i), nil, "n")
+	}
+	s := openTest(t, Options{PurgeInterval: -1})
+	defer s.Close()
+	evs := []*nostr.Event{note(0), note(1), note(2)}
+	for _, ev := range evs {
+		if _, err := s.Save(ctx, []*nostr.Event{ev}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.Save(ctx, []*nostr.Event{note(4), note(5), note(6)}); err != nil { // one commit
+		t.Fatal(err)
+	}
+	if got := s.Stats().Commits; got != 4 {
+		t.Fatalf("Commits = %d after four Saves, want 4", got)
+	}
+	if _, err := s.Save(ctx, evs); err != nil { // duplicates: nothing to write
+		t.Fatal(err)
+	}
+	if got := s.Stats().Commits; got != 4 {
+		t.Fatalf("Commits = %d after a Save of duplicates, want 4", got)
+	}
+
+	u := openTest(t, Options{PurgeInterval: -1, NoSync: true})
+	defer u.Close()
+	if _, err := u.Save(ctx, []*nostr.Event{note(3)}); err != nil {
+		t.Fatal(err)
+	}
+	if got := u.Stats().Commits; got != 0 {
+		t.Fatalf("Commits = %d for an unsynced store, want 0", got)
+	}
+}

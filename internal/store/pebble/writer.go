@@ -381,6 +381,9 @@ func (w *writer) commit(reqs []*request) {
 			opt = pebble.NoSync
 		}
 		err = w.commitSorted(opt)
+		if err == nil && opt == pebble.Sync {
+			w.s.syncs.Add(1)
+		}
 		if err == nil {
 			w.s.writeOps.Add(uint64(w.b.Count()))
 			w.s.writeBytes.Add(uint64(w.b.Len()))

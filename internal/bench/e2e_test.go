@@ -327,6 +327,11 @@ func TestE2ELadder(t *testing.T) {
 		if s.Verdict == "" {
 			t.Errorf("step %d has no verdict", i)
 		}
+		// Every accepted event was committed, synced, in some commit
+		// of the step's (a commit may also hold the step before's last).
+		if s.EventsPerCommit <= 0 || s.EventsPerCommit > float64(s.Accepted) {
+			t.Errorf("step %d: %v events a commit for %d accepted", i, s.EventsPerCommit, s.Accepted)
+		}
 	}
 	knee, capacity, capIdx := KneeAndCapacity(l.Steps, o.MaxErrorRate)
 	if knee != l.KneeIndex || capacity != l.Capacity || capIdx != l.CapacityIndex {

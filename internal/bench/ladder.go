@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"strings"
@@ -54,6 +55,11 @@ type LadderStep struct {
 	// Options.PID), and RelayCPUMicrosPerEvent per accepted event.
 	RelayCPUSeconds        float64 `json:"relay_cpu_s,omitempty"`
 	RelayCPUMicrosPerEvent float64 `json:"relay_cpu_us_per_event,omitempty"`
+	// EventsPerCommit is the step's accepted events over the synced
+	// commits the relay's store made meanwhile (a petrel relay with the
+	// embedded store: /stats store_commits), 0 where not known: how many
+	// events shared each commit's fsync.
+	EventsPerCommit float64 `json:"events_per_commit,omitempty"`
 	// Verdict: "pass", "queueing" (p99 over the bound, errors within),
 	// "refusing" (errors over the bound, mostly rate-limited), "errors"
 	// (other refusals or missing OKs), "behind" or "timeout" (both
@@ -248,6 +254,7 @@ func Ladder(o Options) (*Result, error) {
 			break
 		}
 		var cpu0 time.Duration
+		commits0, haveCommits := relayCommits(r.ctx, o.URL)
 		if o.PID != 0 {
 			if st, err := procFS.Read(o.PID); err == nil {
 				cpu0 = st.CPU
@@ -268,6 +275,9 @@ func Ladder(o Options) (*Result, error) {
 					step.RelayCPUMicrosPerEvent = step.RelayCPUSeconds * 1e6 / float64(step.Accepted)
 				}
 			}
+		}
+		if commits1, ok := relayCommits(context.Background(), o.URL); haveCommits && ok && commits1 > commits0 {
+			step.EventsPerCommit = float64(step.Accepted) / float64(commits1-commits0)
 		}
 		lr.Steps = append(lr.Steps, step)
 		Judge(lr.Steps, o.MaxP99, o.MaxErrorRate)
@@ -409,7 +419,7 @@ func (r *runner) runStep(conns []*Conn, tr *okTracker, actual []atomic.Int64, s 
 func (l *LadderResult) table() string {
 	var b strings.Builder
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "offered/s\tsent\taccepted/s\trefused\trate-limited\tmissing\terr%\tok p50\tok p99\tp99 from send\tlag p99\tlag end\trelay µs/ev\tverdict\t")
+	fmt.Fprintln(tw, "offered/s\tsent\taccepted/s\trefused\trate-limited\tmissing\terr%\tok p50\tok p99\tp99 from send\tlag p99\tlag end\trelay µs/ev\tev/commit\tverdict\t")
 	for i, s := range l.Steps {
 		mark := ""
 		if i == l.KneeIndex {
@@ -426,9 +436,13 @@ func (l *LadderResult) table() string {
 		if s.RelayCPUMicrosPerEvent > 0 {
 			cpu = fmt.Sprintf("%.1f", s.RelayCPUMicrosPerEvent)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\t%d\t%.3f\t%s\t%s\t%s\t%s\t%s\t%s\t%s%s\t\n",
+		perCommit := "-"
+		if s.EventsPerCommit > 0 {
+			perCommit = fmt.Sprintf("%.2f", s.EventsPerCommit)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\t%d\t%.3f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s%s\t\n",
 			human(s.Offered), s.Sent, human(s.Achieved), refused, s.RateLimited, s.Missing, s.ErrorRate*100,
-			ms(s.Latency.P50), ms(s.Latency.P99), ms(s.LatencyFromSend.P99), ms(s.LagP99Ms), ms(s.LagEndMs), cpu, s.Verdict, mark)
+			ms(s.Latency.P50), ms(s.Latency.P99), ms(s.LatencyFromSend.P99), ms(s.LagP99Ms), ms(s.LagEndMs), cpu, perCommit, s.Verdict, mark)
 	}
 	tw.Flush()
 	knee := "none (the lowest step fails)"

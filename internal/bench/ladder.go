@@ -248,13 +248,15 @@ func Ladder(o Options) (*Result, error) {
 	r.startMeasure()
 	tr.start()
 	var procFS ProcFS
+	// The relay's commit count, read between steps (a petrel relay
+	// with the embedded store; not asked again of another).
+	commits, haveCommits := relayCommits(r.ctx, o.URL)
 	for i, s := range states {
 		if r.ctx.Err() != nil {
 			lr.Stopped = "deadline passed"
 			break
 		}
 		var cpu0 time.Duration
-		commits0, haveCommits := relayCommits(r.ctx, o.URL)
 		if o.PID != 0 {
 			if st, err := procFS.Read(o.PID); err == nil {
 				cpu0 = st.CPU
@@ -276,8 +278,14 @@ func Ladder(o Options) (*Result, error) {
 				}
 			}
 		}
-		if commits1, ok := relayCommits(context.Background(), o.URL); haveCommits && ok && commits1 > commits0 {
-			step.EventsPerCommit = float64(step.Accepted) / float64(commits1-commits0)
+		if haveCommits {
+			// Read even when the run's deadline ended the step.
+			if now, ok := relayCommits(context.Background(), o.URL); ok {
+				if now > commits {
+					step.EventsPerCommit = float64(step.Accepted) / float64(now-commits)
+				}
+				commits = now
+			}
 		}
 		lr.Steps = append(lr.Steps, step)
 		Judge(lr.Steps, o.MaxP99, o.MaxErrorRate)

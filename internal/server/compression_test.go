@@ -261,11 +261,8 @@ func TestCompressionBomb(t *testing.T) {
 func waitOversized(t *testing.T, r *relaytest.Relay, want int64) {
 	t.Helper()
 	trips := func() int64 { return r.Stats().LimitTrips["max_message_bytes"] }
-	got := trips()
-	for end := time.Now().Add(5 * time.Second); got < want && time.Now().Before(end); got = trips() {
-		time.Sleep(5 * time.Millisecond)
-	}
-	if got != want {
+	waitFor(t, fmt.Sprintf("%d max_message_bytes trips", want), func() bool { return trips() >= want })
+	if got := trips(); got != want {
 		t.Fatalf("max_message_bytes trips %d; want %d", got, want)
 	}
 }

@@ -144,14 +144,22 @@ func splitBlocks(ps []blockPosting, fn func(blk []blockPosting) error) error {
 	return nil
 }
 
+// appendNewestFirst appends ps, a term's postings oldest first (the
+// writer's order), to dst newest first (a block's order).
+func appendNewestFirst(dst, ps []blockPosting) []blockPosting {
+	n := len(dst)
+	dst = append(dst, ps...)
+	slices.Reverse(dst[n:])
+	return dst
+}
+
 // batchBlocks calls fn with every block of the current batch's postings
 // in S key order (sortTerms, splitBlocks), leaving the lists as they
 // are; blk is valid only during the call.
 func (pb *postingBuf) batchBlocks(fn func(term string, blk []blockPosting)) {
 	sortTerms(pb.batch)
 	for _, tp := range pb.batch {
-		pb.rev = append(pb.rev[:0], tp.ps[tp.from:]...)
-		slices.Reverse(pb.rev)
+		pb.rev = appendNewestFirst(pb.rev[:0], tp.ps[tp.from:])
 		splitBlocks(pb.rev, func(blk []blockPosting) error {
 			fn(tp.term, blk)
 			return nil

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
-	"slices"
 
 	"github.com/cockroachdb/pebble/v2"
 )
@@ -91,8 +90,7 @@ func (f *foldState) freeze(pb *postingBuf) {
 	sortTerms(pb.used)
 	for _, tp := range pb.used {
 		from := len(f.postings)
-		f.postings = append(f.postings, tp.ps...)
-		slices.Reverse(f.postings[from:])
+		f.postings = appendNewestFirst(f.postings, tp.ps)
 		splitBlocks(f.postings[from:], func(blk []blockPosting) error {
 			f.blocks = append(f.blocks, foldBlock{term: tp.term, from: from, to: from + len(blk)})
 			from += len(blk)

@@ -61,7 +61,9 @@ type Store struct {
 	// precheckHits counts saves whose duplicate lookup the token spared
 	// (for tests).
 	precheckHits atomic.Uint64
-	// syncs counts the writer's synced commits (store.Stats.Commits).
+	// syncs counts the writer's synced commits (store.Stats.Commits),
+	// whatever they wrote; commits (the commit position) counts those
+	// that stored events, synced or not.
 	syncs atomic.Uint64
 	// seen is the filter of stored ids HasAt consults (nil until built);
 	// seenBuilding is a filter being built, which the writer also adds

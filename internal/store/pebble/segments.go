@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"slices"
 
 	"github.com/cockroachdb/pebble/v2"
 )
@@ -66,6 +67,12 @@ type foldState struct {
 	marked   bool     // searchFoldKey is written (a staged fold)
 }
 
+// maxFoldKeep is the largest fold buffer (postings) kept between folds:
+// the most a fold of segments holds (the segments stay within
+// foldPostings, and a batch that would take them past it brings fewer
+// than bigFoldPostings of its own).
+const maxFoldKeep = foldPostings + bigFoldPostings
+
 // foldBlock is one S block of a fold: postings[from:to], newest first.
 type foldBlock struct {
 	term     string
@@ -80,13 +87,26 @@ func (f *foldState) active() bool { return len(f.keys) > 0 }
 // (one buffer for all of them keeps its terms and lists from fold to
 // fold, as the single fold did; the copy costs less than a second
 // buffer's misses).
+//
+// The postings are copied into one buffer sized for all of them at once
+// and kept for the next fold, unless a fold larger than the writer's own
+// (an import's, bigFoldPostings or more in one batch) grew it past
+// maxFoldKeep. (Grown by appending, the buffer of a fold that the
+// postings limit starts, the usual one under load, ended past
+// foldPostings, so it was dropped and grown again at every fold, on
+// fresh pages: 3.6 KB of the 5.5 KB the writer allocated an event in
+// synced batches of 64, docs/BENCHMARKS.md, issue 19.)
 func (f *foldState) freeze(pb *postingBuf) {
 	clear(f.blocks)
 	f.blocks, f.next = f.blocks[:0], 0
-	if cap(f.postings) > foldPostings {
+	n := 0
+	for _, tp := range pb.used {
+		n += len(tp.ps)
+	}
+	if cap(f.postings) > maxFoldKeep {
 		f.postings = nil
 	}
-	f.postings = f.postings[:0]
+	f.postings = slices.Grow(f.postings[:0], n)
 	sortTerms(pb.used)
 	for _, tp := range pb.used {
 		from := len(f.postings)

@@ -686,3 +686,45 @@ func TestStagedFoldConcurrentSearch(t *testing.T) {
 	}
 	t.Logf("%d searches", searches)
 }
+
+// TestFoldBufferKept: freeze sizes the fold's posting buffer once for
+// all its postings, and the next fold reuses it if it holds at most
+// maxFoldKeep postings (the largest fold of segments); a larger one (an
+// import's) is dropped at the next fold. The blocks are the terms'
+// postings newest first either way.
+func TestFoldBufferKept(t *testing.T) {
+	for _, n := range []int{maxFoldKeep, maxFoldKeep + 1} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			var pb postingBuf
+			fill := func(n int) {
+				pb.reset()
+				for i := range n {
+					pb.add(fmt.Appendf(nil, "t%d", i%1000), uint64(i+1), posting{freq: 1, kind: 1, docLen: uint64(i%7 + 1)})
+				}
+			}
+			var f foldState
+			fill(n)
+			f.freeze(&pb)
+			if len(f.postings) != n || cap(f.postings) > n+n/16 {
+				t.Fatalf("%d postings: len %d cap %d", n, len(f.postings), cap(f.postings))
+			}
+			first := &f.postings[0]
+			f.reset()
+			fill(1000)
+			f.freeze(&pb)
+			kept := &f.postings[:1][0] == first
+			if n <= maxFoldKeep && !kept || n > maxFoldKeep && kept {
+				t.Fatalf("a fold of %d postings: buffer kept %v", n, kept)
+			}
+			if len(f.blocks) != 1000 || len(f.postings) != 1000 {
+				t.Fatalf("the next fold: %d blocks, %d postings", len(f.blocks), len(f.postings))
+			}
+			for _, b := range f.blocks {
+				ps := f.postings[b.from:b.to]
+				if len(ps) != 1 || fmt.Sprintf("t%d", ps[0].serial-1) != b.term {
+					t.Fatalf("block %q holds %+v", b.term, ps)
+				}
+			}
+		})
+	}
+}

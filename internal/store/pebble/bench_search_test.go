@@ -137,6 +137,14 @@ func fixtureNotes(b testing.TB, n int, text string) []*nostr.Event {
 // keys/event as in BenchmarkIngestSearch. Run it with -benchtime 60000x
 // or more: a fold comes every 128 batches. (A bound on a fold's distinct
 // terms was tried with it: docs/BENCHMARKS.md, issue 19, ninth sitting.)
+//
+// The two maxima are the disk after all: unsynced, the batch that fills
+// a memtable waits in pebble's fdatasync of the whole write-ahead log it
+// closes, longer as pebble's memtables grow to their full size (9, 14,
+// 30, 51 ms at the 1,293rd, 2,589th, 5,193rd and 10,449th batch of a
+// run in a runtime trace), whether or not that batch folds. A relay's
+// commits are synced, so its log holds little unsynced at a switch;
+// read fold-ms-p50 and batch-ms-p99 for the writer's CPU.
 func BenchmarkFoldNaturalText(b *testing.B) {
 	var all, folds []time.Duration
 	var keys []uint32

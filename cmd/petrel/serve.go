@@ -103,11 +103,24 @@ func serveCmd() *cobra.Command {
 
 func serve(cfg config.Config) error {
 	start := time.Now()
+	if t, ok := execStart(); ok {
+		start = t
+	}
 	log, err := newLogger(cfg.Log)
 	if err != nil {
 		return err
 	}
 	slog.SetDefault(log)
+	slackHow := ""
+	if d := timerSlack(cfg.Runtime, servingProcs(cfg.Runtime)); d > 0 {
+		// Returns only if it did not execute petrel again.
+		if how, err := applyTimerSlack(d, start); err != nil {
+			log.Warn("timer slack left as inherited", "want", d, "err", err)
+		} else {
+			log.Debug("timer slack set", "slack", d, "how", how)
+			slackHow = how
+		}
+	}
 	// The relay is made after the store; a late commit (postgres) that
 	// comes before it is only logged by the store.
 	var announce atomic.Pointer[relay.Relay]
@@ -182,7 +195,14 @@ func serve(cfg config.Config) error {
 	if bridge != nil {
 		where = append(where, "node", cfg.Cluster.Node, "bus", cfg.Cluster.Subject)
 	}
-	log.Info("petrel listening", append(where, "verifier", verifier.Name(), "startup", time.Since(start).Round(time.Millisecond))...)
+	where = append(where, "verifier", verifier.Name())
+	if slack, err := threadSlack(); err == nil {
+		where = append(where, "timer_slack", slack)
+		if slackHow != "" {
+			where = append(where, "timer_slack_set", slackHow)
+		}
+	}
+	log.Info("petrel listening", append(where, "startup", time.Since(start).Round(time.Millisecond))...)
 
 	sig := make(chan os.Signal, 2)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)

@@ -35,8 +35,15 @@ var listeningURL = regexp.MustCompile(`petrel listening.*? url=(ws://[^\s"]+)`)
 // at the end of the test.
 func startServeProc(t *testing.T, bin string, env []string, args ...string) *serveProc {
 	t.Helper()
+	return startProc(t, bin, env, append([]string{"serve"}, args...)...)
+}
+
+// startProc runs bin with args (a petrel serve command line, or one that
+// executes one in the same process) as startServeProc does.
+func startProc(t *testing.T, bin string, env []string, args ...string) *serveProc {
+	t.Helper()
 	p := &serveProc{done: make(chan struct{})}
-	p.cmd = exec.Command(bin, append([]string{"serve"}, args...)...)
+	p.cmd = exec.Command(bin, args...)
 	p.cmd.Env = append(append(os.Environ(), "PETREL_CONFIG="), env...)
 	stderr, err := p.cmd.StderrPipe()
 	if err != nil {

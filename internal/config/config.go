@@ -179,6 +179,29 @@ type Runtime struct {
 	// docs/operations.md and measure with petrel bench ladder).
 	// The GOMAXPROCS environment variable, when set, wins. Default 0.
 	GOMAXPROCS int `toml:"gomaxprocs"`
+	// TimerSlack is the Linux timer slack of every thread of petrel serve:
+	// how much later than asked the kernel may wake a sleeping thread.
+	// Go's scheduler has a thread (sysmon) that sleeps 20 µs at a time
+	// while a system call runs, and the relay makes one for every
+	// commit's fsync: at the kernel's default slack (50 µs) that thread
+	// wakes several times a commit and hands the processor between
+	// threads. With 1ms a relay on one core at 1,000-2,000 events/s made
+	// half the context switches and spent about a fifth less CPU an
+	// event; bursts are unchanged. The price: nothing else runs during a
+	// short fsync (OK p99 at 2,000/s 2-4 ms higher; docs/BENCHMARKS.md,
+	// issue 19). The relay's own timers are milliseconds or longer.
+	// 0 (the default): 1ms when Go code runs on one processor
+	// (GOMAXPROCS 1, as on a one-CPU host), the inherited slack otherwise
+	// (not measured with several processors, where Go's work stealing
+	// sleeps a few microseconds too); negative: the inherited slack (50
+	// µs, unless the service manager sets one, as systemd's
+	// TimerSlackNSec= does); positive: that value, at most 10ms. Go
+	// starts its first threads before petrel's code runs, so petrel sets
+	// each thread's slack in place when it may (root, CAP_SYS_NICE), and
+	// otherwise executes itself again, once, at start, from a thread
+	// that has it (same process id, arguments and environment; threads
+	// inherit their starter's slack).
+	TimerSlack time.Duration `toml:"timer_slack"`
 }
 
 // Normalize fills in defaults.

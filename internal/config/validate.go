@@ -39,6 +39,7 @@ var signedKeys = map[string]bool{
 	"cluster.reconnect_buffer":        true,
 	"runtime.gc_percent":              true,
 	"runtime.memory_release_interval": true,
+	"runtime.timer_slack":             true,
 	"policy.event_rate":               true,
 	"policy.pubkey_event_rate":        true,
 	"policy.req_rate":                 true,
@@ -48,6 +49,9 @@ var signedKeys = map[string]bool{
 var upperBounds = map[string]int64{
 	"policy.min_pow_difficulty": 256, // bits of an id
 	"server.compression_level":  9,   // DEFLATE's levels
+	// Past a few milliseconds a thread's late wake-ups would show in
+	// the relay's latency (Go's scheduler sleeps microseconds).
+	"runtime.timer_slack": int64(10 * time.Millisecond),
 }
 
 // kindLists are the keys listing event kinds.
@@ -160,6 +164,9 @@ func checkNumeric(key string, v reflect.Value) error {
 		n := v.Int()
 		neg = n < 0
 		if b, ok := upperBounds[key]; ok && n > b {
+			if _, ok := v.Interface().(time.Duration); ok {
+				return fmt.Errorf("%s = %s: the most it can be is %q", key, shown(), time.Duration(b).String())
+			}
 			return fmt.Errorf("%s = %s: the most it can be is %d", key, shown(), b)
 		}
 	}

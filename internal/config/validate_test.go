@@ -55,6 +55,12 @@ func TestValidate(t *testing.T) {
 	good("[server]\ncompression_level = 9\n")
 	bad("[server]\ncompression_level = 10\n", "server.compression_level = 10: the most it can be is 9")
 	good("[server]\ncompression_min_bytes = -1\ncompression_cache_bytes = -1\n")
+	// timer_slack: at the bound, and just past it (a duration's bound is
+	// shown as one); negative leaves the inherited slack.
+	good("[runtime]\ntimer_slack = \"10ms\"\n")
+	bad("[runtime]\ntimer_slack = \"10.000001ms\"\n", `runtime.timer_slack = "10.000001ms": the most it can be is "10ms"`)
+	bad("", `runtime.timer_slack = "11ms": the most it can be is "10ms"`, "PETREL_RUNTIME_TIMER_SLACK=11ms")
+	good("[runtime]\ntimer_slack = \"-1ns\"\n")
 	bad("[relay]\nverify_pending = -1\n", "relay.verify_pending")
 	// Kinds: at the bounds, and just past them.
 	good("[relay]\nprotected_kinds = [0, 65535]\n")

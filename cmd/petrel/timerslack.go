@@ -1,0 +1,207 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/petrel-relay/petrel/internal/config"
+)
+
+// autoTimerSlack is the timer slack petrel serve gives itself by default
+// when it runs Go code on one processor (runtime.timer_slack).
+const autoTimerSlack = time.Millisecond
+
+// timerSlackExecEnv marks the process petrel serve executed again to give
+// it a timer slack, so that it never does so twice; its value is the time
+// the first one started (unix nanoseconds), so that the start-up time
+// logged counts both. (Not PETREL_...: those are settings, and an
+// unknown one is refused.)
+const timerSlackExecEnv = "_PETREL_TIMER_SLACK_EXEC"
+
+// execStart returns the start time the process that executed this one
+// passed on (timerSlackExecEnv), if any.
+func execStart() (time.Time, bool) {
+	n, err := strconv.ParseInt(os.Getenv(timerSlackExecEnv), 10, 64)
+	if err != nil || n <= 0 {
+		return time.Time{}, false
+	}
+	return time.Unix(0, n), true
+}
+
+// timerSlack returns the timer slack petrel serve should have under c
+// when Go code runs on procs processors; 0: leave the inherited one.
+func timerSlack(c config.Runtime, procs int) time.Duration {
+	switch {
+	case c.TimerSlack < 0:
+		return 0
+	case c.TimerSlack > 0:
+		return c.TimerSlack
+	case procs == 1:
+		return autoTimerSlack
+	}
+	return 0
+}
+
+// servingProcs is the number of processors Go code will run on once
+// applyRuntime has applied c (the GOMAXPROCS environment variable wins
+// over runtime.gomaxprocs, as there).
+func servingProcs(c config.Runtime) int {
+	if os.Getenv("GOMAXPROCS") == "" && c.GOMAXPROCS > 0 {
+		return c.GOMAXPROCS
+	}
+	return runtime.GOMAXPROCS(0)
+}
+
+// threadSlack returns the timer slack of the calling thread.
+func threadSlack() (time.Duration, error) {
+	n, err := unix.PrctlRetInt(unix.PR_GET_TIMERSLACK, 0, 0, 0, 0)
+	return time.Duration(n), err
+}
+
+// How applyTimerSlack set the slack.
+const (
+	slackInherited = "inherited" // the process had it already
+	slackThreads   = "threads"   // each thread's, in place
+	slackExec      = "exec"      // petrel was executed again with it
+)
+
+// applyTimerSlack gives every thread of the process the timer slack d,
+// and says how (slackInherited, slackThreads; slackExec in the executed
+// process). A thread inherits its slack from the thread that starts it,
+// and the Go runtime starts its first threads (sysmon among them) before
+// any of petrel's code runs. So it sets every thread's through
+// /proc/TID/timerslack_ns, which for threads other than the caller's
+// needs CAP_SYS_NICE; without it, it sets the calling thread's and
+// executes the same binary again from that thread, with the same
+// arguments and environment (and the same process id): the kernel keeps
+// the slack across exec, and every thread of the new image descends
+// from that one. It does nothing when the slack is already d (the
+// executed process, or one its service manager started with it), and
+// returns an error, without executing, if this process is the executed
+// one and does not have it. It returns only when it did not execute.
+// start is when this process started.
+func applyTimerSlack(d time.Duration, start time.Time) (string, error) {
+	again := os.Getenv(timerSlackExecEnv) != ""
+	os.Unsetenv(timerSlackExecEnv) // not passed on (plugins, a later exec)
+	cur, err := threadSlack()
+	if err != nil {
+		return "", fmt.Errorf("reading the timer slack: %w", err)
+	}
+	switch {
+	case cur == d && again:
+		return slackExec, nil
+	case cur == d:
+		return slackInherited, nil
+	case again:
+		return "", fmt.Errorf("executed again with a timer slack of %v, the thread has %v", d, cur)
+	}
+	err = setThreadsSlack(d)
+	if err == nil {
+		return slackThreads, nil
+	}
+	if !errors.Is(err, os.ErrPermission) {
+		return "", err
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return "", err
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if err := unix.Prctl(unix.PR_SET_TIMERSLACK, uintptr(d.Nanoseconds()), 0, 0, 0); err != nil {
+		return "", fmt.Errorf("setting the timer slack: %w", err)
+	}
+	err = syscall.Exec(exe, os.Args, append(os.Environ(), timerSlackExecEnv+"="+strconv.FormatInt(start.UnixNano(), 10)))
+	unix.Prctl(unix.PR_SET_TIMERSLACK, uintptr(cur.Nanoseconds()), 0, 0, 0)
+	return "", fmt.Errorf("executing %s again: %w", exe, err)
+}
+
+// setThreadsSlack sets the timer slack of every thread of the process to
+// d (/proc/TID/timerslack_ns). A thread started meanwhile inherits its
+// starter's slack, old or new, so it goes over the threads again until a
+// pass finds nothing to change. Threads other than the caller's need
+// CAP_SYS_NICE: without it the error wraps os.ErrPermission.
+func setThreadsSlack(d time.Duration) error {
+	want := strconv.FormatInt(d.Nanoseconds(), 10)
+	for range 8 {
+		changed := 0
+		err := eachThreadSlack("self", func(tid string, slack time.Duration) error {
+			if slack == d {
+				return nil
+			}
+			if err := writeProc("/proc/"+tid+"/timerslack_ns", want); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return err
+			}
+			changed++
+			return nil
+		})
+		if err != nil || changed == 0 {
+			return err
+		}
+	}
+	return errors.New("setting the timer slack: threads kept starting with another")
+}
+
+// eachThreadSlack calls fn with the timer slack of every thread of
+// process pid ("self": this one), skipping threads that exit meanwhile;
+// it stops at fn's first error. Another process's needs the right to
+// trace it.
+func eachThreadSlack(pid string, fn func(tid string, slack time.Duration) error) error {
+	tasks, err := os.ReadDir("/proc/" + pid + "/task")
+	if err != nil {
+		return err
+	}
+	for _, t := range tasks {
+		b, err := os.ReadFile("/proc/" + t.Name() + "/timerslack_ns")
+		if errors.Is(err, os.ErrNotExist) {
+			continue // the thread exited
+		}
+		if err != nil {
+			return err
+		}
+		n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+		if err != nil {
+			return fmt.Errorf("thread %s: timer slack %q", t.Name(), b)
+		}
+		if err := fn(t.Name(), time.Duration(n)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeProc writes v to the existing file path (a /proc entry).
+func writeProc(path, v string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString(v)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// threadsSlack returns the distinct timer slacks of the threads of
+// process pid, smallest first.
+func threadsSlack(pid int) ([]time.Duration, error) {
+	var out []time.Duration
+	err := eachThreadSlack(strconv.Itoa(pid), func(_ string, slack time.Duration) error {
+		if !slices.Contains(out, slack) {
+			out = append(out, slack)
+		}
+		return nil
+	})
+	slices.Sort(out)
+	return out, err
+}

@@ -103,8 +103,9 @@ func serveCmd() *cobra.Command {
 
 func serve(cfg config.Config) error {
 	start := time.Now()
-	if t, ok := execStart(); ok {
-		start = t
+	first, again := execMarker()
+	if !first.IsZero() {
+		start = first // the start-up logged counts both processes
 	}
 	log, err := newLogger(cfg.Log)
 	if err != nil {
@@ -114,7 +115,7 @@ func serve(cfg config.Config) error {
 	slackHow := ""
 	if d := timerSlack(cfg.Runtime, servingProcs(cfg.Runtime)); d > 0 {
 		// Returns only if it did not execute petrel again.
-		if how, err := applyTimerSlack(d, start); err != nil {
+		if how, err := applyTimerSlack(d, start, again); err != nil {
 			log.Warn("timer slack left as inherited", "want", d, "err", err)
 		} else {
 			log.Debug("timer slack set", "slack", d, "how", how)

@@ -27,14 +27,22 @@ const autoTimerSlack = time.Millisecond
 // unknown one is refused.)
 const timerSlackExecEnv = "_PETREL_TIMER_SLACK_EXEC"
 
-// execStart returns the start time the process that executed this one
-// passed on (timerSlackExecEnv), if any.
-func execStart() (time.Time, bool) {
-	n, err := strconv.ParseInt(os.Getenv(timerSlackExecEnv), 10, 64)
-	if err != nil || n <= 0 {
+// execMarker reads timerSlackExecEnv and removes it from the
+// environment (not passed on to plugins): whether this process is one
+// petrel serve executed again for the slack, and when the first one
+// started (zero if the value is not a time of the last minute).
+func execMarker() (start time.Time, again bool) {
+	v := os.Getenv(timerSlackExecEnv)
+	os.Unsetenv(timerSlackExecEnv)
+	if v == "" {
 		return time.Time{}, false
 	}
-	return time.Unix(0, n), true
+	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if t := time.Unix(0, n); time.Since(t) >= 0 && time.Since(t) < time.Minute {
+			return t, true
+		}
+	}
+	return time.Time{}, true
 }
 
 // timerSlack returns the timer slack petrel serve should have under c
@@ -88,10 +96,9 @@ const (
 // executed process, or one its service manager started with it), and
 // returns an error, without executing, if this process is the executed
 // one and does not have it. It returns only when it did not execute.
-// start is when this process started.
-func applyTimerSlack(d time.Duration, start time.Time) (string, error) {
-	again := os.Getenv(timerSlackExecEnv) != ""
-	os.Unsetenv(timerSlackExecEnv) // not passed on (plugins, a later exec)
+// start is when this process started, again whether it is one this
+// function executed (execMarker).
+func applyTimerSlack(d time.Duration, start time.Time, again bool) (string, error) {
 	cur, err := threadSlack()
 	if err != nil {
 		return "", fmt.Errorf("reading the timer slack: %w", err)

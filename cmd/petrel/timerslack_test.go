@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -39,6 +40,30 @@ func TestTimerSlackChoice(t *testing.T) {
 	t.Setenv("GOMAXPROCS", "3")
 	if n, want := servingProcs(config.Runtime{GOMAXPROCS: 1}), runtime.GOMAXPROCS(0); n != want {
 		t.Errorf("GOMAXPROCS set: %d processors, want Go's %d", n, want)
+	}
+}
+
+// TestExecMarker: the marker of an executed process is read once (and
+// removed, so plugins do not inherit it); its start time is used only if
+// it is one of the last minute.
+func TestExecMarker(t *testing.T) {
+	t.Setenv(timerSlackExecEnv, "")
+	if start, again := execMarker(); again || !start.IsZero() {
+		t.Errorf("no marker: %v %v", start, again)
+	}
+	then := time.Now().Add(-time.Second)
+	t.Setenv(timerSlackExecEnv, strconv.FormatInt(then.UnixNano(), 10))
+	if start, again := execMarker(); !again || !start.Equal(time.Unix(0, then.UnixNano())) {
+		t.Errorf("marker of %v: %v %v", then, start, again)
+	}
+	if v, ok := os.LookupEnv(timerSlackExecEnv); ok {
+		t.Errorf("marker left in the environment: %q", v)
+	}
+	for _, v := range []string{"1", "x", strconv.FormatInt(time.Now().Add(time.Hour).UnixNano(), 10)} {
+		t.Setenv(timerSlackExecEnv, v)
+		if start, again := execMarker(); !again || !start.IsZero() {
+			t.Errorf("marker %q: %v %v, want no start time", v, start, again)
+		}
 	}
 }
 

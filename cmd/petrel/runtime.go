@@ -25,8 +25,8 @@ func applyRuntime(c config.Runtime, log *slog.Logger, held func() uint64, busy f
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(c.GCPercent)
 	}
-	if os.Getenv("GOMAXPROCS") == "" && c.GOMAXPROCS > 0 {
-		runtime.GOMAXPROCS(c.GOMAXPROCS)
+	if n := configuredProcs(c); n > 0 {
+		runtime.GOMAXPROCS(n)
 	}
 	if c.MemoryReleaseInterval <= 0 {
 		return func() {}
@@ -50,6 +50,16 @@ func applyRuntime(c config.Runtime, log *slog.Logger, held func() uint64, busy f
 		}
 	}()
 	return func() { close(done); <-ended }
+}
+
+// configuredProcs is the GOMAXPROCS runtime.gomaxprocs asks for, or 0
+// when it asks for none or the GOMAXPROCS environment variable is set
+// (it wins, and Go applied it at start).
+func configuredProcs(c config.Runtime) int {
+	if os.Getenv("GOMAXPROCS") == "" && c.GOMAXPROCS > 0 {
+		return c.GOMAXPROCS
+	}
+	return 0
 }
 
 // releaseMin is the least heap growth worth a release: below it, the

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"runtime"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -63,8 +62,8 @@ func timerSlack(c config.Runtime, procs int) time.Duration {
 // applyRuntime has applied c (the GOMAXPROCS environment variable wins
 // over runtime.gomaxprocs, as there).
 func servingProcs(c config.Runtime) int {
-	if os.Getenv("GOMAXPROCS") == "" && c.GOMAXPROCS > 0 {
-		return c.GOMAXPROCS
+	if n := configuredProcs(c); n > 0 {
+		return n
 	}
 	return runtime.GOMAXPROCS(0)
 }
@@ -145,7 +144,7 @@ func setThreadsSlack(d time.Duration) error {
 			if slack == d {
 				return nil
 			}
-			if err := writeProc("/proc/"+tid+"/timerslack_ns", want); err != nil && !errors.Is(err, os.ErrNotExist) {
+			if err := os.WriteFile("/proc/"+tid+"/timerslack_ns", []byte(want), 0); err != nil && !errors.Is(err, os.ErrNotExist) {
 				return err
 			}
 			changed++
@@ -184,31 +183,4 @@ func eachThreadSlack(pid string, fn func(tid string, slack time.Duration) error)
 		}
 	}
 	return nil
-}
-
-// writeProc writes v to the existing file path (a /proc entry).
-func writeProc(path, v string) error {
-	f, err := os.OpenFile(path, os.O_WRONLY, 0)
-	if err != nil {
-		return err
-	}
-	_, err = f.WriteString(v)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
-}
-
-// threadsSlack returns the distinct timer slacks of the threads of
-// process pid, smallest first.
-func threadsSlack(pid int) ([]time.Duration, error) {
-	var out []time.Duration
-	err := eachThreadSlack(strconv.Itoa(pid), func(_ string, slack time.Duration) error {
-		if !slices.Contains(out, slack) {
-			out = append(out, slack)
-		}
-		return nil
-	})
-	slices.Sort(out)
-	return out, err
 }

@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -135,4 +136,18 @@ func TestServeTimerSlack(t *testing.T) {
 			}
 		})
 	}
+}
+
+// threadsSlack returns the distinct timer slacks of the threads of
+// process pid, smallest first.
+func threadsSlack(pid int) ([]time.Duration, error) {
+	var out []time.Duration
+	err := eachThreadSlack(strconv.Itoa(pid), func(_ string, slack time.Duration) error {
+		if !slices.Contains(out, slack) {
+			out = append(out, slack)
+		}
+		return nil
+	})
+	slices.Sort(out)
+	return out, err
 }

@@ -188,7 +188,7 @@ type Runtime struct {
 	// threads. With 1ms a relay on one core at 1,000-2,000 events/s made
 	// half the context switches and spent about a fifth less CPU an
 	// event; bursts are unchanged. The price: nothing else runs during a
-	// short fsync (OK p99 at 2,000/s 2-4 ms higher; docs/BENCHMARKS.md,
+	// short fsync (OK p99 at 2,000/s 1.8-4.4 ms higher; docs/BENCHMARKS.md,
 	// issue 19). The relay's own timers are milliseconds or longer.
 	// 0 (the default): 1ms when Go code runs on one processor
 	// (GOMAXPROCS 1, as on a one-CPU host), the inherited slack otherwise

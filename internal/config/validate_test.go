@@ -58,7 +58,7 @@ func TestValidate(t *testing.T) {
 	// timer_slack: at the bound, and just past it (a duration's bound is
 	// shown as one); negative leaves the inherited slack.
 	good("[runtime]\ntimer_slack = \"10ms\"\n")
-	bad("[runtime]\ntimer_slack = \"10.000001ms\"\n", `runtime.timer_slack = "10.000001ms": the most it can be is "10ms"`)
+	bad("[runtime]\ntimer_slack = \"10000001ns\"\n", `runtime.timer_slack = "10.000001ms": the most it can be is "10ms"`)
 	bad("", `runtime.timer_slack = "11ms": the most it can be is "10ms"`, "PETREL_RUNTIME_TIMER_SLACK=11ms")
 	good("[runtime]\ntimer_slack = \"-1ns\"\n")
 	bad("[relay]\nverify_pending = -1\n", "relay.verify_pending")

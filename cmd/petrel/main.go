@@ -28,11 +28,22 @@ func newRoot(args []string) *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		// petrel --version says what petrel version does (worked out
-		// only when asked: it loads the verifier).
-		Version: "-",
+		// only when asked: it loads the verifier). The flag is petrel's,
+		// not cobra's Version: cobra prints its version through
+		// SetVersionTemplate, and a reachable text/template makes the
+		// linker keep every exported method of every type (template
+		// execution looks methods up by name), 5 MB more code for
+		// every command to start (docs/BENCHMARKS.md, issue 15;
+		// TestNoReflectMethodLookup).
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if v, _ := cmd.Flags().GetBool("version"); v {
+				fmt.Fprintln(cmd.OutOrStdout(), versionLine())
+				return nil
+			}
+			return cmd.Help()
+		},
 	}
-	cobra.AddTemplateFunc("petrelVersion", versionLine)
-	root.SetVersionTemplate("{{petrelVersion}}\n")
+	root.Flags().BoolP("version", "v", false, "print the version, Go version and signature verifier (as petrel version)")
 	if add, ok := namedCommands[firstArg(args)]; ok {
 		// A run of one command builds only that one: the client commands
 		// are timed as whole processes, and building every command's

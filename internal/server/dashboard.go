@@ -4,7 +4,6 @@ import (
 	"compress/gzip"
 	"embed"
 	"encoding/json"
-	"html/template"
 	"io"
 	"net/http"
 	"strconv"
@@ -24,14 +23,8 @@ import (
 // rule that keeps /stats private (a prefix match on /stats) keeps the
 // dashboard's data private too.
 
-//go:embed dashboard/index.html dashboard/app.js dashboard/app.css
+//go:embed dashboard/app.js dashboard/app.css
 var dashboardFS embed.FS
-
-// dashboardPage is parsed at its first use, not at package
-// initialisation (which every petrel command pays for).
-var dashboardPage = sync.OnceValue(func() *template.Template {
-	return template.Must(template.ParseFS(dashboardFS, "dashboard/index.html"))
-})
 
 // seriesInterval is the time between two samples; seriesLen samples make
 // the 15 minutes the dashboard shows.
@@ -213,7 +206,8 @@ func (s *Server) serveDashboard(w http.ResponseWriter, r *http.Request) {
 	h.Set("Content-Security-Policy", dashboardCSP)
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Referrer-Policy", "no-referrer")
-	writeMaybeGzip(w, r, func(out io.Writer) { _ = dashboardPage().Execute(out, s.nip11Doc()) })
+	page := dashboardPageHTML(s.nip11Doc()) // pages.go
+	writeMaybeGzip(w, r, func(out io.Writer) { out.Write(page) })
 }
 
 // handleDashboardAsset serves the page's script and style.

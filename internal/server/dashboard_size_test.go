@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"encoding/json"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -69,8 +70,15 @@ func TestDashboardFirstLoadSize(t *testing.T) {
 	if len(doc.Times) != seriesLen {
 		t.Fatalf("%d samples, want %d", len(doc.Times), seriesLen)
 	}
-	total := gz(feed)
-	for _, f := range []string{"dashboard/index.html", "dashboard/app.js", "dashboard/app.css"} {
+	// The page, with a NIP-11 identity as long as the fields go in
+	// practice and every NIP petrel serves.
+	page := dashboardPageHTML(nip11{
+		Name: "relay.example.com", Description: "A public relay for the tests: " + strings.Repeat("words ", 40),
+		Contact: "mailto:ops@example.com", PubKey: strings.Repeat("ab", 32),
+		SupportedNIPs: []int{1, 9, 11, 13, 17, 40, 42, 45, 50, 59, 62, 70, 77, 86}, Version: "v1.0.0",
+	})
+	total := gz(feed) + gz(page)
+	for _, f := range []string{"dashboard/app.js", "dashboard/app.css"} {
 		b, err := dashboardFS.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)

@@ -2,10 +2,8 @@ package server
 
 import (
 	"encoding/json"
-	"html/template"
 	"net/http"
 	"slices"
-	"sync"
 
 	"github.com/petrel-relay/petrel/internal/nostr"
 	"github.com/petrel-relay/petrel/internal/relay"
@@ -74,34 +72,9 @@ func (s *Server) serveNIP11(w http.ResponseWriter, r *http.Request) {
 	w.Write(append(body, '\n'))
 }
 
-// landing is parsed at its first use, not at package initialisation
-// (which every petrel command pays for).
-var landing = sync.OnceValue(func() *template.Template {
-	return template.Must(template.New("landing").Parse(landingHTML))
-})
-
-const landingHTML = `<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
-<title>{{.Name}}</title>
-<style>body{font-family:system-ui,sans-serif;max-width:40em;margin:3em auto;padding:0 1em;line-height:1.5;color:#222}code{background:#f3f3f3;padding:.1em .3em}</style>
-</head><body>
-<h1>{{.Name}}</h1>
-{{if .Description}}<p>{{.Description}}</p>{{end}}
-<p>This is a <a href="https://github.com/nostr-protocol/nips">Nostr</a> relay. Connect a Nostr client to it with its WebSocket URL (this address with <code>ws://</code> or <code>wss://</code>).</p>
-<ul>
-<li>Relay information (NIP-11): request this page with <code>Accept: application/nostr+json</code></li>
-<li>Live dashboard: open this address in a web browser</li>
-<li><a href="/stats">/stats</a>: live counters (JSON)</li>
-<li><a href="/metrics">/metrics</a>: Prometheus metrics</li>
-</ul>
-<p>Supported NIPs: {{range $i, $n := .SupportedNIPs}}{{if $i}}, {{end}}{{$n}}{{end}}.</p>
-<p><small>petrel {{.Version}}</small></p>
-</body></html>
-`
-
 func (s *Server) serveLanding(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	_ = landing().Execute(w, s.nip11Doc())
+	w.Write(landingPage(s.nip11Doc())) // pages.go
 }
 
 // Stats is the /stats document: the relay's counters plus the edge's.

@@ -12,8 +12,9 @@
 //
 // The primitives are libraries: ChaCha20 and HKDF from golang.org/x/crypto,
 // HMAC-SHA256 and AES-CBC from the standard library, the ECDH point
-// multiplication from github.com/decred/dcrd/dcrec/secp256k1/v4 (what
-// btcec uses). This package holds the NIP's own rules: the key schedule,
+// multiplication from nostr.SharedX (libsecp256k1's ecdh module when the
+// library is loaded, else btcec's, which is decred's secp256k1). This
+// package holds the NIP's own rules: the key schedule,
 // the padding and the payload layout, checked against every published
 // NIP-44 test vector (testdata/nip44.vectors.json).
 //

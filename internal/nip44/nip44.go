@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/decred/dcrd/dcrec/secp256k1/v4"
 	"golang.org/x/crypto/chacha20"
 	"golang.org/x/crypto/hkdf"
 
@@ -64,23 +63,16 @@ type ConversationKey [32]byte
 
 // SharedX returns the x coordinate of sk times the point whose x
 // coordinate is pub (even y), unhashed: the ECDH secret NIP-44 and
-// NIP-04 start from.
+// NIP-04 start from (nostr.SharedX: libsecp256k1 when loaded).
 func SharedX(sk nostr.SecretKey, pub nostr.PubKey) ([32]byte, error) {
-	var out [32]byte
-	if !sk.Valid() {
-		return out, fmt.Errorf("%w: secret key not in [1, n-1]", ErrKey)
+	x, err := nostr.SharedX(sk, pub)
+	switch {
+	case errors.Is(err, nostr.ErrSecretKey):
+		return x, fmt.Errorf("%w: secret key not in [1, n-1]", ErrKey)
+	case err != nil:
+		return x, fmt.Errorf("%w: public key %s is not the x coordinate of a curve point", ErrKey, pub.Hex())
 	}
-	var compressed [33]byte
-	compressed[0] = 0x02
-	copy(compressed[1:], pub[:])
-	pk, err := secp256k1.ParsePubKey(compressed[:])
-	if err != nil {
-		return out, fmt.Errorf("%w: public key %s: %v", ErrKey, pub.Hex(), err)
-	}
-	priv := secp256k1.PrivKeyFromBytes(sk[:])
-	defer priv.Zero()
-	copy(out[:], secp256k1.GenerateSharedSecret(priv, pk))
-	return out, nil
+	return x, nil
 }
 
 // NewConversationKey returns the conversation key of sk and pub.

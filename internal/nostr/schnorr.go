@@ -1,6 +1,8 @@
 package nostr
 
 import (
+	"crypto/hkdf"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 )
@@ -45,6 +47,46 @@ func selfTest(b backend) error {
 	want[63] ^= 1
 	if b.Verify(&pub, &msg, &want) {
 		return errors.New("self-test: invalid signature accepted")
+	}
+	return nil
+}
+
+// ecdhSelfTestVector is the first valid get_conversation_key vector of
+// NIP-44 (nip44.vectors.json): the conversation key is HKDF-extract
+// (SHA-256, salt "nip44-v2") of the ECDH x coordinate of sec1 and pub2.
+var ecdhSelfTestVector = struct{ sec1, pub2, conversationKey string }{
+	sec1:            "315e59ff51cb9209768cf7da80791ddcaae56ac9775eb25b6dee1234bc5d2268",
+	pub2:            "c2f9d9948dc8c7c38321e4b85c8558872eafa0641cd269db76848a6073e69133",
+	conversationKey: "3dfef0ce2a4d80a25e7a328accf73448ef67096f65f79588e358d9a0eb9013f1",
+}
+
+// ecdhSelfTest is the known-answer test of an ECDH implementation
+// (sharedX's contract): NIP-44's vector above, and a public key that is
+// not on the curve (x = 5) refused.
+func ecdhSelfTest(sharedX func(*SecretKey, *PubKey) ([32]byte, bool)) error {
+	v := ecdhSelfTestVector
+	var sk SecretKey
+	var pub PubKey
+	var want [32]byte
+	for _, d := range []struct {
+		dst []byte
+		src string
+	}{{sk[:], v.sec1}, {pub[:], v.pub2}, {want[:], v.conversationKey}} {
+		if _, err := hex.Decode(d.dst, []byte(d.src)); err != nil {
+			panic("BUG: bad ECDH self-test vector: " + err.Error())
+		}
+	}
+	x, ok := sharedX(&sk, &pub)
+	if !ok {
+		return errors.New("ECDH self-test: a curve point refused")
+	}
+	key, err := hkdf.Extract(sha256.New, x[:], []byte("nip44-v2"))
+	if err != nil || [32]byte(key) != want {
+		return errors.New("ECDH self-test: wrong shared secret")
+	}
+	pub = PubKey{31: 5} // x^3 + 7 = 132 is not a square mod p
+	if _, ok := sharedX(&sk, &pub); ok {
+		return errors.New("ECDH self-test: a point off the curve accepted")
 	}
 	return nil
 }

@@ -57,6 +57,21 @@ func (btcecBackend) pubKey(sk *SecretKey) PubKey {
 	return out
 }
 
+func (btcecBackend) sharedX(sk *SecretKey, pub *PubKey) ([32]byte, bool) {
+	var out [32]byte
+	var compressed [33]byte
+	compressed[0] = 0x02
+	copy(compressed[1:], pub[:])
+	pk, err := btcec.ParsePubKey(compressed[:])
+	if err != nil {
+		return out, false
+	}
+	priv, _ := btcec.PrivKeyFromBytes(sk[:])
+	defer priv.Zero()
+	copy(out[:], btcec.GenerateSharedSecret(priv, pk))
+	return out, true
+}
+
 // curveOrder is n, the order of the secp256k1 group, big-endian.
 var curveOrder = [32]byte{
 	0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,

@@ -42,6 +42,8 @@ package nostr
 #cgo nocallback petrel_secp_pubkey
 #cgo noescape petrel_secp_load
 #cgo nocallback petrel_secp_load
+#cgo noescape petrel_secp_shared_x
+#cgo nocallback petrel_secp_shared_x
 
 #include <dlfcn.h>
 #include <stddef.h>
@@ -52,6 +54,8 @@ package nostr
 typedef struct petrel_secp_ctx petrel_secp_ctx;
 typedef struct { unsigned char data[64]; } petrel_xonly_pubkey;
 typedef struct { unsigned char data[96]; } petrel_keypair;
+typedef struct { unsigned char data[64]; } petrel_pubkey;
+typedef int (*petrel_ecdh_hash_function)(unsigned char *output, const unsigned char *x32, const unsigned char *y32, void *data);
 
 // SECP256K1_CONTEXT_VERIFY | SECP256K1_CONTEXT_SIGN from secp256k1.h.
 #define PETREL_SECP_CONTEXT_FLAGS ((1u << 0) | (1u << 8) | (1u << 9))
@@ -64,6 +68,10 @@ static int (*petrel_keypair_create)(const petrel_secp_ctx *ctx, petrel_keypair *
 static int (*petrel_keypair_xonly_pub)(const petrel_secp_ctx *ctx, petrel_xonly_pubkey *pubkey, int *pk_parity, const petrel_keypair *keypair);
 static int (*petrel_schnorrsig_sign32)(const petrel_secp_ctx *ctx, unsigned char *sig64, const unsigned char *msg32, const petrel_keypair *keypair, const unsigned char *aux_rand32);
 static int (*petrel_schnorrsig_verify)(const petrel_secp_ctx *ctx, const unsigned char *sig64, const unsigned char *msg, size_t msglen, const petrel_xonly_pubkey *pubkey);
+// Optional (the ecdh module): NULL when the library lacks them, and ECDH
+// is then done in Go.
+static int (*petrel_ec_pubkey_parse)(const petrel_secp_ctx *ctx, petrel_pubkey *pubkey, const unsigned char *input, size_t inputlen);
+static int (*petrel_ecdh)(const petrel_secp_ctx *ctx, unsigned char *output, const petrel_pubkey *pubkey, const unsigned char *seckey, petrel_ecdh_hash_function hashfp, void *data);
 
 static petrel_secp_ctx *petrel_ctx;
 
@@ -108,6 +116,8 @@ static int petrel_secp_load(const unsigned char *seed32, char *err, size_t errle
 	PETREL_SYM(petrel_schnorrsig_sign32, "secp256k1_schnorrsig_sign32");
 	PETREL_SYM(petrel_schnorrsig_verify, "secp256k1_schnorrsig_verify");
 #undef PETREL_SYM
+	*(void **)(&petrel_ec_pubkey_parse) = dlsym(h, "secp256k1_ec_pubkey_parse");
+	*(void **)(&petrel_ecdh) = dlsym(h, "secp256k1_ecdh");
 	petrel_secp_ctx *ctx = petrel_context_create(PETREL_SECP_CONTEXT_FLAGS);
 	if (ctx == NULL) {
 		snprintf(err, errlen, "%s: secp256k1_context_create failed", name);
@@ -168,6 +178,35 @@ static int petrel_secp_pubkey(unsigned char *pub32, const unsigned char *seckey3
 	memset(&kp, 0, sizeof kp);
 	__asm__ __volatile__("" : : "r"(&kp) : "memory");
 	return ok;
+}
+
+// petrel_secp_has_ecdh returns 1 if the library has the ecdh module.
+static int petrel_secp_has_ecdh(void) {
+	return petrel_ec_pubkey_parse != NULL && petrel_ecdh != NULL;
+}
+
+// petrel_copy_x is an ECDH "hash" function that outputs the shared point's
+// x coordinate unhashed (what NIP-44 and NIP-04 start from).
+static int petrel_copy_x(unsigned char *output, const unsigned char *x32, const unsigned char *y32, void *data) {
+	(void)y32;
+	(void)data;
+	memcpy(output, x32, 32);
+	return 1;
+}
+
+// petrel_secp_shared_x writes to out32 the x coordinate of seckey32 times
+// the point whose x coordinate is pub32 and whose y is even. It returns 1
+// on success, -1 if pub32 is not the x coordinate of a curve point, 0 if
+// the secret key is invalid. Only after petrel_secp_has_ecdh.
+static int petrel_secp_shared_x(unsigned char *out32, const unsigned char *seckey32, const unsigned char *pub32) {
+	unsigned char compressed[33];
+	petrel_pubkey pk;
+	compressed[0] = 0x02;
+	memcpy(compressed + 1, pub32, 32);
+	if (!petrel_ec_pubkey_parse(petrel_ctx, &pk, compressed, sizeof compressed)) {
+		return -1;
+	}
+	return petrel_ecdh(petrel_ctx, out32, &pk, seckey32, petrel_copy_x, NULL);
 }
 */
 import "C"
@@ -241,6 +280,40 @@ func (libsecpBackend) pubKey(sk *SecretKey) PubKey {
 	}
 	return out
 }
+
+func (libsecpBackend) sharedX(sk *SecretKey, pub *PubKey) ([32]byte, bool) {
+	if !libsecpECDH() {
+		return btcecBackend{}.sharedX(sk, pub)
+	}
+	return libsecpSharedX(sk, pub)
+}
+
+func libsecpSharedX(sk *SecretKey, pub *PubKey) ([32]byte, bool) {
+	var out [32]byte
+	switch C.petrel_secp_shared_x(
+		(*C.uchar)(unsafe.Pointer(&out[0])),
+		(*C.uchar)(unsafe.Pointer(&sk[0])),
+		(*C.uchar)(unsafe.Pointer(&pub[0])),
+	) {
+	case 1:
+		return out, true
+	case -1:
+		return [32]byte{}, false
+	}
+	panic("BUG: libsecp256k1 refused a secret key that passed the range check")
+}
+
+// libsecpECDH reports whether the loaded library does ECDH: it has the
+// ecdh module, and it passes a known-answer test (ecdhSelfTest) at the
+// first ECDH of the process, not at load, so that commands without one
+// (petrel version, the relay) do not pay for it. Otherwise ECDH is done in
+// Go (btcecBackend.sharedX).
+var libsecpECDH = sync.OnceValue(func() bool {
+	return libsecpHasECDH() && ecdhSelfTest(libsecpSharedX) == nil
+})
+
+// libsecpHasECDH reports whether the loaded library has the ecdh module.
+func libsecpHasECDH() bool { return C.petrel_secp_has_ecdh() == 1 }
 
 var libsecpLoad = sync.OnceValues(func() (backend, error) {
 	var seed [32]byte

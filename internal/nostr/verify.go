@@ -44,6 +44,10 @@ type backend interface {
 	sign(sk *SecretKey, msg, aux *[32]byte) Sig
 	// pubKey returns the x-only public key of sk.
 	pubKey(sk *SecretKey) PubKey
+	// sharedX returns the x coordinate of sk times the point whose x
+	// coordinate is pub and whose y is even, and false if pub is not the
+	// x coordinate of a curve point. sk must be Valid.
+	sharedX(sk *SecretKey, pub *PubKey) ([32]byte, bool)
 }
 
 // DefaultVerifier returns the verifier the relay should use. It is chosen

@@ -4,6 +4,8 @@ package nostr
 
 import (
 	"os"
+	"os/exec"
+	"strings"
 	"testing"
 )
 
@@ -22,5 +24,48 @@ func TestLibsecpECDHInUse(t *testing.T) {
 	}
 	if !libsecpECDH() {
 		t.Fatalf("the library has the ecdh module but is not used: %v", ecdhSelfTest(libsecpSharedX))
+	}
+}
+
+// TestLibsecpSignerInUse: where libsecp256k1 loads, it signs and derives
+// public keys too (its context for secret keys is made and passes the
+// signing half of the self-test).
+func TestLibsecpSignerInUse(t *testing.T) {
+	if _, err := LibsecpVerifier(); err != nil {
+		t.Skipf("libsecp256k1 cannot be used here: %v", err)
+	}
+	if !libsecpSigner() || !libsecpSignReady() {
+		t.Fatal("libsecp256k1 loads but does not sign")
+	}
+}
+
+// TestVerifyingProcessMakesNoSigningContext: a process that loads the
+// library and verifies (the relay, petrel version) neither creates nor
+// randomizes the context for secret keys, nor runs the signing self-test.
+// The check runs in a fresh process (this test binary again), since the
+// other tests of this one sign.
+func TestVerifyingProcessMakesNoSigningContext(t *testing.T) {
+	if os.Getenv("PETREL_TEST_VERIFY_ONLY") == "1" {
+		v, err := LibsecpVerifier()
+		if err != nil {
+			t.Skipf("libsecp256k1 cannot be used here: %v", err)
+		}
+		_, pub, _, msg, sig := selfTestKeys()
+		if !v.Verify(&pub, &msg, &sig) {
+			t.Fatal("the vector does not verify")
+		}
+		if libsecpSignReady() {
+			t.Fatal("verifying made the context for secret keys")
+		}
+		return
+	}
+	if _, err := LibsecpVerifier(); err != nil {
+		t.Skipf("libsecp256k1 cannot be used here: %v", err)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestVerifyingProcessMakesNoSigningContext$", "-test.v")
+	cmd.Env = append(os.Environ(), "PETREL_TEST_VERIFY_ONLY=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "--- PASS: TestVerifyingProcessMakesNoSigningContext") {
+		t.Fatalf("the verifying process: %v\n%s", err, out)
 	}
 }

@@ -15,15 +15,21 @@ package nostr
 // gave it a length argument, in the same series that added
 // secp256k1_schnorrsig_sign32. Loading requires sign32, so a library whose
 // verify has the older shape is refused instead of called wrongly. After
-// loading, a known-answer self-test (a BIP-340 vector signed, verified, and
-// verified again with one bit flipped) must pass, or the library is refused.
+// loading, a known-answer self-test (a BIP-340 vector's signature verified,
+// and rejected with one bit flipped) must pass, or the library is refused.
 //
-// One context serves the whole process. It is created at load time with
-// SECP256K1_CONTEXT_VERIFY|SECP256K1_CONTEXT_SIGN (what the 0.2 API expects;
-// later versions treat both flags as CONTEXT_NONE) and randomized once with
-// 32 bytes from crypto/rand (side-channel blinding for signing and key
-// generation). After that it is only passed as const, which libsecp256k1
-// documents as safe from many threads at once, so no lock is taken.
+// Two contexts, each created with SECP256K1_CONTEXT_VERIFY|
+// SECP256K1_CONTEXT_SIGN (what the 0.2 API expects; later versions treat
+// both flags as CONTEXT_NONE). The verifying one is created at load. The
+// one for secret keys (signing, public keys, ECDH) is created at the first
+// such operation and randomized with 32 bytes from crypto/rand
+// (side-channel blinding for signing and key generation), then the
+// signing half of the self-test (the vector's public key and signature)
+// must pass, or signing falls back to btcec: a process that only verifies
+// (the relay, petrel version, req) pays for neither the randomization nor
+// that test (about 0.1-0.3 ms here; docs/BENCHMARKS.md). After creation a
+// context is only passed as const, which libsecp256k1 documents as safe
+// from many threads at once, so no lock is taken.
 //
 // Verify is one cgo call: a C helper parses the x-only key
 // (xonly_pubkey_parse) and checks the signature (schnorrsig_verify) through
@@ -42,6 +48,8 @@ package nostr
 #cgo nocallback petrel_secp_pubkey
 #cgo noescape petrel_secp_load
 #cgo nocallback petrel_secp_load
+#cgo noescape petrel_secp_sign_init
+#cgo nocallback petrel_secp_sign_init
 #cgo noescape petrel_secp_shared_x
 #cgo nocallback petrel_secp_shared_x
 
@@ -73,12 +81,15 @@ static int (*petrel_schnorrsig_verify)(const petrel_secp_ctx *ctx, const unsigne
 static int (*petrel_ec_pubkey_parse)(const petrel_secp_ctx *ctx, petrel_pubkey *pubkey, const unsigned char *input, size_t inputlen);
 static int (*petrel_ecdh)(const petrel_secp_ctx *ctx, unsigned char *output, const petrel_pubkey *pubkey, const unsigned char *seckey, petrel_ecdh_hash_function hashfp, void *data);
 
+// petrel_ctx verifies; petrel_sign_ctx (randomized, petrel_secp_sign_init)
+// serves the operations on secret keys.
 static petrel_secp_ctx *petrel_ctx;
+static petrel_secp_ctx *petrel_sign_ctx;
 
-// petrel_secp_load opens the library, resolves the symbols and creates and
-// randomizes the shared context. It returns 1 on success; on failure it
-// returns 0 with a message in err. It is called once (Go's sync.Once).
-static int petrel_secp_load(const unsigned char *seed32, char *err, size_t errlen) {
+// petrel_secp_load opens the library, resolves the symbols and creates the
+// verifying context. It returns 1 on success; on failure it returns 0 with
+// a message in err. It is called once (Go's sync.Once).
+static int petrel_secp_load(char *err, size_t errlen) {
 	static const char *names[] = {"libsecp256k1.so.1", "libsecp256k1.so.2", "libsecp256k1.so"};
 	void *h = NULL;
 	const char *name = NULL;
@@ -124,14 +135,21 @@ static int petrel_secp_load(const unsigned char *seed32, char *err, size_t errle
 		dlclose(h);
 		return 0;
 	}
-	if (!petrel_context_randomize(ctx, seed32)) {
-		snprintf(err, errlen, "%s: secp256k1_context_randomize failed", name);
-		dlclose(h);
-		return 0;
-	}
 	// The handle and the context live as long as the process.
 	petrel_ctx = ctx;
 	snprintf(err, errlen, "%s", name);
+	return 1;
+}
+
+// petrel_secp_sign_init creates and randomizes the context for secret
+// keys. It returns 1 on success, 0 on failure. It is called once, after
+// petrel_secp_load (Go's sync.Once).
+static int petrel_secp_sign_init(const unsigned char *seed32) {
+	petrel_secp_ctx *ctx = petrel_context_create(PETREL_SECP_CONTEXT_FLAGS);
+	if (ctx == NULL || !petrel_context_randomize(ctx, seed32)) {
+		return 0;
+	}
+	petrel_sign_ctx = ctx;
 	return 1;
 }
 
@@ -160,8 +178,8 @@ static void petrel_secp_verify_batch(const unsigned char *in, size_t n, unsigned
 // invalid.
 static int petrel_secp_sign(unsigned char *sig64, const unsigned char *msg32, const unsigned char *seckey32, const unsigned char *aux32) {
 	petrel_keypair kp;
-	int ok = petrel_keypair_create(petrel_ctx, &kp, seckey32) &&
-		petrel_schnorrsig_sign32(petrel_ctx, sig64, msg32, &kp, aux32);
+	int ok = petrel_keypair_create(petrel_sign_ctx, &kp, seckey32) &&
+		petrel_schnorrsig_sign32(petrel_sign_ctx, sig64, msg32, &kp, aux32);
 	memset(&kp, 0, sizeof kp);
 	__asm__ __volatile__("" : : "r"(&kp) : "memory"); // keep the memset
 	return ok;
@@ -172,12 +190,17 @@ static int petrel_secp_sign(unsigned char *sig64, const unsigned char *msg32, co
 static int petrel_secp_pubkey(unsigned char *pub32, const unsigned char *seckey32) {
 	petrel_keypair kp;
 	petrel_xonly_pubkey pk;
-	int ok = petrel_keypair_create(petrel_ctx, &kp, seckey32) &&
-		petrel_keypair_xonly_pub(petrel_ctx, &pk, NULL, &kp) &&
-		petrel_xonly_pubkey_serialize(petrel_ctx, pub32, &pk);
+	int ok = petrel_keypair_create(petrel_sign_ctx, &kp, seckey32) &&
+		petrel_keypair_xonly_pub(petrel_sign_ctx, &pk, NULL, &kp) &&
+		petrel_xonly_pubkey_serialize(petrel_sign_ctx, pub32, &pk);
 	memset(&kp, 0, sizeof kp);
 	__asm__ __volatile__("" : : "r"(&kp) : "memory");
 	return ok;
+}
+
+// petrel_secp_sign_ready returns 1 once petrel_secp_sign_init succeeded.
+static int petrel_secp_sign_ready(void) {
+	return petrel_sign_ctx != NULL;
 }
 
 // petrel_secp_has_ecdh returns 1 if the library has the ecdh module.
@@ -197,16 +220,17 @@ static int petrel_copy_x(unsigned char *output, const unsigned char *x32, const 
 // petrel_secp_shared_x writes to out32 the x coordinate of seckey32 times
 // the point whose x coordinate is pub32 and whose y is even. It returns 1
 // on success, -1 if pub32 is not the x coordinate of a curve point, 0 if
-// the secret key is invalid. Only after petrel_secp_has_ecdh.
+// the secret key is invalid. Only after petrel_secp_has_ecdh and
+// petrel_secp_sign_init.
 static int petrel_secp_shared_x(unsigned char *out32, const unsigned char *seckey32, const unsigned char *pub32) {
 	unsigned char compressed[33];
 	petrel_pubkey pk;
 	compressed[0] = 0x02;
 	memcpy(compressed + 1, pub32, 32);
-	if (!petrel_ec_pubkey_parse(petrel_ctx, &pk, compressed, sizeof compressed)) {
+	if (!petrel_ec_pubkey_parse(petrel_sign_ctx, &pk, compressed, sizeof compressed)) {
 		return -1;
 	}
-	return petrel_ecdh(petrel_ctx, out32, &pk, seckey32, petrel_copy_x, NULL);
+	return petrel_ecdh(petrel_sign_ctx, out32, &pk, seckey32, petrel_copy_x, NULL);
 }
 */
 import "C"
@@ -258,27 +282,47 @@ func (libsecpBackend) VerifyEvents(evs []*Event, ok []bool) {
 }
 
 func (libsecpBackend) sign(sk *SecretKey, msg, aux *[32]byte) Sig {
+	if !libsecpSigner() {
+		return btcecBackend{}.sign(sk, msg, aux)
+	}
+	sig, ok := libsecpSign(sk, msg, aux)
+	if !ok {
+		panic("BUG: libsecp256k1 refused a secret key that passed the range check")
+	}
+	return sig
+}
+
+func (libsecpBackend) pubKey(sk *SecretKey) PubKey {
+	if !libsecpSigner() {
+		return btcecBackend{}.pubKey(sk)
+	}
+	pub, ok := libsecpPubKey(sk)
+	if !ok {
+		panic("BUG: libsecp256k1 refused a secret key that passed the range check")
+	}
+	return pub
+}
+
+// libsecpSign and libsecpPubKey call the library, false if it refuses the
+// secret key; only after petrel_secp_sign_init (libsecpSigner).
+func libsecpSign(sk *SecretKey, msg, aux *[32]byte) (Sig, bool) {
 	var out Sig
-	if C.petrel_secp_sign(
+	ok := C.petrel_secp_sign(
 		(*C.uchar)(unsafe.Pointer(&out[0])),
 		(*C.uchar)(unsafe.Pointer(&msg[0])),
 		(*C.uchar)(unsafe.Pointer(&sk[0])),
 		(*C.uchar)(unsafe.Pointer(&aux[0])),
-	) != 1 {
-		panic("BUG: libsecp256k1 refused a secret key that passed the range check")
-	}
-	return out
+	) == 1
+	return out, ok
 }
 
-func (libsecpBackend) pubKey(sk *SecretKey) PubKey {
+func libsecpPubKey(sk *SecretKey) (PubKey, bool) {
 	var out PubKey
-	if C.petrel_secp_pubkey(
+	ok := C.petrel_secp_pubkey(
 		(*C.uchar)(unsafe.Pointer(&out[0])),
 		(*C.uchar)(unsafe.Pointer(&sk[0])),
-	) != 1 {
-		panic("BUG: libsecp256k1 refused a secret key that passed the range check")
-	}
-	return out
+	) == 1
+	return out, ok
 }
 
 func (libsecpBackend) sharedX(sk *SecretKey, pub *PubKey) ([32]byte, bool) {
@@ -309,21 +353,40 @@ func libsecpSharedX(sk *SecretKey, pub *PubKey) ([32]byte, bool) {
 // (petrel version, the relay) do not pay for it. Otherwise ECDH is done in
 // Go (btcecBackend.sharedX).
 var libsecpECDH = sync.OnceValue(func() bool {
-	return libsecpHasECDH() && ecdhSelfTest(libsecpSharedX) == nil
+	return libsecpSigner() && libsecpHasECDH() && ecdhSelfTest(libsecpSharedX) == nil
 })
+
+// libsecpSigner reports whether the library serves the operations on
+// secret keys: at the first one of the process it creates and randomizes
+// their context, and the signing half of the self-test must pass.
+// Otherwise they are done by btcec. Only after a successful loadLibsecp.
+var libsecpSigner = sync.OnceValue(func() bool {
+	var seed [32]byte
+	rand.Read(seed[:])
+	if C.petrel_secp_sign_init((*C.uchar)(unsafe.Pointer(&seed[0]))) != 1 {
+		return false
+	}
+	// A refused key gives a zero result, which the test reports as wrong.
+	return selfTestSign(
+		func(sk *SecretKey) PubKey { pub, _ := libsecpPubKey(sk); return pub },
+		func(sk *SecretKey, msg, aux *[32]byte) Sig { sig, _ := libsecpSign(sk, msg, aux); return sig },
+	) == nil
+})
+
+// libsecpSignReady reports whether this process has created the context
+// for secret keys (for the test that a verifying process does not).
+func libsecpSignReady() bool { return C.petrel_secp_sign_ready() == 1 }
 
 // libsecpHasECDH reports whether the loaded library has the ecdh module.
 func libsecpHasECDH() bool { return C.petrel_secp_has_ecdh() == 1 }
 
 var libsecpLoad = sync.OnceValues(func() (backend, error) {
-	var seed [32]byte
-	rand.Read(seed[:])
 	var msg [256]C.char
-	if C.petrel_secp_load((*C.uchar)(unsafe.Pointer(&seed[0])), &msg[0], C.size_t(len(msg))) != 1 {
+	if C.petrel_secp_load(&msg[0], C.size_t(len(msg))) != 1 {
 		return nil, fmt.Errorf("%w: %s", ErrNoLibsecp, C.GoString(&msg[0]))
 	}
 	b := libsecpBackend{}
-	if err := selfTest(b); err != nil {
+	if err := selfTestVerify(b); err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", ErrNoLibsecp, C.GoString(&msg[0]), err)
 	}
 	return b, nil

@@ -27,7 +27,7 @@ package nostr
 // signing half of the self-test (the vector's public key and signature)
 // must pass, or signing falls back to btcec: a process that only verifies
 // (the relay, petrel version, req) pays for neither the randomization nor
-// that test (about 0.1-0.3 ms here; docs/BENCHMARKS.md). After creation a
+// that test (about 0.35 ms here; docs/BENCHMARKS.md). After creation a
 // context is only passed as const, which libsecp256k1 documents as safe
 // from many threads at once, so no lock is taken.
 //

@@ -329,22 +329,27 @@ func (libsecpBackend) sharedX(sk *SecretKey, pub *PubKey) ([32]byte, bool) {
 	if !libsecpECDH() {
 		return btcecBackend{}.sharedX(sk, pub)
 	}
-	return libsecpSharedX(sk, pub)
+	x, r := libsecpSharedX(sk, pub)
+	if r == 0 {
+		panic("BUG: libsecp256k1 refused a secret key that passed the range check")
+	}
+	return x, r == 1
 }
 
-func libsecpSharedX(sk *SecretKey, pub *PubKey) ([32]byte, bool) {
+// libsecpSharedX calls the library: 1 with the secret, -1 if pub is not on
+// the curve, 0 if it refuses the secret key (petrel_secp_shared_x); only
+// after libsecpSigner.
+func libsecpSharedX(sk *SecretKey, pub *PubKey) ([32]byte, int) {
 	var out [32]byte
-	switch C.petrel_secp_shared_x(
+	r := C.petrel_secp_shared_x(
 		(*C.uchar)(unsafe.Pointer(&out[0])),
 		(*C.uchar)(unsafe.Pointer(&sk[0])),
 		(*C.uchar)(unsafe.Pointer(&pub[0])),
-	) {
-	case 1:
-		return out, true
-	case -1:
-		return [32]byte{}, false
+	)
+	if r != 1 {
+		return [32]byte{}, int(r)
 	}
-	panic("BUG: libsecp256k1 refused a secret key that passed the range check")
+	return out, 1
 }
 
 // libsecpECDH reports whether the loaded library does ECDH: it has the
@@ -353,8 +358,15 @@ func libsecpSharedX(sk *SecretKey, pub *PubKey) ([32]byte, bool) {
 // (petrel version, the relay) do not pay for it. Otherwise ECDH is done in
 // Go (btcecBackend.sharedX).
 var libsecpECDH = sync.OnceValue(func() bool {
-	return libsecpSigner() && libsecpHasECDH() && ecdhSelfTest(libsecpSharedX) == nil
+	return libsecpSigner() && libsecpHasECDH() && ecdhSelfTest(libsecpSharedXOK) == nil
 })
+
+// libsecpSharedXOK is libsecpSharedX in sharedX's shape, a refused secret
+// key counted as a failure (for the self-test).
+func libsecpSharedXOK(sk *SecretKey, pub *PubKey) ([32]byte, bool) {
+	x, r := libsecpSharedX(sk, pub)
+	return x, r == 1
+}
 
 // libsecpSigner reports whether the library serves the operations on
 // secret keys: at the first one of the process it creates and randomizes

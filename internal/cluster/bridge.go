@@ -397,6 +397,12 @@ func (b *Bridge) onConnect(re bool) {
 		o.resync = true // the catch-up covers what was missed meanwhile
 		o.heard = now.UnixNano()
 	}
+	if was {
+		// The outage ends with its catch-up owed, in one step (b.mu, then
+		// b.cu.mu inside it): whoever sees no outage sees the catch-up
+		// pending, running or done, never a quiet moment between.
+		b.addRequest(since)
+	}
 	b.mu.Unlock()
 	if re {
 		b.st.reconnects.Add(1)
@@ -404,7 +410,7 @@ func (b *Bridge) onConnect(re bool) {
 	if was {
 		b.st.lastOutageEnd.Store(now.UnixNano())
 		b.log.Info("cluster: bus connected; catching up", "since", time.Unix(0, since))
-		b.requestCatchUp(since)
+		b.kickCatchUp()
 	}
 }
 

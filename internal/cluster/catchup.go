@@ -31,6 +31,11 @@ type catchUp struct {
 // since (unix nanos, margin included).
 func (b *Bridge) requestCatchUp(since int64) {
 	b.addRequest(since)
+	b.kickCatchUp()
+}
+
+// kickCatchUp wakes the loop for the pending request.
+func (b *Bridge) kickCatchUp() {
 	select {
 	case b.cu.kick <- struct{}{}:
 	default:
@@ -38,7 +43,8 @@ func (b *Bridge) requestCatchUp(since int64) {
 }
 
 // addRequest merges a request into the pending one without waking the
-// loop.
+// loop. It takes b.cu.mu, which may be taken while b.mu is held (never
+// the other way round).
 func (b *Bridge) addRequest(since int64) {
 	c := &b.cu
 	c.mu.Lock()

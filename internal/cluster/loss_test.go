@@ -338,8 +338,14 @@ func TestSilentNodePolled(t *testing.T) {
 // idle reports whether no catch-up is pending or running and no loss goes
 // on.
 func idle(b *Bridge) bool {
+	// The loss first: an outage ends with its catch-up already pending
+	// (onConnect), so once no loss is seen, a catch-up it owes is seen
+	// pending, running or done.
+	if b.lossOngoing() {
+		return false
+	}
 	b.cu.mu.Lock()
 	busy := b.cu.pending || b.cu.running
 	b.cu.mu.Unlock()
-	return !busy && !b.lossOngoing()
+	return !busy
 }

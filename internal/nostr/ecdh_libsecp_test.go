@@ -13,12 +13,7 @@ import (
 // (Debian's libsecp256k1-1 does: the dev and CI machines), SharedX goes
 // through it, and its answers are the known ones.
 func TestLibsecpECDHInUse(t *testing.T) {
-	if os.Getenv(VerifierEnv) == VerifierBtcec {
-		t.Skipf("%s=btcec is set in the environment", VerifierEnv)
-	}
-	if _, err := LibsecpVerifier(); err != nil {
-		t.Skipf("libsecp256k1 cannot be used here: %v", err)
-	}
+	skipWithoutLibsecp(t)
 	if !libsecpHasECDH() {
 		t.Skip("this libsecp256k1 was built without the ecdh module: ECDH is done in Go")
 	}
@@ -31,9 +26,7 @@ func TestLibsecpECDHInUse(t *testing.T) {
 // public keys too (its context for secret keys is made and passes the
 // signing half of the self-test).
 func TestLibsecpSignerInUse(t *testing.T) {
-	if _, err := LibsecpVerifier(); err != nil {
-		t.Skipf("libsecp256k1 cannot be used here: %v", err)
-	}
+	skipWithoutLibsecp(t)
 	if !libsecpSigner() || !libsecpSignReady() {
 		t.Fatal("libsecp256k1 loads but does not sign")
 	}

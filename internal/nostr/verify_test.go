@@ -10,17 +10,25 @@ import (
 	"testing"
 )
 
-// TestDefaultVerifierIsLibsecp checks that where libsecp256k1 loads (it is
-// installed on the dev and CI machines), DefaultVerifier uses it. On a
-// machine without the library, or in a CGO_ENABLED=0 build, it skips and
-// says why.
-func TestDefaultVerifierIsLibsecp(t *testing.T) {
+// skipWithoutLibsecp skips t where libsecp256k1 is not the default
+// backend: PETREL_VERIFIER=btcec, or the library cannot be used here (a
+// machine without it, a CGO_ENABLED=0 build).
+func skipWithoutLibsecp(t *testing.T) {
+	t.Helper()
 	if os.Getenv(VerifierEnv) == VerifierBtcec {
 		t.Skipf("%s=btcec is set in the environment", VerifierEnv)
 	}
 	if _, err := LibsecpVerifier(); err != nil {
 		t.Skipf("libsecp256k1 cannot be used here, so btcec is expected: %v", err)
 	}
+}
+
+// TestDefaultVerifierIsLibsecp checks that where libsecp256k1 loads (it is
+// installed on the dev and CI machines), DefaultVerifier uses it. On a
+// machine without the library, or in a CGO_ENABLED=0 build, it skips and
+// says why.
+func TestDefaultVerifierIsLibsecp(t *testing.T) {
+	skipWithoutLibsecp(t)
 	if got := DefaultVerifier().Name(); got != VerifierLibsecp {
 		t.Fatalf("DefaultVerifier is %q, want %q", got, VerifierLibsecp)
 	}

@@ -115,6 +115,15 @@ func TestSlowConsumer(t *testing.T) {
 	pa := relaytest.Dial(t, a.r.URL)
 
 	hold.Lock()
+	held := true
+	// A failure while b's delivery is held must not hang the test's
+	// cleanup (StopDelivery waits for the delivery in progress): this
+	// cleanup, registered after StopDelivery's, runs before it.
+	t.Cleanup(func() {
+		if held {
+			hold.Unlock()
+		}
+	})
 	evs := notes(alice, "slow", 5)
 	for _, ev := range evs[:3] { // one in b's handler, two waiting: at the limit
 		pa.MustPublish(ev)
@@ -128,6 +137,7 @@ func TestSlowConsumer(t *testing.T) {
 	}
 	pa.MustPublish(evs[3]) // past it
 	waitFor(t, "NATS to drop one", func() bool { return bb.Stats().SlowConsumerDrops == 1 })
+	held = false
 	hold.Unlock()
 	pa.MustPublish(evs[4]) // shows the gap
 	sub.until(evs...)

@@ -13,7 +13,9 @@ var ErrPubKey = errors.New("nostr: invalid public key")
 // coordinate is pub and whose y is even: the unhashed ECDH secret that
 // NIP-44 and NIP-04 start from. It is computed by the implementation
 // SecretKey.Sign uses: libsecp256k1's ecdh module (constant-time, about
-// 2.6x faster: BenchmarkSharedX) when the library is loaded and has it, else
+// 2.6x faster: BenchmarkSharedX; loading the library costs a command that
+// did not need it 0.3-0.5 ms, docs/BENCHMARKS.md) where it loads and has
+// the module, else
 // github.com/btcsuite/btcd/btcec/v2 (which wraps decred's secp256k1;
 // its scalar multiplication is not constant-time). The error wraps
 // ErrSecretKey or ErrPubKey.

@@ -33,8 +33,9 @@ func TestLibsecpSignerInUse(t *testing.T) {
 }
 
 // TestVerifyingProcessMakesNoSigningContext: a process that loads the
-// library and verifies (the relay, petrel version) neither creates nor
-// randomizes the context for secret keys, nor runs the signing self-test.
+// library and verifies (the relay, petrel version) or does ECDH (encrypt,
+// decrypt) neither creates nor randomizes the context for signing, nor
+// runs the signing self-test.
 // The check runs in a fresh process (this test binary again), since the
 // other tests of this one sign.
 func TestVerifyingProcessMakesNoSigningContext(t *testing.T) {
@@ -49,6 +50,24 @@ func TestVerifyingProcessMakesNoSigningContext(t *testing.T) {
 		}
 		if libsecpSignReady() {
 			t.Fatal("verifying made the context for secret keys")
+		}
+		// ECDH (encrypt, decrypt) runs on the verifying context.
+		sk, err := ParseSecretKey(ecdhSelfTestVector.sec1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		peer, err := ParsePubKey(ecdhSelfTestVector.pub2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := SharedX(sk, peer); err != nil {
+			t.Fatal(err)
+		}
+		if libsecpHasECDH() && !libsecpECDH() {
+			t.Fatal("the library's ECDH is not in use")
+		}
+		if libsecpSignReady() {
+			t.Fatal("an ECDH made the context for secret keys")
 		}
 		return
 	}

@@ -20,9 +20,10 @@ package nostr
 //
 // Two contexts, each created with SECP256K1_CONTEXT_VERIFY|
 // SECP256K1_CONTEXT_SIGN (what the 0.2 API expects; later versions treat
-// both flags as CONTEXT_NONE). The verifying one is created at load. The
-// one for secret keys (signing, public keys, ECDH) is created at the first
-// such operation and randomized with 32 bytes from crypto/rand
+// both flags as CONTEXT_NONE). The verifying one is created at load; it
+// also serves ECDH, whose constant-time multiplication (ecmult_const) uses
+// none of a context's blinding. The one for signing and public keys is
+// created at the first such operation and randomized with 32 bytes from crypto/rand
 // (side-channel blinding for signing and key generation), then the
 // signing half of the self-test (the vector's public key and signature)
 // must pass, or signing falls back to btcec: a process that only verifies
@@ -81,8 +82,8 @@ static int (*petrel_schnorrsig_verify)(const petrel_secp_ctx *ctx, const unsigne
 static int (*petrel_ec_pubkey_parse)(const petrel_secp_ctx *ctx, petrel_pubkey *pubkey, const unsigned char *input, size_t inputlen);
 static int (*petrel_ecdh)(const petrel_secp_ctx *ctx, unsigned char *output, const petrel_pubkey *pubkey, const unsigned char *seckey, petrel_ecdh_hash_function hashfp, void *data);
 
-// petrel_ctx verifies; petrel_sign_ctx (randomized, petrel_secp_sign_init)
-// serves the operations on secret keys.
+// petrel_ctx verifies and does ECDH; petrel_sign_ctx (randomized,
+// petrel_secp_sign_init) signs and derives public keys.
 static petrel_secp_ctx *petrel_ctx;
 static petrel_secp_ctx *petrel_sign_ctx;
 
@@ -220,17 +221,16 @@ static int petrel_copy_x(unsigned char *output, const unsigned char *x32, const 
 // petrel_secp_shared_x writes to out32 the x coordinate of seckey32 times
 // the point whose x coordinate is pub32 and whose y is even. It returns 1
 // on success, -1 if pub32 is not the x coordinate of a curve point, 0 if
-// the secret key is invalid. Only after petrel_secp_has_ecdh and
-// petrel_secp_sign_init.
+// the secret key is invalid. Only after petrel_secp_has_ecdh.
 static int petrel_secp_shared_x(unsigned char *out32, const unsigned char *seckey32, const unsigned char *pub32) {
 	unsigned char compressed[33];
 	petrel_pubkey pk;
 	compressed[0] = 0x02;
 	memcpy(compressed + 1, pub32, 32);
-	if (!petrel_ec_pubkey_parse(petrel_sign_ctx, &pk, compressed, sizeof compressed)) {
+	if (!petrel_ec_pubkey_parse(petrel_ctx, &pk, compressed, sizeof compressed)) {
 		return -1;
 	}
-	return petrel_ecdh(petrel_sign_ctx, out32, &pk, seckey32, petrel_copy_x, NULL);
+	return petrel_ecdh(petrel_ctx, out32, &pk, seckey32, petrel_copy_x, NULL);
 }
 */
 import "C"
@@ -338,7 +338,7 @@ func (libsecpBackend) sharedX(sk *SecretKey, pub *PubKey) ([32]byte, bool) {
 
 // libsecpSharedX calls the library: 1 with the secret, -1 if pub is not on
 // the curve, 0 if it refuses the secret key (petrel_secp_shared_x); only
-// after libsecpSigner.
+// after libsecpHasECDH.
 func libsecpSharedX(sk *SecretKey, pub *PubKey) ([32]byte, int) {
 	var out [32]byte
 	r := C.petrel_secp_shared_x(
@@ -358,7 +358,7 @@ func libsecpSharedX(sk *SecretKey, pub *PubKey) ([32]byte, int) {
 // (petrel version, the relay) do not pay for it. Otherwise ECDH is done in
 // Go (btcecBackend.sharedX).
 var libsecpECDH = sync.OnceValue(func() bool {
-	return libsecpSigner() && libsecpHasECDH() && ecdhSelfTest(libsecpSharedXOK) == nil
+	return libsecpHasECDH() && ecdhSelfTest(libsecpSharedXOK) == nil
 })
 
 // libsecpSharedXOK is libsecpSharedX in sharedX's shape, a refused secret

@@ -2,6 +2,7 @@ package nostr
 
 import (
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"testing"
 )
@@ -61,20 +62,11 @@ func TestSharedXCrossCheck(t *testing.T) {
 	}
 	same := func(what string, sk *SecretKey, pub *PubKey) ([32]byte, bool) {
 		t.Helper()
-		var first [32]byte
-		var firstOK bool
-		var firstName string
-		for name, f := range impls {
-			x, ok := f(sk, pub)
-			if firstName == "" {
-				first, firstOK, firstName = x, ok, name
-				continue
-			}
-			if x != first || ok != firstOK {
-				t.Fatalf("%s: %s gives %x %v, %s %x %v", what, name, x, ok, firstName, first, firstOK)
-			}
+		x, ok, err := sharedXAgree(impls, sk, pub)
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
 		}
-		return first, firstOK
+		return x, ok
 	}
 	n := 200
 	if testing.Short() {
@@ -148,18 +140,27 @@ func FuzzSharedX(f *testing.F) {
 		sk := SecretKeyFromSeed(seed)
 		var pub PubKey
 		copy(pub[:], xb)
-		var first [32]byte
-		var firstOK bool
-		var firstName string
-		for name, fn := range impls {
-			x, ok := fn(&sk, &pub)
-			if firstName == "" {
-				first, firstOK, firstName = x, ok, name
-			} else if x != first || ok != firstOK {
-				t.Fatalf("%s gives %x %v, %s %x %v", name, x, ok, firstName, first, firstOK)
-			}
+		if _, _, err := sharedXAgree(impls, &sk, &pub); err != nil {
+			t.Fatal(err)
 		}
 	})
+}
+
+// sharedXAgree runs every implementation on (sk, pub) and returns their
+// common answer, or an error naming two that differ.
+func sharedXAgree(impls map[string]func(*SecretKey, *PubKey) ([32]byte, bool), sk *SecretKey, pub *PubKey) ([32]byte, bool, error) {
+	var first [32]byte
+	var firstOK bool
+	firstName := ""
+	for name, f := range impls {
+		x, ok := f(sk, pub)
+		if firstName == "" {
+			first, firstOK, firstName = x, ok, name
+		} else if x != first || ok != firstOK {
+			return first, firstOK, fmt.Errorf("%s gives %x %v, %s %x %v", name, x, ok, firstName, first, firstOK)
+		}
+	}
+	return first, firstOK, nil
 }
 
 func BenchmarkSharedX(b *testing.B) {

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 )
 
 // selfTestVector is BIP-340 test vector 1 (secret key, public key, aux_rand,
@@ -29,15 +30,19 @@ func selfTest(b backend) error {
 // selfTestKeys decodes selfTestVector.
 func selfTestKeys() (sk SecretKey, pub PubKey, aux, msg [32]byte, sig Sig) {
 	v := selfTestVector
-	for _, d := range []struct {
-		dst []byte
-		src string
-	}{{sk[:], v.sk}, {pub[:], v.pub}, {aux[:], v.aux}, {msg[:], v.msg}, {sig[:], v.sig}} {
-		if _, err := hex.Decode(d.dst, []byte(d.src)); err != nil {
-			panic("BUG: bad self-test vector: " + err.Error())
-		}
-	}
+	mustHex(sk[:], v.sk)
+	mustHex(pub[:], v.pub)
+	mustHex(aux[:], v.aux)
+	mustHex(msg[:], v.msg)
+	mustHex(sig[:], v.sig)
 	return
+}
+
+// mustHex decodes a self-test vector's field, exactly len(dst) bytes.
+func mustHex(dst []byte, src string) {
+	if n, err := hex.Decode(dst, []byte(src)); err != nil || n != len(dst) {
+		panic(fmt.Sprintf("BUG: bad self-test vector %q: %v", src, err))
+	}
 }
 
 // selfTestVerify is the verifying half of the known-answer test: the
@@ -86,14 +91,9 @@ func ecdhSelfTest(sharedX func(*SecretKey, *PubKey) ([32]byte, bool)) error {
 	var sk SecretKey
 	var pub PubKey
 	var want [32]byte
-	for _, d := range []struct {
-		dst []byte
-		src string
-	}{{sk[:], v.sec1}, {pub[:], v.pub2}, {want[:], v.conversationKey}} {
-		if _, err := hex.Decode(d.dst, []byte(d.src)); err != nil {
-			panic("BUG: bad ECDH self-test vector: " + err.Error())
-		}
-	}
+	mustHex(sk[:], v.sec1)
+	mustHex(pub[:], v.pub2)
+	mustHex(want[:], v.conversationKey)
 	x, ok := sharedX(&sk, &pub)
 	if !ok {
 		return errors.New("ECDH self-test: a curve point refused")

@@ -65,7 +65,7 @@ func TestBackupOnline(t *testing.T) {
 		t.Skip("builds the petrel binary")
 	}
 	dir := t.TempDir()
-	bin := buildPetrel(t, dir)
+	bin := petrelBin(t)
 	data := filepath.Join(dir, "data")
 	env := append(os.Environ(), "PETREL_CONFIG=")
 	serve := exec.Command(bin, "serve", "--data", data, "--listen", "127.0.0.1:0")

@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
@@ -29,9 +30,16 @@ var (
 	clientBinOnce sync.Once
 	clientBin     string
 	clientBinErr  error
+	// reflectMethodFuncs lists the functions the linker marked
+	// <ReflectMethod> in that build (TestNoReflectMethodLookup);
+	// linkerGraph says it printed its dependency graph at all.
+	reflectMethodFuncs []string
+	linkerGraph        bool
 )
 
-// petrelBin builds the binary once for the client tests.
+// petrelBin builds the binary once for the tests that run it. The link
+// also prints the linker's dependency graph (-dumpdep), read here for
+// TestNoReflectMethodLookup, so that the package links petrel once.
 func petrelBin(t *testing.T) string {
 	t.Helper()
 	if testing.Short() {
@@ -44,9 +52,25 @@ func petrelBin(t *testing.T) string {
 			return
 		}
 		clientBin = filepath.Join(dir, "petrel")
-		if out, err := exec.Command("go", "build", "-o", clientBin, ".").CombinedOutput(); err != nil {
-			clientBinErr = fmt.Errorf("go build: %v\n%s", err, out)
+		var deps bytes.Buffer
+		cmd := exec.Command("go", "build", "-ldflags=-dumpdep", "-o", clientBin, ".")
+		cmd.Stdout, cmd.Stderr = &deps, &deps
+		if err := cmd.Run(); err != nil {
+			clientBinErr = fmt.Errorf("go build: %v\n%.4000s", err, deps.String())
+			return
 		}
+		found := map[string]bool{}
+		for line := range strings.Lines(deps.String()) {
+			from, _, ok := strings.Cut(line, " -> ")
+			if !ok {
+				continue
+			}
+			linkerGraph = linkerGraph || strings.HasPrefix(from, "main.main")
+			if name, marked := strings.CutSuffix(from, " <ReflectMethod>"); marked {
+				found[name] = true
+			}
+		}
+		reflectMethodFuncs = slices.Sorted(maps.Keys(found))
 	})
 	if clientBinErr != nil {
 		t.Fatal(clientBinErr)

@@ -72,7 +72,7 @@ func TestToolsOnRunningServe(t *testing.T) {
 		t.Skip("builds the petrel binary")
 	}
 	dir := t.TempDir()
-	bin := buildPetrel(t, dir)
+	bin := petrelBin(t)
 	data := filepath.Join(dir, "data")
 	srv := runServe(t, bin, data)
 	c := relaytest.Dial(t, srv.URL)

@@ -22,7 +22,7 @@ func TestServeCannotListen(t *testing.T) {
 		t.Skip("builds the petrel binary")
 	}
 	dir := t.TempDir()
-	bin := buildPetrel(t, dir)
+	bin := petrelBin(t)
 	busy, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

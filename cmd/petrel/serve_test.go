@@ -25,7 +25,7 @@ func TestServeLockedDataDir(t *testing.T) {
 		t.Skip("builds the petrel binary")
 	}
 	dir := t.TempDir()
-	bin := buildPetrel(t, dir)
+	bin := petrelBin(t)
 	data := filepath.Join(dir, "data")
 	env := append(os.Environ(), "PETREL_CONFIG=")
 

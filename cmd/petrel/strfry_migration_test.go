@@ -53,7 +53,7 @@ func TestStrfryMigration(t *testing.T) {
 		t.Fatal("python3 is needed (scripts/setup.sh installs it)")
 	}
 	dir := t.TempDir()
-	bin := buildPetrel(t, dir)
+	bin := petrelBin(t)
 
 	// The export: notes with every kind of text, profiles, follow lists,
 	// reactions, long-form articles, relay lists, and a deletion whose

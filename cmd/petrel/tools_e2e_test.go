@@ -13,16 +13,6 @@ import (
 	"github.com/petrel-relay/petrel/internal/relaytest"
 )
 
-// buildPetrel builds the petrel binary into dir and returns its path.
-func buildPetrel(t *testing.T, dir string) string {
-	t.Helper()
-	bin := filepath.Join(dir, "petrel")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
-
 // TestToolsBinary builds petrel and runs import -> export -> import
 // through it, as an operator would, then checks that a held data
 // directory is refused.
@@ -31,7 +21,7 @@ func TestToolsBinary(t *testing.T) {
 		t.Skip("builds the petrel binary")
 	}
 	dir := t.TempDir()
-	bin := buildPetrel(t, dir)
+	bin := petrelBin(t)
 	run := func(stdin string, args ...string) (string, string, error) {
 		t.Helper()
 		cmd := exec.Command(bin, args...)

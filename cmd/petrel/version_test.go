@@ -2,10 +2,6 @@ package main
 
 import (
 	"bytes"
-	"maps"
-	"os/exec"
-	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 )
@@ -40,28 +36,14 @@ func TestVersionFlag(t *testing.T) {
 // call is reachable the linker keeps every exported method of every type
 // in the binary: 5 MB more code that every command, client commands
 // included, maps at start (docs/BENCHMARKS.md, issue 15). The linker
-// marks such functions <ReflectMethod> in its -dumpdep output.
+// marks such functions <ReflectMethod> in its -dumpdep output, which
+// petrelBin's build prints.
 func TestNoReflectMethodLookup(t *testing.T) {
-	if testing.Short() {
-		t.Skip("links the petrel binary")
+	petrelBin(t)
+	if !linkerGraph {
+		t.Fatal("the linker printed no dependency graph: -dumpdep changed?")
 	}
-	cmd := exec.Command("go", "build", "-ldflags=-dumpdep", "-o", filepath.Join(t.TempDir(), "petrel"), ".")
-	var deps bytes.Buffer
-	cmd.Stderr = &deps
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("go build -ldflags=-dumpdep: %v\n%.2000s", err, deps.String())
-	}
-	if !strings.Contains(deps.String(), "main.main -> ") {
-		t.Fatalf("the linker printed no dependency graph (%d bytes): -dumpdep changed?", deps.Len())
-	}
-	found := map[string]bool{}
-	for line := range strings.Lines(deps.String()) {
-		from, _, ok := strings.Cut(line, " -> ")
-		if ok && strings.HasSuffix(from, " <ReflectMethod>") {
-			found[strings.TrimSuffix(from, " <ReflectMethod>")] = true
-		}
-	}
-	if len(found) > 0 {
-		t.Fatalf("reachable functions look methods up by name, so the linker keeps every exported method: %v", slices.Sorted(maps.Keys(found)))
+	if len(reflectMethodFuncs) > 0 {
+		t.Fatalf("reachable functions look methods up by name, so the linker keeps every exported method: %v", reflectMethodFuncs)
 	}
 }

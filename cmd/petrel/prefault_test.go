@@ -17,10 +17,10 @@ import (
 
 // TestPrefault runs petrel verify (which waits on stdin) and reads the
 // resident size of the executable's read-only mappings in
-// /proc/PID/smaps once it has answered a line: the start-up constructor
-// maps every page of them, so Rss equals Size; with PETREL_PREFAULT=0
-// only the pages faulted in (with fault-around) are, which must be
-// fewer, or the test could not tell the two apart.
+// /proc/PID/smaps once it has answered a line: internal/prefault's ELF
+// constructor maps every page of them, so Rss equals Size; with
+// PETREL_PREFAULT=0 only the pages faulted in (with fault-around) are,
+// which must be fewer, or the test could not tell the two apart.
 func TestPrefault(t *testing.T) {
 	bin := petrelBin(t)
 	prefaulted := func(env string) (rss, size int64) {

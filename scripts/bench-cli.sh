@@ -74,7 +74,7 @@ case_() {
 	# Page faults of 21 more runs (the median goes in the table): unlike
 	# times, they do not depend on how busy the machine is. perf counts
 	# the faults taken (traps); GNU time's %R, the fallback, also counts
-	# the pages internal/prefault maps ahead, which are not traps.
+	# the pages internal/startup maps ahead, which are not traps.
 	for _ in $(seq 21); do
 		if [ "$FAULTS" = perf ]; then
 			taskset -c 1 perf stat -x, -e page-faults -o "$OUT/$name.fault1" "$P" "$@" >/dev/null 2>&1 || true

@@ -366,7 +366,7 @@ func ApplyEnv(c *Config, environ []string) error {
 // (name is what follows the prefix, in any case: compared without
 // allocating).
 func isReservedEnv(name string) bool {
-	for _, r := range []string{"config", "verifier", "prefault", "test_subprocess", "crash_child", "data"} {
+	for _, r := range []string{"config", "verifier", "prefault", "client_slack", "test_subprocess", "crash_child", "data"} {
 		if strings.EqualFold(name, r) {
 			return true
 		}

@@ -141,7 +141,7 @@ func TestCompressionSwitch(t *testing.T) {
 // made only for a variable that may set one (a short client command's
 // start-up), and a real setting still applies.
 func TestApplyEnvNothingToApply(t *testing.T) {
-	env := []string{"HOME=/root", "PATH=/bin", "PETREL_CONFIG=", "PETREL_DATA=/tmp/x", "PETREL_PREFAULT=0", "PETREL_VERIFIER=btcec"}
+	env := []string{"HOME=/root", "PATH=/bin", "PETREL_CONFIG=", "PETREL_DATA=/tmp/x", "PETREL_PREFAULT=0", "PETREL_CLIENT_SLACK=0", "PETREL_VERIFIER=btcec"}
 	var c Config
 	if n := testing.AllocsPerRun(20, func() {
 		if err := ApplyEnv(&c, env); err != nil {

@@ -20,7 +20,7 @@ import (
 	_ "github.com/petrel-relay/petrel/internal/nip49"
 	_ "github.com/petrel-relay/petrel/internal/nip59"
 	"github.com/petrel-relay/petrel/internal/nostr"
-	_ "github.com/petrel-relay/petrel/internal/prefault"
+	_ "github.com/petrel-relay/petrel/internal/startup"
 )
 
 func main() {

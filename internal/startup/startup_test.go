@@ -1,6 +1,6 @@
 //go:build linux
 
-package prefault
+package startup
 
 import (
 	"syscall"

@@ -1,27 +1,30 @@
 //go:build linux
 
-// Package prefault maps, as a process starts, the memory its start-up is
-// about to touch, so that start-up does not take a page fault per page.
+// Package startup makes a petrel process start sooner on a virtual
+// machine, where start-up is mostly traps to the hypervisor: page faults
+// (7-15 µs each on the guests of docs/BENCHMARKS.md, where `petrel
+// version` took about 760 of them, half its time) and wake-ups.
 //
-// On a virtual machine a page fault is a trap to the hypervisor: 7-15 µs
-// on the guests of docs/BENCHMARKS.md, where `petrel version` took about
-// 760 of them, half its time. MADV_POPULATE_READ and MADV_POPULATE_WRITE
-// (Linux 5.14) map a whole range in one system call for a fraction of
-// that. Two ranges are worth it:
-//
-//   - the executable's read-only segments (segments_cgo.go): package
-//     initialisation touches the whole binary, about 240 faults;
-//   - the next MiB of the Go heap, at this package's initialisation
-//     (early: it imports only syscall and unsafe), which the rest of
-//     the packages' initialisation and a client command's work fill:
-//     about 180 faults for 256 pages mapped.
+//   - The executable's read-only segments are mapped in one system call
+//     each (MADV_POPULATE_READ, Linux 5.14), by an ELF constructor
+//     before the runtime starts (constructor_cgo.go): package
+//     initialisation touches the whole binary, about 240 faults.
+//   - The next MiB of the Go heap is mapped (MADV_POPULATE_WRITE) at this
+//     package's initialisation, early in the init order (it imports only
+//     syscall and unsafe); the rest of the packages' initialisation and a
+//     client command's work fill it: about 160 faults for 256 pages.
+//   - A client command runs with a 1 ms timer slack, set by the same
+//     constructor before the runtime makes its first thread, so that
+//     Go's sysmon does not wake every 20 µs through each system call
+//     (constructor_cgo.go says which commands and why).
 //
 // Fault-around already maps 95% of the first range, and the second is
 // heap the process uses next, so a long-running process's resident size
-// grows by under 2 MiB. PETREL_PREFAULT=0 in the environment turns both
-// off (for measuring them); on older kernels the advice fails, ignored.
-// cmd/petrel imports the package for its side effects.
-package prefault
+// grows by under 2 MiB. PETREL_PREFAULT=0 in the environment turns the
+// two mappings off, PETREL_CLIENT_SLACK=0 the slack (for measuring them);
+// on older kernels the advice fails, ignored. cmd/petrel imports the
+// package for its side effects.
+package startup
 
 import (
 	"syscall"

@@ -1,0 +1,129 @@
+//go:build linux && cgo
+
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestStartup runs petrel verify (a client command, which waits on
+// stdin) and, once it has answered a line, reads what internal/startup's
+// ELF constructor did to it:
+//   - the resident size of the executable's read-only mappings in
+//     /proc/PID/smaps: every page is mapped, so Rss equals Size; with
+//     PETREL_PREFAULT=0 only the pages faulted in (with fault-around)
+//     are, which must be fewer, or the test could not tell the two apart;
+//   - every thread's timer slack: 1 ms; with PETREL_CLIENT_SLACK=0 what
+//     this process has (the kernel's default, 50 µs, unless the test was
+//     started with another). That serve keeps its own is
+//     TestServeTimerSlack's.
+func TestStartup(t *testing.T) {
+	bin := petrelBin(t)
+	inherited, err := threadSlack()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if inherited == autoTimerSlack {
+		t.Skipf("this test runs with a timer slack of %v, which petrel sets", inherited)
+	}
+	exe, err := filepath.EvalSymlinks(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		rss, size int64 // KiB
+		slack     []time.Duration
+	}
+	run := func(env ...string) result {
+		t.Helper()
+		cmd := exec.Command(bin, "verify")
+		cmd.Env = append(os.Environ(), env...)
+		in, err := cmd.StdinPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		errs, err := cmd.StderrPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer cmd.Wait()
+		defer in.Close()
+		// Past start-up once it has read and rejected a line.
+		fmt.Fprintln(in, "not an event")
+		line, err := bufio.NewReader(errs).ReadString('\n')
+		if !strings.Contains(line, "line 1: not an event") {
+			t.Fatalf("petrel verify answered %q (%v)", line, err)
+		}
+		go io.Copy(io.Discard, errs)
+		var r result
+		smaps, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps", cmd.Process.Pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.rss, r.size = readOnlyMappings(t, smaps, exe)
+		if r.size == 0 {
+			t.Fatalf("no read-only mapping of %s in smaps:\n%.3000s", exe, smaps)
+		}
+		if r.slack, err = threadsSlack(cmd.Process.Pid); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	on := run()
+	if on.rss != on.size {
+		t.Errorf("prefaulted: %d of %d KiB of petrel's read-only mappings resident, want all", on.rss, on.size)
+	}
+	if !slices.Equal(on.slack, []time.Duration{autoTimerSlack}) {
+		t.Errorf("a client command's threads have a timer slack of %v, want %v for all", on.slack, autoTimerSlack)
+	}
+	off := run("PETREL_PREFAULT=0", "PETREL_CLIENT_SLACK=0")
+	if !slices.Equal(off.slack, []time.Duration{inherited}) {
+		t.Errorf("with PETREL_CLIENT_SLACK=0 the threads have a timer slack of %v, want the inherited %v for all", off.slack, inherited)
+	}
+	if off.size != on.size {
+		t.Fatalf("mappings of %d and %d KiB", on.size, off.size)
+	}
+	if off.rss == off.size {
+		t.Skipf("without the prefault all %d KiB were resident too: this kernel's fault-around maps the whole binary, so the test cannot tell", off.size)
+	}
+	t.Logf("resident: %d of %d KiB prefaulted, %d without", on.rss, on.size, off.rss)
+}
+
+// readOnlyMappings adds up the Rss and Size (KiB) of exe's mappings
+// without write permission in an smaps file.
+func readOnlyMappings(t *testing.T, smaps []byte, exe string) (rss, size int64) {
+	in := false
+	for line := range bytes.Lines(smaps) {
+		f := strings.Fields(string(line))
+		switch {
+		case len(f) >= 5 && strings.Contains(f[0], "-") && !strings.HasSuffix(f[0], ":"):
+			// A mapping's header: range perms offset dev inode [path].
+			in = len(f) == 6 && f[5] == exe && f[1][1] == '-'
+		case in && len(f) == 3 && (f[0] == "Rss:" || f[0] == "Size:"):
+			n, err := strconv.ParseInt(f[1], 10, 64)
+			if err != nil {
+				t.Fatalf("smaps line %q: %v", line, err)
+			}
+			if f[0] == "Rss:" {
+				rss += n
+			} else {
+				size += n
+			}
+		}
+	}
+	return rss, size
+}

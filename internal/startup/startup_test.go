@@ -23,12 +23,27 @@ func resident(t *testing.T, start, n uintptr) int {
 	return c
 }
 
+// skipWithoutPopulate skips a test on a kernel without MADV_POPULATE_*
+// (before 5.14), where the package's calls fail, as intended.
+func skipWithoutPopulate(t *testing.T) {
+	t.Helper()
+	m, err := syscall.Mmap(-1, 0, syscall.Getpagesize(), syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_ANON)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Munmap(m)
+	if err := syscall.Madvise(m, madvPopulateWrite); err == syscall.EINVAL {
+		t.Skip("this kernel has no MADV_POPULATE_WRITE (Linux 5.14)")
+	}
+}
+
 var hold [][]byte
 
 // TestHeap: populate maps heap memory that was not mapped (a large
 // allocation, which fresh memory from the kernel serves untouched), and
 // Heap maps the range above its own allocation.
 func TestHeap(t *testing.T) {
+	skipWithoutPopulate(t)
 	page := uintptr(syscall.Getpagesize())
 	big := make([]byte, 4*HeapAhead)
 	hold = append(hold, big) // never freed: its pages are never reused
@@ -60,6 +75,7 @@ func TestHeap(t *testing.T) {
 // access (the heap's reservation past its chunk) is mapped up to there,
 // and populate says how much it mapped for certain.
 func TestPopulatePastMapping(t *testing.T) {
+	skipWithoutPopulate(t)
 	page := syscall.Getpagesize()
 	m, err := syscall.Mmap(-1, 0, 8*page, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_ANON)
 	if err != nil {

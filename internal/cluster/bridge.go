@@ -299,8 +299,8 @@ func (b *Bridge) onMsg(m *nats.Msg) {
 		}
 		return
 	}
-	if since, gap := b.track(&e); gap {
-		b.requestCatchUp(since)
+	if _, gap := b.track(&e); gap {
+		b.kickCatchUp()
 	}
 	if e.typ != envEvent {
 		b.st.heartbeats.Add(1)

@@ -19,7 +19,8 @@ type originState struct {
 // whether messages from it were lost, and if so the point (unix nanos,
 // margin included) a catch-up must start from: events the lost messages
 // carried were sent after the last message heard in order, and so
-// committed no earlier than its send time minus the margin.
+// committed no earlier than its send time minus the margin. A gap's
+// catch-up is requested here; the caller wakes the loop (kickCatchUp).
 func (b *Bridge) track(e *envelope) (since int64, gap bool) {
 	margin := int64(b.opts.CatchUpMargin)
 	now := time.Now().UnixNano()
@@ -72,6 +73,11 @@ func (b *Bridge) track(e *envelope) (since int64, gap bool) {
 	b.st.lost.Add(int64(lost))
 	b.log.Warn("cluster: bus messages lost; catching up", "origin", o.name, "lost", lost, "since", time.Unix(0, since))
 	o.lastSeq, o.lastSent = e.seq, max(e.sent, o.lastSent)
+	// The catch-up is owed in the same step (b.mu, then b.cu.mu inside
+	// it), as onConnect owes an outage's: whoever sees the gap counted
+	// sees its catch-up pending, running or done. The caller wakes the
+	// loop.
+	b.addRequest(since)
 	return since, true
 }
 

@@ -33,9 +33,9 @@ import (
 
 const (
 	madvPopulateWrite = 23 // MADV_POPULATE_WRITE
-	// HeapAhead is how much of the heap Heap maps: 1 MiB saved `petrel
+	// heapAhead is how much of the heap mapHeap maps: 1 MiB saved `petrel
 	// version` 0.7 ms on the test guest, 1.5 MiB no more (docs/BENCHMARKS.md).
-	HeapAhead = 1 << 20
+	heapAhead = 1 << 20
 )
 
 // frontier receives a fresh one-page allocation: the page allocator
@@ -47,14 +47,14 @@ func init() {
 	if v, _ := syscall.Getenv("PETREL_PREFAULT"); v == "0" {
 		return
 	}
-	Heap()
+	mapHeap()
 }
 
-// Heap maps up to HeapAhead bytes of the heap from its frontier and
+// mapHeap maps up to heapAhead bytes of the heap from its frontier and
 // returns the range it mapped for certain.
-func Heap() (start, n uintptr, err error) {
+func mapHeap() (start, n uintptr, err error) {
 	start = frontierPage()
-	n, err = populate(start, HeapAhead)
+	n, err = populate(start, heapAhead)
 	return start, n, err
 }
 

@@ -41,20 +41,20 @@ var hold [][]byte
 
 // TestHeap: populate maps heap memory that was not mapped (a large
 // allocation, which fresh memory from the kernel serves untouched), and
-// Heap maps the range above its own allocation.
+// mapHeap maps the range above its own allocation.
 func TestHeap(t *testing.T) {
 	skipWithoutPopulate(t)
 	page := uintptr(syscall.Getpagesize())
-	big := make([]byte, 4*HeapAhead)
+	big := make([]byte, 4*heapAhead)
 	hold = append(hold, big) // never freed: its pages are never reused
 	start := uintptr(unsafe.Pointer(&big[0])) &^ (page - 1)
-	pages := int(HeapAhead / page)
-	before := resident(t, start, HeapAhead)
+	pages := int(heapAhead / page)
+	before := resident(t, start, heapAhead)
 	if before == pages {
 		t.Fatalf("a fresh 4 MiB allocation at %#x was resident already: the test cannot tell", start)
 	}
-	n, err := populate(start, HeapAhead)
-	if err != nil || n != HeapAhead {
+	n, err := populate(start, heapAhead)
+	if err != nil || n != heapAhead {
 		t.Fatalf("populate: %d bytes, %v", n, err)
 	}
 	if got := resident(t, start, n); got != pages {
@@ -62,12 +62,12 @@ func TestHeap(t *testing.T) {
 	}
 	t.Logf("populate mapped %d KiB at %#x, of which %d pages were resident before", n>>10, start, before)
 
-	start, n, err = Heap()
+	start, n, err = mapHeap()
 	if err != nil || n < 16*page {
-		t.Fatalf("Heap: %d bytes, %v", n, err)
+		t.Fatalf("mapHeap: %d bytes, %v", n, err)
 	}
 	if got := resident(t, start, n); got != int(n/page) {
-		t.Errorf("after Heap, %d of %d pages from %#x resident, want all", got, n/page, start)
+		t.Errorf("after mapHeap, %d of %d pages from %#x resident, want all", got, n/page, start)
 	}
 }
 

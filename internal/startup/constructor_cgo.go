@@ -72,7 +72,7 @@ __attribute__((constructor)) static void petrel_startup(int argc, char **argv, c
 	if (!petrel_off("PETREL_PREFAULT")) dl_iterate_phdr(petrel_prefault_phdr, NULL);
 #ifdef __GLIBC__
 	if (argc >= 2 && argv[1][0] != '-' && !petrel_long_running(argv[1]) && !petrel_off("PETREL_CLIENT_SLACK"))
-		prctl(PR_SET_TIMERSLACK, 1000000UL, 0, 0, 0);
+		prctl(PR_SET_TIMERSLACK, 1000000UL, 0, 0, 0); // 1 ms: serve's autoTimerSlack, TestStartup checks both
 #endif
 }
 */

@@ -1,0 +1,25 @@
+// Package startup makes a petrel process start sooner on a virtual
+// machine, where start-up is mostly traps to the hypervisor: page faults
+// (5-18 µs each on the guests of docs/BENCHMARKS.md; `petrel version`
+// took about 760 of them on one, half its time) and wake-ups.
+//
+//   - The executable's read-only segments are mapped in one system call
+//     each (MADV_POPULATE_READ, Linux 5.14), by an ELF constructor
+//     before the runtime starts (constructor_cgo.go): package
+//     initialisation touches the whole binary, about 240 faults.
+//   - The next MiB of the Go heap is mapped (MADV_POPULATE_WRITE) at this
+//     package's initialisation, early in the init order (it imports only
+//     syscall and unsafe); the rest of the packages' initialisation and a
+//     client command's work fill it: about 160 faults for 256 pages.
+//   - A client command runs with a 1 ms timer slack, set by the same
+//     constructor before the runtime makes its first thread, so that
+//     Go's sysmon does not wake every 20 µs through each system call
+//     (constructor_cgo.go says which commands and why).
+//
+// Fault-around already maps 95% of the first range, and the second is
+// heap the process uses next, so a long-running process's resident size
+// grows by under 2 MiB. PETREL_PREFAULT=0 in the environment turns the
+// two mappings off, PETREL_CLIENT_SLACK=0 the slack (for measuring them);
+// on older kernels the advice fails, ignored. cmd/petrel imports the
+// package for its side effects. Elsewhere than Linux it does nothing.
+package startup

@@ -299,7 +299,7 @@ func (b *Bridge) onMsg(m *nats.Msg) {
 		}
 		return
 	}
-	if _, gap := b.track(&e); gap {
+	if b.track(&e) {
 		b.kickCatchUp()
 	}
 	if e.typ != envEvent {

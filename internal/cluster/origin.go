@@ -16,12 +16,12 @@ type originState struct {
 }
 
 // track updates what this node knows of e's origin from e, and reports
-// whether messages from it were lost, and if so the point (unix nanos,
-// margin included) a catch-up must start from: events the lost messages
-// carried were sent after the last message heard in order, and so
-// committed no earlier than its send time minus the margin. A gap's
-// catch-up is requested here; the caller wakes the loop (kickCatchUp).
-func (b *Bridge) track(e *envelope) (since int64, gap bool) {
+// whether messages from it were lost. If so it requests a catch-up from
+// the point (unix nanos, margin included) the lost messages' events may
+// start: they were sent after the last message heard in order, and so
+// committed no earlier than its send time minus the margin. The caller
+// wakes the loop (kickCatchUp).
+func (b *Bridge) track(e *envelope) bool {
 	margin := int64(b.opts.CatchUpMargin)
 	now := time.Now().UnixNano()
 	b.mu.Lock()
@@ -54,7 +54,7 @@ func (b *Bridge) track(e *envelope) (since int64, gap bool) {
 		if e.seq > o.lastSeq {
 			o.lastSeq, o.lastSent = e.seq, e.sent
 		}
-		return 0, false
+		return false
 	}
 	next := o.lastSeq
 	if e.typ == envEvent {
@@ -63,22 +63,21 @@ func (b *Bridge) track(e *envelope) (since int64, gap bool) {
 	switch {
 	case e.seq == next:
 		o.lastSeq, o.lastSent = e.seq, max(e.sent, o.lastSent)
-		return 0, false
+		return false
 	case e.seq < next:
-		return 0, false // older than what was heard: nothing to learn
+		return false // older than what was heard: nothing to learn
 	}
 	lost := e.seq - next // an event: next was the first missing; a heartbeat: the last heard
-	since = o.lastSent - margin
+	since := o.lastSent - margin
 	b.st.gaps.Add(1)
 	b.st.lost.Add(int64(lost))
 	b.log.Warn("cluster: bus messages lost; catching up", "origin", o.name, "lost", lost, "since", time.Unix(0, since))
 	o.lastSeq, o.lastSent = e.seq, max(e.sent, o.lastSent)
 	// The catch-up is owed in the same step (b.mu, then b.cu.mu inside
 	// it), as onConnect owes an outage's: whoever sees the gap counted
-	// sees its catch-up pending, running or done. The caller wakes the
-	// loop.
+	// sees its catch-up pending, running or done.
 	b.addRequest(since)
-	return since, true
+	return true
 }
 
 // monitor runs every HeartbeatInterval: it marks nodes not heard for

@@ -26,10 +26,10 @@ import (
 //     /proc/PID/smaps: every page is mapped, so Rss equals Size; with
 //     PETREL_PREFAULT=0 only the pages faulted in (with fault-around)
 //     are, which must be fewer, or the test could not tell the two apart;
-//   - every thread's timer slack: 1 ms; with PETREL_CLIENT_SLACK=0 what
-//     this process has (the kernel's default, 50 µs, unless the test was
-//     started with another). That serve keeps its own is
-//     TestServeTimerSlack's.
+//   - every thread's timer slack: 1 ms; with PETREL_CLIENT_SLACK=0, and
+//     for a command that keeps running (stream), what this process has
+//     (the kernel's default, 50 µs, unless the test was started with
+//     another). That serve keeps its own is TestServeTimerSlack's.
 func TestStartup(t *testing.T) {
 	bin := petrelBin(t)
 	populate := true // MADV_POPULATE_READ is known (Linux 5.14)
@@ -56,9 +56,11 @@ func TestStartup(t *testing.T) {
 		rss, size int64 // KiB
 		slack     []time.Duration
 	}
-	run := func(env ...string) result {
+	// run starts petrel with args, waits for ready on its stderr (past
+	// start-up), and reads what the constructor did.
+	run := func(args []string, ready string, env ...string) result {
 		t.Helper()
-		cmd := exec.Command(bin, "verify")
+		cmd := exec.Command(bin, args...)
 		cmd.Env = append(os.Environ(), env...)
 		in, err := cmd.StdinPipe()
 		if err != nil {
@@ -72,12 +74,15 @@ func TestStartup(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer cmd.Wait()
+		defer cmd.Process.Kill()
 		defer in.Close()
-		// Past start-up once it has read and rejected a line.
-		fmt.Fprintln(in, "not an event")
-		line, err := bufio.NewReader(errs).ReadString('\n')
-		if !strings.Contains(line, "line 1: not an event") {
-			t.Fatalf("petrel verify answered %q (%v)", line, err)
+		fmt.Fprintln(in, "not an event") // for verify
+		sc, found := bufio.NewScanner(errs), false
+		for !found && sc.Scan() {
+			found = strings.Contains(sc.Text(), ready)
+		}
+		if !found {
+			t.Fatalf("petrel %s: no %q on stderr (%v)", strings.Join(args, " "), ready, sc.Err())
 		}
 		go io.Copy(io.Discard, errs)
 		var r result
@@ -94,16 +99,27 @@ func TestStartup(t *testing.T) {
 		}
 		return r
 	}
-	on := run()
+	verify := []string{"verify"}
+	const verified = "line 1: not an event"
+	on := run(verify, verified)
 	if populate && on.rss != on.size {
 		t.Errorf("prefaulted: %d of %d KiB of petrel's read-only mappings resident, want all", on.rss, on.size)
 	}
 	if !slices.Equal(on.slack, []time.Duration{autoTimerSlack}) {
 		t.Errorf("a client command's threads have a timer slack of %v, want %v for all", on.slack, autoTimerSlack)
 	}
-	off := run("PETREL_PREFAULT=0", "PETREL_CLIENT_SLACK=0")
+	off := run(verify, verified, "PETREL_PREFAULT=0", "PETREL_CLIENT_SLACK=0")
 	if !slices.Equal(off.slack, []time.Duration{inherited}) {
 		t.Errorf("with PETREL_CLIENT_SLACK=0 the threads have a timer slack of %v, want the inherited %v for all", off.slack, inherited)
+	}
+	// A command that keeps running (here stream, retrying a closed
+	// port) keeps the slack it inherited, and is prefaulted as well.
+	long := run([]string{"stream", "ws://127.0.0.1:1", "--dir", "down"}, "stream interrupted")
+	if !slices.Equal(long.slack, []time.Duration{inherited}) {
+		t.Errorf("petrel stream's threads have a timer slack of %v, want the inherited %v for all", long.slack, inherited)
+	}
+	if populate && long.rss != long.size {
+		t.Errorf("petrel stream: %d of %d KiB of its read-only mappings resident, want all", long.rss, long.size)
 	}
 	if off.size != on.size {
 		t.Fatalf("mappings of %d and %d KiB", on.size, off.size)

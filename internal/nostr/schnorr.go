@@ -18,15 +18,6 @@ var selfTestVector = struct{ sk, pub, aux, msg, sig string }{
 	sig: "6896bd60eeae296db48a229ff71dfe071bde413e6d43f917dc8dcf8c78de33418906d11ac976abccb20b091292bff4ea897efcb639ea871cfa95f6de339e4b0a",
 }
 
-// selfTest runs the known-answer tests on b: selfTestVerify, then
-// selfTestSign with b's own signing.
-func selfTest(b backend) error {
-	if err := selfTestVerify(b); err != nil {
-		return err
-	}
-	return selfTestSign(b.pubKey, b.sign)
-}
-
 // selfTestKeys decodes selfTestVector.
 func selfTestKeys() (sk SecretKey, pub PubKey, aux, msg [32]byte, sig Sig) {
 	v := selfTestVector

@@ -70,6 +70,7 @@ typedef int (*petrel_ecdh_hash_function)(unsigned char *output, const unsigned c
 #define PETREL_SECP_CONTEXT_FLAGS ((1u << 0) | (1u << 8) | (1u << 9))
 
 static petrel_secp_ctx *(*petrel_context_create)(unsigned int flags);
+static void (*petrel_context_destroy)(petrel_secp_ctx *ctx);
 static int (*petrel_context_randomize)(petrel_secp_ctx *ctx, const unsigned char *seed32);
 static int (*petrel_xonly_pubkey_parse)(const petrel_secp_ctx *ctx, petrel_xonly_pubkey *pubkey, const unsigned char *input32);
 static int (*petrel_xonly_pubkey_serialize)(const petrel_secp_ctx *ctx, unsigned char *output32, const petrel_xonly_pubkey *pubkey);
@@ -120,6 +121,7 @@ static int petrel_secp_load(char *err, size_t errlen) {
 		} \
 	} while (0)
 	PETREL_SYM(petrel_context_create, "secp256k1_context_create");
+	PETREL_SYM(petrel_context_destroy, "secp256k1_context_destroy");
 	PETREL_SYM(petrel_context_randomize, "secp256k1_context_randomize");
 	PETREL_SYM(petrel_xonly_pubkey_parse, "secp256k1_xonly_pubkey_parse");
 	PETREL_SYM(petrel_xonly_pubkey_serialize, "secp256k1_xonly_pubkey_serialize");
@@ -147,7 +149,11 @@ static int petrel_secp_load(char *err, size_t errlen) {
 // petrel_secp_load (Go's sync.Once).
 static int petrel_secp_sign_init(const unsigned char *seed32) {
 	petrel_secp_ctx *ctx = petrel_context_create(PETREL_SECP_CONTEXT_FLAGS);
-	if (ctx == NULL || !petrel_context_randomize(ctx, seed32)) {
+	if (ctx == NULL) {
+		return 0;
+	}
+	if (!petrel_context_randomize(ctx, seed32)) {
+		petrel_context_destroy(ctx);
 		return 0;
 	}
 	petrel_sign_ctx = ctx;

@@ -174,15 +174,33 @@ func (b *Bridge) Start(deliver Deliver) error {
 		nc.Close()
 		return fmt.Errorf("cluster: subscribe %q: %w", o.Subject, err)
 	}
+	// The subscription is live once the server has it, and until then
+	// the server drops what other nodes publish: a round trip (the
+	// flush's PING, behind the SUB) proves it, so that an event another
+	// node publishes after Start returns reaches this node over the bus.
+	connected := nc.IsConnected()
+	var unproven error
+	if connected {
+		unproven = nc.FlushTimeout(o.FlushTimeout)
+	}
 	b.mu.Lock()
 	b.nc, b.sub = nc, sub
-	if nc.IsConnected() && b.outage {
-		// Connected at once: nothing was missed since New.
+	if connected && b.outage {
+		// Connected at once: nothing was missed since New, unless the
+		// round trip failed; then what may have been is caught up from
+		// the store.
 		b.outage, b.connected = false, true
 		b.connectedAt = time.Now().UnixNano()
+		if unproven != nil {
+			b.addRequest(b.outageSince)
+		}
 	}
 	b.mu.Unlock()
 	close(b.checked)
+	if unproven != nil {
+		b.log.Warn("cluster: subscription not confirmed by the bus; catching up from the store", "err", unproven)
+		b.kickCatchUp()
+	}
 	if !nc.IsConnected() {
 		b.st.lastOutageStart.Store(b.start.UnixNano())
 		b.log.Warn("cluster: bus not reachable yet; retrying", "url", o.URL)
@@ -387,6 +405,16 @@ func (b *Bridge) handOn(ev *nostr.Event, commit uint64) bool {
 // onConnect runs when the connection is (re)established: the outage, if
 // any, ends with a catch-up from its start.
 func (b *Bridge) onConnect(re bool) {
+	// On a reconnect NATS sends the subscription again: the catch-up
+	// reads the store once the server has it (a round trip), so that what
+	// is committed after that read comes over the bus. A failure means
+	// the connection is going again, and another outage follows.
+	b.mu.Lock()
+	nc := b.nc
+	b.mu.Unlock()
+	if nc != nil {
+		_ = nc.FlushTimeout(b.opts.FlushTimeout)
+	}
 	now := time.Now()
 	b.mu.Lock()
 	was := b.outage

@@ -149,6 +149,73 @@ func TestSlowConsumer(t *testing.T) {
 	}
 }
 
+// TestStartSubscribed: Start returns once the server has the node's
+// subscription, so an event another node publishes right after is
+// delivered over the bus, even on a slow path to the server (each of b's
+// writes reaches it 300 ms late; without the round trip, the event would
+// go out while b's SUB is still on its way, and nothing would bring it
+// back: a first contact is not a gap).
+func TestStartSubscribed(t *testing.T) {
+	t.Parallel()
+	url, subject, st := sharedNATS(t), testSubject(t), sharedStore(t)
+	a := startNode(t, url, "a", subject, st, nil)
+	p := startProxy(t, url)
+	p.slowUp.Store(int64(300 * time.Millisecond))
+	bb, err := New(fastOptions(t, p.URL, "b", subject, st))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { bb.Close(context.Background()) })
+	r := relaytest.Start(t, relaytest.Options{Store: st, Bus: bb})
+	b := &node{name: "b", b: bb, r: r}
+	alice := relaytest.NewKey("subscribed-alice")
+	sub := subscribe(t, b, alice)
+	pa := relaytest.Dial(t, a.r.URL)
+	if err := bb.Start(r.Relay.Publish); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(bb.StopDelivery)
+	ev := alice.Note("right after start")
+	pa.MustPublish(ev)
+	sub.until(ev)
+	if s := bb.Stats(); s.Received != 1 || s.CatchUps != 0 {
+		t.Fatalf("b: received %d over the bus, %d catch-ups; want 1, 0", s.Received, s.CatchUps)
+	}
+}
+
+// TestReconnectSubscribed: after a reconnect, the outage's catch-up
+// reads the store only once the server has the subscription NATS sent
+// again, so an event published as soon as the node is back and caught up
+// comes over the bus, on a slow path too (without the round trip, the
+// catch-up would read the store before the SUB arrived, and the event,
+// committed after that read and published before the SUB, would be lost:
+// after a reconnect every node is taken as it is).
+func TestReconnectSubscribed(t *testing.T) {
+	t.Parallel()
+	url, subject, st := sharedNATS(t), testSubject(t), sharedStore(t)
+	a := startNode(t, url, "a", subject, st, nil)
+	p := startProxy(t, url)
+	b := startNode(t, p.URL, "b", subject, st, nil)
+	waitConnected(t, a, b)
+	alice := relaytest.NewKey("resubscribed-alice")
+	sub := subscribe(t, b, alice)
+	pa := relaytest.Dial(t, a.r.URL)
+
+	p.slowUp.Store(int64(300 * time.Millisecond))
+	p.Cut()
+	waitFor(t, "b to see the outage", func() bool { return !b.b.Stats().Connected })
+	p.Heal()
+	waitFor(t, "b back and caught up", func() bool { return b.b.Stats().Connected && idle(b.b) })
+	ev := alice.Note("right after the reconnect")
+	pa.MustPublish(ev)
+	sub.until(ev)
+	sub.fence(b, alice)
+	sub.exactlyOnce(ev)
+	if s := b.b.Stats(); s.Received != 1 || s.CaughtUp != 0 {
+		t.Fatalf("b: received %d over the bus, %d caught up; want 1, 0", s.Received, s.CaughtUp)
+	}
+}
+
 // TestStartWithoutBus: a node that starts while the bus is down serves
 // (the bus is not needed to accept events), polls the store meanwhile,
 // and connects when the bus comes up.

@@ -154,6 +154,9 @@ type proxy struct {
 	cut    bool
 	conns  []net.Conn
 	stall  atomic.Bool // bytes are swallowed: a dead path, not a closed one
+	// slowUp delays each read from a client by this many nanoseconds
+	// before it goes on to the server: a slow path, in order.
+	slowUp atomic.Int64
 }
 
 func startProxy(t testing.TB, natsURL string) *proxy {
@@ -188,16 +191,20 @@ func (p *proxy) accept() {
 		}
 		p.conns = append(p.conns, c, up)
 		p.mu.Unlock()
-		go func() { p.pipe(up, c); up.Close(); c.Close() }()
-		go func() { p.pipe(c, up); up.Close(); c.Close() }()
+		go func() { p.pipe(up, c, &p.slowUp); up.Close(); c.Close() }()
+		go func() { p.pipe(c, up, nil); up.Close(); c.Close() }()
 	}
 }
 
-// pipe copies src to dst, swallowing what it reads while stalled.
-func (p *proxy) pipe(dst, src net.Conn) {
+// pipe copies src to dst, swallowing what it reads while stalled, and
+// holding each read for *delay first if delay is set.
+func (p *proxy) pipe(dst, src net.Conn, delay *atomic.Int64) {
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
+		if delay != nil && n > 0 {
+			time.Sleep(time.Duration(delay.Load()))
+		}
 		if n > 0 && !p.stall.Load() {
 			if _, werr := dst.Write(buf[:n]); werr != nil {
 				return

@@ -84,6 +84,9 @@ type Bridge struct {
 	// Test hooks (set before Start, read-only afterwards).
 	dropIn  func(e *envelope) bool // drop a received message as if NATS had lost it
 	dropOut func(seq uint64) bool  // drop an outgoing event as if NATS had refused it
+	// onFirstConnect runs NATS's connect callback (given as run), so a
+	// test can hold it back.
+	onFirstConnect func(run func())
 }
 
 var _ relay.Bus = (*Bridge)(nil)
@@ -156,7 +159,14 @@ func (b *Bridge) Start(deliver Deliver) error {
 		nats.Timeout(o.ConnectTimeout),
 		nats.FlusherTimeout(o.FlushTimeout),
 		nats.NoCallbacksAfterClientClose(),
-		nats.ConnectHandler(func(*nats.Conn) { <-b.checked; b.onConnect(false) }),
+		nats.ConnectHandler(func(*nats.Conn) {
+			<-b.checked
+			if h := b.onFirstConnect; h != nil {
+				h(func() { b.onConnect(false) })
+				return
+			}
+			b.onConnect(false)
+		}),
 		nats.ReconnectHandler(func(*nats.Conn) { b.onConnect(true) }),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { b.onDisconnect(err) }),
 		nats.ErrorHandler(b.onError),
@@ -405,13 +415,20 @@ func (b *Bridge) handOn(ev *nostr.Event, commit uint64) bool {
 // onConnect runs when the connection is (re)established: the outage, if
 // any, ends with a catch-up from its start.
 func (b *Bridge) onConnect(re bool) {
+	b.mu.Lock()
+	nc, outage := b.nc, b.outage
+	b.mu.Unlock()
+	if !re && !outage {
+		// NATS's callback for a first connect that Start saw succeed
+		// (and counted): it runs later, on NATS's goroutine, and must not
+		// restart the sequences heard since, or a message lost meanwhile
+		// would go unseen.
+		return
+	}
 	// On a reconnect NATS sends the subscription again: the catch-up
 	// reads the store once the server has it (a round trip), so that what
 	// is committed after that read comes over the bus. A failure means
 	// the connection is going again, and another outage follows.
-	b.mu.Lock()
-	nc := b.nc
-	b.mu.Unlock()
 	if nc != nil {
 		_ = nc.FlushTimeout(b.opts.FlushTimeout)
 	}

@@ -216,6 +216,55 @@ func TestReconnectSubscribed(t *testing.T) {
 	}
 }
 
+// TestFirstConnectCallback: when the first connect succeeds at once,
+// Start counts it, and NATS's connect callback, which runs later on its
+// own goroutine, changes nothing: a message lost before it ran is still a
+// gap, caught up from the store (the callback used to restart every
+// node's sequence, and the loss went unseen).
+func TestFirstConnectCallback(t *testing.T) {
+	t.Parallel()
+	url, subject, st := sharedNATS(t), testSubject(t), sharedStore(t)
+	a := startNode(t, url, "a", subject, st, func(o *Options) { o.HeartbeatInterval = time.Hour })
+	release, ran := make(chan struct{}), make(chan struct{})
+	var dropped atomic.Int32
+	b := startNode(t, url, "b", subject, st, nil, func(br *Bridge) {
+		br.onFirstConnect = func(run func()) {
+			<-release
+			run()
+			close(ran)
+		}
+		br.dropIn = func(e *envelope) bool {
+			if e.typ == envEvent && string(e.name) == "a" && e.seq == 2 {
+				dropped.Add(1)
+				return true
+			}
+			return false
+		}
+	})
+	var once sync.Once
+	free := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(free) // before the nodes close, if the test fails first
+	waitFor(t, "b connected", func() bool { return b.b.Stats().Connected })
+	alice := relaytest.NewKey("first-connect-alice")
+	sub := subscribe(t, b, alice)
+	pa := relaytest.Dial(t, a.r.URL)
+	evs := notes(alice, "first connect", 3)
+	pa.MustPublish(evs[0])
+	sub.until(evs[0])
+	pa.MustPublish(evs[1]) // lost on the way to b
+	waitFor(t, "b to lose the second", func() bool { return dropped.Load() == 1 })
+	free()
+	<-ran
+	pa.MustPublish(evs[2]) // shows the gap
+	sub.until(evs...)
+	waitFor(t, "b's catch-ups to finish", func() bool { return idle(b.b) })
+	sub.fence(b, alice)
+	sub.exactlyOnce(evs...)
+	if s := b.b.Stats(); s.GapsDetected != 1 || s.MessagesLost != 1 {
+		t.Errorf("b: %d gaps, %d lost; want 1, 1", s.GapsDetected, s.MessagesLost)
+	}
+}
+
 // TestStartWithoutBus: a node that starts while the bus is down serves
 // (the bus is not needed to accept events), polls the store meanwhile,
 // and connects when the bus comes up.

@@ -254,7 +254,11 @@ func TestFirstConnectCallback(t *testing.T) {
 	pa.MustPublish(evs[1]) // lost on the way to b
 	waitFor(t, "b to lose the second", func() bool { return dropped.Load() == 1 })
 	free()
-	<-ran
+	select {
+	case <-ran:
+	case <-time.After(relaytest.DefaultTimeout):
+		t.Fatal("NATS's connect callback did not run")
+	}
 	pa.MustPublish(evs[2]) // shows the gap
 	sub.until(evs...)
 	waitFor(t, "b's catch-ups to finish", func() bool { return idle(b.b) })

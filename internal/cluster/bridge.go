@@ -211,7 +211,7 @@ func (b *Bridge) Start(deliver Deliver) error {
 		b.log.Warn("cluster: subscription not confirmed by the bus; catching up from the store", "err", unproven)
 		b.kickCatchUp()
 	}
-	if !nc.IsConnected() {
+	if !connected {
 		b.st.lastOutageStart.Store(b.start.UnixNano())
 		b.log.Warn("cluster: bus not reachable yet; retrying", "url", o.URL)
 		b.requestCatchUp(b.outageStart()) // poll the store meanwhile

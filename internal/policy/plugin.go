@@ -161,7 +161,6 @@ func (p *Plugin) start() error {
 	if err != nil {
 		return fmt.Errorf("policy: start plugin %q: %w", p.cmdline, err)
 	}
-	p.setCurrent(pr)
 	p.wg.Add(2)
 	go p.supervise(pr)
 	go p.reap()

@@ -31,16 +31,20 @@ type proc struct {
 	answered   atomic.Bool
 }
 
-// setCurrent makes pr (may be nil) the process new requests go to.
-func (p *Plugin) setCurrent(pr *proc) {
+// clearCurrent leaves no process for new requests to go to (they wait for
+// the next one spawn starts). The current writer, if any, ends.
+func (p *Plugin) clearCurrent() {
 	p.mu.Lock()
-	p.cur = pr
+	p.cur = nil
 	p.mu.Unlock()
 	signal(p.sendSig)
 }
 
-// spawn starts a process with its reader, stderr logger, writer and
-// waiter goroutines.
+// spawn starts a process, makes it the one new requests go to, and starts
+// its reader, stderr logger, writer and waiter goroutines. The process is
+// current before its writer runs: a writer that finds its process not
+// current ends for good (its process was replaced), so a writer started
+// first would close the new process's stdin without writing anything.
 func (p *Plugin) spawn() (*proc, error) {
 	var stamp fileStamp
 	if p.watch {
@@ -92,16 +96,18 @@ func (p *Plugin) spawn() (*proc, error) {
 	inR.Close()
 	outW.Close()
 	errW.Close()
-	p.mu.Lock()
-	p.gen++
-	gen := p.gen
-	p.mu.Unlock()
 	pr := &proc{
-		gen: gen, cmd: cmd, stdin: inW, stdout: outR, stderr: errR, stamp: stamp,
+		cmd: cmd, stdin: inW, stdout: outR, stderr: errR, stamp: stamp,
 		stop: make(chan struct{}), waited: make(chan struct{}),
 		readerDone: make(chan struct{}), stderrDone: make(chan struct{}),
 	}
 	pr.lastAnswer.Store(p.since())
+	p.mu.Lock()
+	p.gen++
+	gen := p.gen
+	pr.gen = gen
+	p.cur = pr
+	p.mu.Unlock()
 	p.log.Info("write policy plugin started", "pid", cmd.Process.Pid, "generation", gen)
 	p.wg.Add(4)
 	go func() {
@@ -112,6 +118,7 @@ func (p *Plugin) spawn() (*proc, error) {
 	go p.readAnswers(pr)
 	go p.logStderr(pr)
 	go p.write(pr)
+	signal(p.sendSig)
 	return pr, nil
 }
 
@@ -192,7 +199,7 @@ func (p *Plugin) supervise(pr *proc) {
 				// pr stays current so that its writer sends what was
 				// submitted before Close, then closes its stdin.
 				p.retire(pr, msgShutdown, p.timeout)
-				p.setCurrent(nil)
+				p.clearCurrent()
 			}
 			return
 		case <-restart.C:
@@ -205,9 +212,8 @@ func (p *Plugin) supervise(pr *proc) {
 			}
 			p.restarts.Add(1)
 			pr, waited = np, np.waited
-			p.setCurrent(pr)
 		case <-waited:
-			p.setCurrent(nil)
+			p.clearCurrent()
 			p.log.Warn("write policy plugin exited", "pid", pr.cmd.Process.Pid, "status", pr.cmd.ProcessState.String())
 			p.retire(pr, msgExited, 0)
 			if pr.answered.Load() {
@@ -234,7 +240,6 @@ func (p *Plugin) supervise(pr *proc) {
 			p.restarts.Add(1)
 			old := pr
 			pr, waited = np, np.waited
-			p.setCurrent(pr)
 			backoff = p.minBackoff
 			p.wg.Add(1)
 			go func() {

@@ -352,14 +352,16 @@ func TestPluginBacklogNotStuck(t *testing.T) {
 	p.drainGrace = 200 * time.Millisecond
 	tp := &testPlugin{Plugin: p, path: path, logs: logs}
 	// start(), in steps: the request is written to the process before the
-	// reaper runs, and is then made to time out at once.
+	// reaper runs, and is then made to time out at once. The process spawn
+	// returns is current already: its writer sends what was waiting with
+	// no other step (a writer that ran before its process was made current
+	// used to end at once, and the request waited forever).
 	old := tp.submit(t, testEvent("silent"), Meta{})
 	pr, err := p.spawn()
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { p.Close() })
-	p.setCurrent(pr)
 	waitFor(t, "the request to be written", func() bool {
 		p.mu.Lock()
 		defer p.mu.Unlock()

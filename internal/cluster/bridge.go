@@ -160,6 +160,12 @@ func (b *Bridge) Start(deliver Deliver) error {
 		nats.FlusherTimeout(o.FlushTimeout),
 		nats.NoCallbacksAfterClientClose(),
 		nats.ConnectHandler(func(*nats.Conn) {
+			// NATS runs its callbacks one at a time, in order, on one
+			// goroutine, and this one is queued first whether the first
+			// connect succeeds at once or after retries (nats.go
+			// v1.55.0 Connect and doReconnect): waiting here holds the
+			// disconnect, reconnect and error callbacks behind Start
+			// as well, so none of them sees its half-set state.
 			<-b.checked
 			if h := b.onFirstConnect; h != nil {
 				h(func() { b.onConnect(false) })

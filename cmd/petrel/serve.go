@@ -190,6 +190,9 @@ func serve(cfg config.Config) error {
 	where := []any{"url", srv.URL(), "version", buildVersion(), "store", cfg.Store.Backend}
 	if cfg.Store.Backend == "pebble" {
 		where = append(where, "path", cfg.Store.Path)
+		if d := backgroundPause(cfg.Store, servingProcs(cfg.Runtime)); d > 0 {
+			where = append(where, "background_pause", d)
+		}
 	} else {
 		where = append(where, "schema", cfg.Store.PostgresSchema)
 	}

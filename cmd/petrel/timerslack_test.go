@@ -31,6 +31,22 @@ func TestTimerSlackChoice(t *testing.T) {
 		}
 	}
 
+	for _, c := range []struct {
+		set   time.Duration
+		procs int
+		want  time.Duration
+	}{
+		{0, 1, autoBackgroundPause}, // the default on one processor
+		{0, 2, 0},                   // several: none
+		{-1, 1, 0},                  // negative: none
+		{3 * time.Millisecond, 1, 3 * time.Millisecond},
+		{3 * time.Millisecond, 4, 3 * time.Millisecond},
+	} {
+		if got := backgroundPause(config.Store{BackgroundPause: c.set}, c.procs); got != c.want {
+			t.Errorf("background_pause %v on %d processors: %v, want %v", c.set, c.procs, got, c.want)
+		}
+	}
+
 	// The processors counted are those applyRuntime will set.
 	t.Setenv("GOMAXPROCS", "")
 	if n := servingProcs(config.Runtime{GOMAXPROCS: 1}); n != 1 {
@@ -150,4 +166,43 @@ func threadsSlack(pid int) ([]time.Duration, error) {
 	})
 	slices.Sort(out)
 	return out, err
+}
+
+// TestServeBackgroundPause runs petrel serve and reads the pause of its
+// pebble flushes and compactions (store.background_pause) off the
+// "petrel listening" line: the default is autoBackgroundPause with
+// GOMAXPROCS 1 and none with several; a configured value wins whatever
+// the processors; a negative one turns it off. The pause itself is
+// internal/store/pebble's TestBackgroundPause.
+func TestServeBackgroundPause(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the petrel binary")
+	}
+	bin := petrelBin(t)
+	for _, c := range []struct {
+		name string
+		env  []string
+		want string // "": no background_pause in the line
+	}{
+		{"default, one processor", []string{"GOMAXPROCS=1"}, "background_pause=200µs"},
+		{"default, three", []string{"GOMAXPROCS=3"}, ""},
+		{"negative", []string{"GOMAXPROCS=1", "PETREL_STORE_BACKGROUND_PAUSE=-1ns"}, ""},
+		{"configured, three", []string{"GOMAXPROCS=3", "PETREL_STORE_BACKGROUND_PAUSE=2ms"}, "background_pause=2ms"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := startProc(t, bin, c.env, "serve", "--data", t.TempDir(), "--listen", "127.0.0.1:0")
+			var line string
+			for _, l := range strings.Split(p.Log(), "\n") {
+				if strings.Contains(l, "petrel listening") {
+					line = l
+				}
+			}
+			if line == "" {
+				t.Fatalf("no listening line:\n%s", p.Log())
+			}
+			if c.want == "" && strings.Contains(line, "background_pause") || c.want != "" && !strings.Contains(line, c.want+" ") {
+				t.Errorf("listening line %q, want %q", line, c.want)
+			}
+		})
+	}
 }

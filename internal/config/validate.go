@@ -40,6 +40,7 @@ var signedKeys = map[string]bool{
 	"runtime.gc_percent":              true,
 	"runtime.memory_release_interval": true,
 	"runtime.timer_slack":             true,
+	"store.background_pause":          true,
 	"policy.event_rate":               true,
 	"policy.pubkey_event_rate":        true,
 	"policy.req_rate":                 true,
@@ -52,6 +53,9 @@ var upperBounds = map[string]int64{
 	// Past a few milliseconds a thread's late wake-ups would show in
 	// the relay's latency (Go's scheduler sleeps microseconds).
 	"runtime.timer_slack": int64(10 * time.Millisecond),
+	// A flush that sleeps longer a block would fall behind the
+	// memtables (it pauses only under no write pressure anyway).
+	"store.background_pause": int64(10 * time.Millisecond),
 }
 
 // kindLists are the keys listing event kinds.

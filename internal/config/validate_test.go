@@ -61,6 +61,11 @@ func TestValidate(t *testing.T) {
 	bad("[runtime]\ntimer_slack = \"10000001ns\"\n", `runtime.timer_slack = "10.000001ms": the most it can be is "10ms"`)
 	bad("", `runtime.timer_slack = "11ms": the most it can be is "10ms"`, "PETREL_RUNTIME_TIMER_SLACK=11ms")
 	good("[runtime]\ntimer_slack = \"-1ns\"\n")
+	// background_pause: the same bound, and negative means none.
+	good("[store]\nbackground_pause = \"10ms\"\n")
+	bad("[store]\nbackground_pause = \"10000001ns\"\n", `store.background_pause = "10.000001ms": the most it can be is "10ms"`)
+	bad("", `store.background_pause = "11ms": the most it can be is "10ms"`, "PETREL_STORE_BACKGROUND_PAUSE=11ms")
+	good("[store]\nbackground_pause = \"-1ns\"\n")
 	bad("[relay]\nverify_pending = -1\n", "relay.verify_pending")
 	// Kinds: at the bounds, and just past them.
 	good("[relay]\nprotected_kinds = [0, 65535]\n")

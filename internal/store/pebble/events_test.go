@@ -66,13 +66,13 @@ func TestFlushYields(t *testing.T) {
 		}
 	}
 	put(1)
-	if n := s.yields.Load(); n != 0 {
+	if n := s.pace.yields.Load(); n != 0 {
 		t.Fatalf("%d yields before any flush: the WAL's writes yield", n)
 	}
 	if err := s.db.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	afterFlush := s.yields.Load()
+	afterFlush := s.pace.yields.Load()
 	if afterFlush == 0 {
 		t.Fatal("a flush wrote its table without yielding")
 	}
@@ -82,11 +82,11 @@ func TestFlushYields(t *testing.T) {
 	if err := s.db.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	afterFlush = s.yields.Load()
+	afterFlush = s.pace.yields.Load()
 	if err := s.db.Compact(context.Background(), []byte{0}, []byte{0xff, 0xff, 0xff, 0xff}, true); err != nil {
 		t.Fatal(err)
 	}
-	if s.yields.Load() == afterFlush {
+	if s.pace.yields.Load() == afterFlush {
 		t.Fatal("a compaction wrote its tables without yielding")
 	}
 	if err := s.Close(); err != nil {

@@ -28,6 +28,14 @@ type Options struct {
 	// MemTableSize is the size of one memtable in bytes. Default 64 MiB.
 	MemTableSize uint64
 
+	// BackgroundPause is how long a flush or compaction sleeps after
+	// each block it writes while the writer is committing (a commit in
+	// the last 50 ms) and pebble is under no write pressure (pace.go):
+	// the request path then has the processor first. Meant for a relay
+	// whose Go code runs on one processor. Default 0: no pause (each
+	// block only yields the processor).
+	BackgroundPause time.Duration
+
 	// MaxBatch is the most events the writer puts in one commit (a single
 	// Save larger than this is still one commit). Default 1024.
 	MaxBatch int

@@ -98,9 +98,9 @@ type Store struct {
 	// pebbleEvents counts and logs pebble's flushes, compactions and
 	// write stalls (events.go).
 	pebbleEvents *events
-	// yields counts the block writes of flushes and compactions that
-	// gave the processor back (yieldfs.go).
-	yields *atomic.Uint64
+	// pace decides whether a flush or compaction yields or pauses after
+	// each block it writes, and counts both (pace.go, yieldfs.go).
+	pace *pacer
 }
 
 var (
@@ -158,7 +158,7 @@ func Open(opts Options) (*Store, error) {
 		}
 		popts.Experimental.FileCacheShards = 1
 	}
-	yields := new(atomic.Uint64)
+	pace := newPacer(o.BackgroundPause)
 	if !o.ReadOnly {
 		fs := o.FS
 		if fs == nil {
@@ -167,7 +167,7 @@ func Open(opts Options) (*Store, error) {
 				fs = tmpfsWALFS{FS: fs}
 			}
 		}
-		popts.FS = yieldFS{FS: fs, yields: yields}
+		popts.FS = yieldFS{FS: fs, pace: pace}
 	}
 	ev := &events{log: o.Logger}
 	popts.EventListener = ev.listener()
@@ -194,8 +194,10 @@ func Open(opts Options) (*Store, error) {
 		bodies:       newBodyCache(o.BodyCacheBytes),
 		space:        newReserve(o.FS, o.Path, o.MinFreeBytes),
 		pebbleEvents: ev,
-		yields:       yields,
+		pace:         pace,
 	}
+	metrics := db.Metrics
+	pace.metrics.Store(&metrics)
 	upgrade, err := s.checkFormat()
 	if err == nil {
 		err = s.openSearch(upgrade)
@@ -482,7 +484,8 @@ func (s *Store) Close() error {
 		return store.ErrClosed
 	}
 	close(s.closing)
-	s.mu.Lock() // wait for in-flight enqueues and reads
+	s.pace.quiet.Store(true) // the final flush runs at full speed
+	s.mu.Lock()              // wait for in-flight enqueues and reads
 	s.mu.Unlock()
 	<-s.purgeDone
 	close(s.queue)

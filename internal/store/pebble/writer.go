@@ -427,6 +427,7 @@ func (w *writer) commit(reqs []*request) {
 				w.s.bodies.add(b.serial, &b.ev.PubKey, b.raw)
 			}
 			w.recent.committed(w.s.commits.Add(1))
+			w.s.pace.committed()
 		}
 		w.searchStats.Docs += w.searchDelta.Docs
 		w.searchStats.TotalLen += w.searchDelta.TotalLen

@@ -2,7 +2,6 @@ package pebble
 
 import (
 	"runtime"
-	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
@@ -28,12 +27,16 @@ import (
 // Its own cost (one Gosched per 16 KiB block written) was not isolated;
 // the relay's CPU per event over the quiet ladders did not rise with it.
 //
+// While the relay is committing, a configured pause replaces the yield
+// (pace.go): yielding alone still leaves the flush two thirds of a
+// single processor.
+//
 // Only files pebble creates for flushes and compactions yield: the WAL
 // (on the commit path itself, and recycled with ReuseForWrite, which is
 // not wrapped), the manifest and reads are untouched.
 type yieldFS struct {
 	vfs.FS
-	yields *atomic.Uint64 // counted for tests
+	pace *pacer
 }
 
 // yieldCategories are the pebble write categories of background work.
@@ -48,7 +51,7 @@ func (fs yieldFS) Create(name string, category vfs.DiskWriteCategory) (vfs.File,
 	if err != nil || !yieldCategories[category] {
 		return f, err
 	}
-	return yieldFile{File: f, yields: fs.yields}, nil
+	return yieldFile{File: f, pace: fs.pace}, nil
 }
 
 // Unwrap returns the filesystem underneath (pebble's vfs.Root).
@@ -56,12 +59,15 @@ func (fs yieldFS) Unwrap() vfs.FS { return fs.FS }
 
 type yieldFile struct {
 	vfs.File
-	yields *atomic.Uint64
+	pace *pacer
 }
 
 func (f yieldFile) Write(p []byte) (int, error) {
 	n, err := f.File.Write(p)
-	f.yields.Add(1)
-	runtime.Gosched()
+	f.pace.afterBlock()
 	return n, err
 }
+
+// runtimeGosched is runtime.Gosched (a variable for nothing but
+// readability at the call site in pace.go).
+var runtimeGosched = runtime.Gosched

@@ -1,0 +1,121 @@
+package pebble
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// pacer decides what a flush or compaction does after each block it
+// writes (yieldfs.go): give the processor back (runtime.Gosched), or,
+// while the relay is committing events, sleep Options.BackgroundPause.
+//
+// Why: with Go code on one processor, a 64 MiB memtable flush (about
+// 250 ms of CPU) and the L0 compaction after it (about 450 ms) take two
+// thirds of the processor while they run, even yielding after every
+// block: the request path (read, verify, commit, answer) then gets less
+// than it needs, its goroutines queue, and every OK of the second or so
+// that the flush and compaction last takes 5-25 ms. On a one-core relay
+// at 3,000 events/s those windows, every 6 s, were the whole OK p99
+// (11.3-11.8 ms, against 3.7-3.9 ms with a 200 µs pause a block;
+// docs/BENCHMARKS.md, issue 19). Pausing lets the request path have the
+// processor first; the flush and compaction take longer (1.5 s and 3 s
+// instead of 0.25 and 0.45), which the memtables' headroom absorbs.
+//
+// The pause never lets the background fall behind: it is skipped while
+// pebble is under write pressure (more than one memtable waiting for its
+// flush, or L0 deep enough that writes would soon stall), while the
+// store is not committing (an idle relay, a tool, Close), and when no
+// pause is configured.
+type pacer struct {
+	pause time.Duration
+	// busyWindow is how recent the last commit must be for the relay to
+	// count as committing.
+	busyWindow time.Duration
+	// lastCommit is when the writer last committed, as time since epoch
+	// (monotonic); 0: never.
+	lastCommit atomic.Int64
+	// quiet is set at Close: the final flush runs at full speed.
+	quiet atomic.Bool
+
+	// pressure is pebble's write pressure, read at most every
+	// pressureEvery from metrics (the store's db.Metrics, set once pebble
+	// is open: a compaction may already run before).
+	metrics       atomic.Pointer[func() *pebble.Metrics]
+	pressureEvery time.Duration
+	mu            sync.Mutex
+	checked       time.Duration // since epoch, when pressure was read
+	pressure      atomic.Bool
+
+	yields, pauses atomic.Uint64 // counted for tests and stats
+}
+
+// epoch is the pacer's monotonic time origin.
+var paceEpoch = time.Now()
+
+const (
+	defaultBusyWindow    = 50 * time.Millisecond
+	defaultPressureEvery = 100 * time.Millisecond
+	// Pressure: the memtables pebble holds (the mutable one included)
+	// and L0's sublevels at which the pause stops. The store stops
+	// writes at 4 memtables and 24 L0 files (Open), and compacts L0 from
+	// 4.
+	pressureMemtables   = 3
+	pressureL0Sublevels = 8
+)
+
+func newPacer(pause time.Duration) *pacer {
+	return &pacer{pause: pause, busyWindow: defaultBusyWindow, pressureEvery: defaultPressureEvery}
+}
+
+// committed records a commit of the writer.
+func (p *pacer) committed() {
+	if p.pause > 0 {
+		p.lastCommit.Store(int64(time.Since(paceEpoch)))
+	}
+}
+
+// afterBlock is called by a flush or compaction after each block it
+// writes: it pauses or yields.
+func (p *pacer) afterBlock() {
+	if p.shouldPause() {
+		p.pauses.Add(1)
+		time.Sleep(p.pause)
+		return
+	}
+	p.yields.Add(1)
+	runtimeGosched()
+}
+
+func (p *pacer) shouldPause() bool {
+	if p.pause <= 0 || p.quiet.Load() {
+		return false
+	}
+	last := p.lastCommit.Load()
+	now := time.Since(paceEpoch)
+	if last == 0 || now-time.Duration(last) > p.busyWindow {
+		return false
+	}
+	return !p.underPressure(now)
+}
+
+// underPressure reports pebble's write pressure, read from its metrics
+// at most every pressureEvery (a background goroutine asks; the answer
+// may be that old).
+func (p *pacer) underPressure(now time.Duration) bool {
+	metrics := p.metrics.Load()
+	if metrics == nil {
+		return false
+	}
+	if p.mu.TryLock() {
+		if now-p.checked >= p.pressureEvery || p.checked == 0 {
+			p.checked = now
+			m := (*metrics)()
+			p.pressure.Store(m.MemTable.Count >= pressureMemtables || m.Levels[0].Sublevels >= pressureL0Sublevels)
+		}
+		p.mu.Unlock()
+	}
+	return p.pressure.Load()
+}

@@ -1,0 +1,145 @@
+package pebble
+
+import (
+	"bytes"
+	"context"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/petrel-relay/petrel/internal/nostr"
+	"github.com/petrel-relay/petrel/internal/store/storetest"
+)
+
+// TestBackgroundPause: a flush pauses after its blocks only while the
+// writer commits and pebble is under no write pressure; without
+// commits, under pressure, without a pause configured, and in Close's
+// final flush, it only yields.
+func TestBackgroundPause(t *testing.T) {
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(5, 6))
+	n := 0
+	// commit saves one event through the writer (a real commit).
+	commit := func(s *Store) {
+		t.Helper()
+		ev := storetest.NewEvent(rng, storetest.Key(n%3), 1, storetest.BaseTime+int64(n), nil, "n")
+		n++
+		if _, err := s.Save(ctx, []*nostr.Event{ev}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// flush writes a table's worth of keys straight to pebble (no
+	// commit of the writer) and flushes them: the counts it added.
+	flush := func(s *Store) (pauses, yields uint64) {
+		t.Helper()
+		p0, y0 := s.pace.pauses.Load(), s.pace.yields.Load()
+		for i := 0; i < 2000; i++ {
+			k := []byte{0xff, byte(i >> 8), byte(i)}
+			if err := s.db.Set(k, bytes.Repeat([]byte{byte(n)}, 100), pebble.NoSync); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.db.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		return s.pace.pauses.Load() - p0, s.pace.yields.Load() - y0
+	}
+
+	s := openTest(t, Options{BackgroundPause: time.Microsecond})
+	// The test decides what counts as recent, not the machine's speed.
+	s.pace.busyWindow = time.Hour
+
+	if p, y := flush(s); p != 0 || y == 0 {
+		t.Errorf("a flush with no commit yet: %d pauses, %d yields; want none, some", p, y)
+	}
+	commit(s)
+	if p, y := flush(s); p == 0 || y != 0 {
+		t.Errorf("a flush while committing: %d pauses, %d yields; want some, none", p, y)
+	}
+
+	// Write pressure: a memtable waiting for its flush beside the one
+	// being filled and the one flushed, or a deep L0.
+	for _, m := range []func(*pebble.Metrics){
+		func(m *pebble.Metrics) { m.MemTable.Count = pressureMemtables },
+		func(m *pebble.Metrics) { m.Levels[0].Sublevels = pressureL0Sublevels },
+	} {
+		pressured := func() *pebble.Metrics {
+			var pm pebble.Metrics
+			m(&pm)
+			return &pm
+		}
+		s.pace.metrics.Store(&pressured)
+		s.pace.mu.Lock()
+		s.pace.checked = 0 // read the new metrics at once
+		s.pace.mu.Unlock()
+		commit(s)
+		if p, y := flush(s); p != 0 || y == 0 {
+			t.Errorf("a flush under write pressure: %d pauses, %d yields; want none, some", p, y)
+		}
+	}
+	calm := func() *pebble.Metrics { return &pebble.Metrics{} }
+	s.pace.metrics.Store(&calm)
+	s.pace.mu.Lock()
+	s.pace.checked = 0
+	s.pace.mu.Unlock()
+	commit(s)
+	if p, _ := flush(s); p == 0 {
+		t.Error("no pause once the pressure is gone")
+	}
+
+	// Close's final flush: the writer committed just before.
+	commit(s)
+	if err := s.db.Set([]byte{0xff, 0, 0}, []byte("last"), pebble.NoSync); err != nil {
+		t.Fatal(err)
+	}
+	// The flushes above started an L0 compaction, whose blocks may pause:
+	// it ends before the counts are taken.
+	for deadline := time.Now().Add(time.Minute); s.db.Metrics().Compact.NumInProgress > 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("a compaction still running after a minute")
+		}
+	}
+	p0, y0 := s.pace.pauses.Load(), s.pace.yields.Load()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if p, y := s.pace.pauses.Load()-p0, s.pace.yields.Load()-y0; p != 0 || y == 0 {
+		t.Errorf("Close's flush: %d pauses, %d yields; want none, some", p, y)
+	}
+
+	// No pause configured (the default, and every tool): yields only.
+	s = openTest(t, Options{})
+	s.pace.busyWindow = time.Hour
+	commit(s)
+	if p, y := flush(s); p != 0 || y == 0 {
+		t.Errorf("no pause configured: %d pauses, %d yields; want none, some", p, y)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestBackgroundPauseWindow: a commit older than the busy window no
+// longer makes the background pause (an idle relay flushes at full
+// speed).
+func TestBackgroundPauseWindow(t *testing.T) {
+	p := newPacer(time.Microsecond)
+	if p.shouldPause() {
+		t.Fatal("pauses before any commit")
+	}
+	p.committed()
+	if !p.shouldPause() {
+		t.Fatal("no pause right after a commit")
+	}
+	p.lastCommit.Store(int64(time.Since(paceEpoch) - p.busyWindow - time.Millisecond))
+	if p.shouldPause() {
+		t.Fatal("pauses after the window")
+	}
+	p.committed()
+	p.quiet.Store(true)
+	if p.shouldPause() {
+		t.Fatal("pauses once quiet (Close)")
+	}
+}

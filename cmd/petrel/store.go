@@ -94,15 +94,7 @@ const autoBackgroundPause = 200 * time.Microsecond
 // petrel serve writes while the relay commits (store.background_pause),
 // with Go code on procs processors; 0: none.
 func backgroundPause(c config.Store, procs int) time.Duration {
-	switch {
-	case c.BackgroundPause < 0:
-		return 0
-	case c.BackgroundPause > 0:
-		return c.BackgroundPause
-	case procs == 1:
-		return autoBackgroundPause
-	}
-	return 0
+	return oneProcessorDefault(c.BackgroundPause, procs, autoBackgroundPause)
 }
 
 // pebbleOptions are the store options every command uses, so that a tool

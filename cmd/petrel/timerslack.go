@@ -47,13 +47,21 @@ func execMarker() (start time.Time, again bool) {
 // timerSlack returns the timer slack petrel serve should have under c
 // when Go code runs on procs processors; 0: leave the inherited one.
 func timerSlack(c config.Runtime, procs int) time.Duration {
+	return oneProcessorDefault(c.TimerSlack, procs, autoTimerSlack)
+}
+
+// oneProcessorDefault resolves a duration setting whose default applies
+// only when Go code runs on one processor (runtime.timer_slack,
+// store.background_pause): negative is none (0), positive is itself, 0
+// is auto on one processor and none on several.
+func oneProcessorDefault(set time.Duration, procs int, auto time.Duration) time.Duration {
 	switch {
-	case c.TimerSlack < 0:
+	case set < 0:
 		return 0
-	case c.TimerSlack > 0:
-		return c.TimerSlack
+	case set > 0:
+		return set
 	case procs == 1:
-		return autoTimerSlack
+		return auto
 	}
 	return 0
 }

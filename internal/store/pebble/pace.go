@@ -19,18 +19,21 @@ import (
 // than it needs, its goroutines queue, and every OK of the second or so
 // that the flush and compaction last takes 5-25 ms. On a one-core relay
 // at 3,000 events/s those windows, every 6 s, were the whole OK p99
-// (11.3-11.8 ms, against 3.7-3.9 ms with a 200 µs pause a block;
-// docs/BENCHMARKS.md, issue 19). Pausing lets the request path have the
-// processor first; the flush and compaction take longer (1.5 s and 3 s
-// instead of 0.25 and 0.45), which the memtables' headroom absorbs.
+// (11.3-11.8 ms on tmpfs; 3.7-3.9 ms with a 200 µs pause after every
+// block, docs/BENCHMARKS.md, issue 19). Pausing lets the request path
+// have the processor first; the flush and compaction take longer (a
+// 64 MiB flush about 1.5 s instead of 0.25), which the memtables'
+// headroom absorbs.
 //
-// The pause never lets the background fall behind: it is skipped while
-// pebble is under write pressure (more than one memtable waiting for its
-// flush, or L0 deep enough that writes would soon stall), while the
+// The pause stops before the background falls far behind: it is skipped
+// while pebble is under write pressure (a memtable's worth waiting beside
+// the one flushing and the one filling, or L0 deep enough that writes
+// would soon stall), while the
 // store is not committing (an idle relay, a tool, Close), and when no
 // pause is configured.
 type pacer struct {
-	pause time.Duration
+	pause        time.Duration
+	memtableSize uint64
 	// busyWindow is how recent the last commit must be for the relay to
 	// count as committing.
 	busyWindow time.Duration
@@ -58,16 +61,19 @@ var paceEpoch = time.Now()
 const (
 	defaultBusyWindow    = 50 * time.Millisecond
 	defaultPressureEvery = 100 * time.Millisecond
-	// Pressure: the memtables pebble holds (the mutable one included)
-	// and L0's sublevels at which the pause stops. The store stops
-	// writes at 4 memtables and 24 L0 files (Open), and compacts L0 from
-	// 4.
+	// Pressure: the memtable bytes pebble holds (the mutable one
+	// included), in memtable sizes, and L0's sublevels at which the pause
+	// stops. Pebble stops writes at 4 memtable sizes (the store's
+	// MemTableStopWritesThreshold) and the store at 24 L0 files (Open),
+	// and L0 is compacted from 4. Bytes, not memtables: pebble's first
+	// memtables are small (256 KiB, doubling), and its first flush
+	// takes eight of them at once.
 	pressureMemtables   = 3
 	pressureL0Sublevels = 8
 )
 
-func newPacer(pause time.Duration) *pacer {
-	return &pacer{pause: pause, busyWindow: defaultBusyWindow, pressureEvery: defaultPressureEvery}
+func newPacer(pause time.Duration, memtableSize uint64) *pacer {
+	return &pacer{pause: pause, memtableSize: memtableSize, busyWindow: defaultBusyWindow, pressureEvery: defaultPressureEvery}
 }
 
 // committed records a commit of the writer.
@@ -113,7 +119,7 @@ func (p *pacer) underPressure(now time.Duration) bool {
 		if now-p.checked >= p.pressureEvery || p.checked == 0 {
 			p.checked = now
 			m := (*metrics)()
-			p.pressure.Store(m.MemTable.Count >= pressureMemtables || m.Levels[0].Sublevels >= pressureL0Sublevels)
+			p.pressure.Store(m.MemTable.Size >= pressureMemtables*p.memtableSize || m.Levels[0].Sublevels >= pressureL0Sublevels)
 		}
 		p.mu.Unlock()
 	}

@@ -59,15 +59,22 @@ func TestBackgroundPause(t *testing.T) {
 		t.Errorf("a flush while committing: %d pauses, %d yields; want some, none", p, y)
 	}
 
-	// Write pressure: a memtable waiting for its flush beside the one
-	// being filled and the one flushed, or a deep L0.
-	for _, m := range []func(*pebble.Metrics){
-		func(m *pebble.Metrics) { m.MemTable.Count = pressureMemtables },
-		func(m *pebble.Metrics) { m.Levels[0].Sublevels = pressureL0Sublevels },
+	// Write pressure: a memtable's worth waiting for its flush beside the
+	// one being filled and the one flushed, or a deep L0; just under
+	// either is no pressure.
+	size := s.opts.MemTableSize
+	for _, c := range []struct {
+		set      func(*pebble.Metrics)
+		pressure bool
+	}{
+		{func(m *pebble.Metrics) { m.MemTable.Size = pressureMemtables * size }, true},
+		{func(m *pebble.Metrics) { m.MemTable.Size = pressureMemtables*size - 1 }, false},
+		{func(m *pebble.Metrics) { m.Levels[0].Sublevels = pressureL0Sublevels }, true},
+		{func(m *pebble.Metrics) { m.Levels[0].Sublevels = pressureL0Sublevels - 1 }, false},
 	} {
 		pressured := func() *pebble.Metrics {
 			var pm pebble.Metrics
-			m(&pm)
+			c.set(&pm)
 			return &pm
 		}
 		s.pace.metrics.Store(&pressured)
@@ -75,18 +82,13 @@ func TestBackgroundPause(t *testing.T) {
 		s.pace.checked = 0 // read the new metrics at once
 		s.pace.mu.Unlock()
 		commit(s)
-		if p, y := flush(s); p != 0 || y == 0 {
+		p, y := flush(s)
+		if c.pressure && (p != 0 || y == 0) {
 			t.Errorf("a flush under write pressure: %d pauses, %d yields; want none, some", p, y)
 		}
-	}
-	calm := func() *pebble.Metrics { return &pebble.Metrics{} }
-	s.pace.metrics.Store(&calm)
-	s.pace.mu.Lock()
-	s.pace.checked = 0
-	s.pace.mu.Unlock()
-	commit(s)
-	if p, _ := flush(s); p == 0 {
-		t.Error("no pause once the pressure is gone")
+		if !c.pressure && p == 0 {
+			t.Errorf("a flush just under write pressure: no pause (%d yields)", y)
+		}
 	}
 
 	// Close's final flush: the writer committed just before.
@@ -125,7 +127,7 @@ func TestBackgroundPause(t *testing.T) {
 // longer makes the background pause (an idle relay flushes at full
 // speed).
 func TestBackgroundPauseWindow(t *testing.T) {
-	p := newPacer(time.Microsecond)
+	p := newPacer(time.Microsecond, 64<<20)
 	if p.shouldPause() {
 		t.Fatal("pauses before any commit")
 	}

@@ -158,7 +158,7 @@ func Open(opts Options) (*Store, error) {
 		}
 		popts.Experimental.FileCacheShards = 1
 	}
-	pace := newPacer(o.BackgroundPause)
+	pace := newPacer(o.BackgroundPause, o.MemTableSize)
 	if !o.ReadOnly {
 		fs := o.FS
 		if fs == nil {

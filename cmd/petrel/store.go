@@ -86,8 +86,8 @@ func openError(path string, err error) error {
 }
 
 // autoBackgroundPause is store.background_pause's default when the
-// relay's Go code runs on one processor. Under serve's default timer
-// slack on one processor (1 ms) the sleep lasts about 1.2 ms.
+// relay's Go code runs on one processor. Serve's default timer slack
+// there (1 ms) may stretch the sleep to about 1.2 ms.
 const autoBackgroundPause = 200 * time.Microsecond
 
 // backgroundPause is the pause after each block a flush or compaction of

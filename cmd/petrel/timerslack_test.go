@@ -15,35 +15,34 @@ import (
 )
 
 func TestTimerSlackChoice(t *testing.T) {
-	for _, c := range []struct {
-		set   time.Duration
-		procs int
-		want  time.Duration
+	// runtime.timer_slack and store.background_pause share the rule:
+	// each setting, with its own default, on one processor and several.
+	for _, setting := range []struct {
+		name    string
+		auto    time.Duration
+		resolve func(set time.Duration, procs int) time.Duration
 	}{
-		{0, 1, autoTimerSlack}, // the default on one processor
-		{0, 2, 0},              // several: inherited
-		{-1, 1, 0},             // negative: inherited
-		{300 * time.Microsecond, 1, 300 * time.Microsecond},
-		{300 * time.Microsecond, 8, 300 * time.Microsecond},
+		{"timer_slack", autoTimerSlack, func(set time.Duration, procs int) time.Duration {
+			return timerSlack(config.Runtime{TimerSlack: set}, procs)
+		}},
+		{"background_pause", autoBackgroundPause, func(set time.Duration, procs int) time.Duration {
+			return backgroundPause(config.Store{BackgroundPause: set}, procs)
+		}},
 	} {
-		if got := timerSlack(config.Runtime{TimerSlack: c.set}, c.procs); got != c.want {
-			t.Errorf("timer_slack %v on %d processors: %v, want %v", c.set, c.procs, got, c.want)
-		}
-	}
-
-	for _, c := range []struct {
-		set   time.Duration
-		procs int
-		want  time.Duration
-	}{
-		{0, 1, autoBackgroundPause}, // the default on one processor
-		{0, 2, 0},                   // several: none
-		{-1, 1, 0},                  // negative: none
-		{3 * time.Millisecond, 1, 3 * time.Millisecond},
-		{3 * time.Millisecond, 4, 3 * time.Millisecond},
-	} {
-		if got := backgroundPause(config.Store{BackgroundPause: c.set}, c.procs); got != c.want {
-			t.Errorf("background_pause %v on %d processors: %v, want %v", c.set, c.procs, got, c.want)
+		for _, c := range []struct {
+			set   time.Duration
+			procs int
+			want  time.Duration
+		}{
+			{0, 1, setting.auto}, // the default on one processor
+			{0, 2, 0},            // several: none (timer slack: inherited)
+			{-1, 1, 0},           // negative: none
+			{3 * time.Millisecond, 1, 3 * time.Millisecond},
+			{3 * time.Millisecond, 8, 3 * time.Millisecond},
+		} {
+			if got := setting.resolve(c.set, c.procs); got != c.want {
+				t.Errorf("%s %v on %d processors: %v, want %v", setting.name, c.set, c.procs, got, c.want)
+			}
 		}
 	}
 

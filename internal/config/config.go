@@ -65,12 +65,12 @@ type Store struct {
 	// BackgroundPause is how long petrel serve's pebble flushes and
 	// compactions sleep after each block they write while the relay is
 	// committing events and pebble is under no write pressure, so that
-	// the request path has the processor first (a flush then takes about
-	// 1.5 s instead of 0.25 s). On one core, ladders alternated with and
-	// without: knee 5,000 against 3,000 events/s (OK p99 at 3,000/s
-	// 8.6-9.5 against 14.6-14.7 ms), 2-5% more CPU an event at
-	// moderate rates, and at 10,000 offered 8,508-8,877 accepted
-	// against 9,427-9,533 (docs/BENCHMARKS.md, issue 19). 0 (the
+	// the request path has the processor first (a 64 MiB flush then
+	// took a median 1.5-2.5 s instead of 0.4-0.6 s). On one core, ladders
+	// alternated with and without: knee 5,000 against 3,000 events/s (OK
+	// p99 at 3,000/s 8.1-9.5 against 14.6-14.7 ms), 2-5% more CPU an
+	// event at moderate rates, and at 10,000 offered 8,508-9,486
+	// accepted against 9,427-9,533 (docs/BENCHMARKS.md, issue 19). 0 (the
 	// default): 200µs when Go code runs on one processor (GOMAXPROCS 1),
 	// none otherwise (with several, the background runs beside the
 	// request path; not measured); negative: none; positive: that value,

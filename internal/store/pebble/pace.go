@@ -1,6 +1,7 @@
 package pebble
 
 import (
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -12,9 +13,9 @@ import (
 // writes (yieldfs.go): give the processor back (runtime.Gosched), or,
 // while the relay is committing events, sleep Options.BackgroundPause.
 //
-// Why: with Go code on one processor, a 64 MiB memtable flush (about
-// 250 ms of CPU) and the L0 compaction after it (about 450 ms) take two
-// thirds of the processor while they run, even yielding after every
+// Why: with Go code on one processor, a 64 MiB memtable flush (230-320
+// ms) and the L0 compaction after it (430-640 ms) take two thirds of
+// the processor while they run, even yielding after every
 // block: the request path (read, verify, commit, answer) then gets less
 // than it needs, its goroutines queue, and every OK of the second or so
 // that the flush and compaction last takes 5-25 ms. On a one-core relay
@@ -22,23 +23,22 @@ import (
 // (11.3-11.8 ms on tmpfs; 3.7-3.9 ms with a 200 µs pause after every
 // block, docs/BENCHMARKS.md, issue 19). Pausing lets the request path
 // have the processor first; the flush and compaction take longer (a
-// 64 MiB flush about 1.5 s instead of 0.25), which the memtables'
-// headroom absorbs.
+// 64 MiB flush a median 1.5-2.5 s instead of 0.4-0.6 over a ladder),
+// which the memtables' headroom absorbs until the pressure limits below.
 //
 // The pause stops before the background falls far behind: it is skipped
 // while pebble is under write pressure (a memtable's worth waiting beside
 // the one flushing and the one filling, or L0 deep enough that writes
-// would soon stall), while the
-// store is not committing (an idle relay, a tool, Close), and when no
-// pause is configured.
+// would soon stall), while the store is not committing (an idle relay, a
+// tool, Close), and when no pause is configured.
 type pacer struct {
 	pause        time.Duration
 	memtableSize uint64
 	// busyWindow is how recent the last commit must be for the relay to
 	// count as committing.
 	busyWindow time.Duration
-	// lastCommit is when the writer last committed, as time since epoch
-	// (monotonic); 0: never.
+	// lastCommit is when the writer last committed, as time since
+	// paceEpoch (monotonic); 0: never.
 	lastCommit atomic.Int64
 	// quiet is set at Close: the final flush runs at full speed.
 	quiet atomic.Bool
@@ -49,13 +49,13 @@ type pacer struct {
 	metrics       atomic.Pointer[func() *pebble.Metrics]
 	pressureEvery time.Duration
 	mu            sync.Mutex
-	checked       time.Duration // since epoch, when pressure was read
+	checked       time.Duration // since paceEpoch, when pressure was read
 	pressure      atomic.Bool
 
 	yields, pauses atomic.Uint64 // counted for tests and stats
 }
 
-// epoch is the pacer's monotonic time origin.
+// paceEpoch is the pacer's monotonic time origin.
 var paceEpoch = time.Now()
 
 const (
@@ -92,7 +92,7 @@ func (p *pacer) afterBlock() {
 		return
 	}
 	p.yields.Add(1)
-	runtimeGosched()
+	runtime.Gosched()
 }
 
 func (p *pacer) shouldPause() bool {

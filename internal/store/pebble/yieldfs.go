@@ -1,8 +1,6 @@
 package pebble
 
 import (
-	"runtime"
-
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
@@ -67,7 +65,3 @@ func (f yieldFile) Write(p []byte) (int, error) {
 	f.pace.afterBlock()
 	return n, err
 }
-
-// runtimeGosched is runtime.Gosched (a variable for nothing but
-// readability at the call site in pace.go).
-var runtimeGosched = runtime.Gosched

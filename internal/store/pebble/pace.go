@@ -26,6 +26,17 @@ import (
 // 64 MiB flush a median 1.5-2.5 s instead of 0.4-0.6 over a ladder),
 // which the memtables' headroom absorbs until the pressure limits below.
 //
+// The pause is also the background's share of a busy processor. A
+// goroutine that yields (runtime.Gosched) waits on the global run queue,
+// which a processor whose local queue never empties reads only every
+// 61st scheduling round, while one woken by its sleep's timer takes the
+// processor's run-next slot: at 5,000 events/s on one core a yielding
+// flush took 14.4 s and commits stalled, a pausing one 1.8-2.8 s with
+// no stall. Under pressure, no yield at all, a 1 µs sleep instead of
+// the yield, or the pause itself, and, while committing, a pause only
+// when another goroutine is runnable, were each worse in a ladder
+// (docs/BENCHMARKS.md, issue 19, twentieth sitting).
+//
 // The pause stops before the background falls far behind: it is skipped
 // while pebble is under write pressure (a memtable's worth waiting beside
 // the one flushing and the one filling, or L0 deep enough that writes

@@ -184,13 +184,11 @@ func serve(cfg config.Config) error {
 		return err
 	}
 	var ctl *controlServer
+	where := []any{"url", srv.URL(), "version", buildVersion(), "store", cfg.Store.Backend}
 	if ps, ok := st.(*pebble.Store); ok {
 		ctl = startControl(cfg, log, ps)
-	}
-	where := []any{"url", srv.URL(), "version", buildVersion(), "store", cfg.Store.Backend}
-	if cfg.Store.Backend == "pebble" {
 		where = append(where, "path", cfg.Store.Path)
-		if d := backgroundPause(cfg.Store, servingProcs(cfg.Runtime)); d > 0 {
+		if d := ps.BackgroundPause(); d > 0 {
 			where = append(where, "background_pause", d)
 		}
 	} else {

@@ -16,7 +16,7 @@ import (
 
 // openStore opens the configured store.
 func openStore(cfg config.Config, log *slog.Logger) (store.Store, error) {
-	return openStoreFor(cfg, log, nil, false)
+	return openStoreFor(cfg, log, nil, 0)
 }
 
 // openStoreWith is openStore for petrel serve: lateCommit receives the
@@ -24,19 +24,17 @@ func openStore(cfg config.Config, log *slog.Logger) (store.Store, error) {
 // turned out to have taken effect (postgres.Options.OnLateCommit), so the
 // relay still fans them out.
 func openStoreWith(cfg config.Config, log *slog.Logger, lateCommit func(*nostr.Event, uint64)) (store.Store, error) {
-	return openStoreFor(cfg, log, lateCommit, true)
+	return openStoreFor(cfg, log, lateCommit, backgroundPause(cfg.Store, servingProcs(cfg.Runtime)))
 }
 
-// openStoreFor opens the configured store; serving: for petrel serve,
-// whose flushes and compactions pause for its request path
-// (store.background_pause; a tool's run at full speed).
-func openStoreFor(cfg config.Config, log *slog.Logger, lateCommit func(*nostr.Event, uint64), serving bool) (store.Store, error) {
+// openStoreFor opens the configured store; a pebble store's flushes and
+// compactions pause for pause after each block while it commits (petrel
+// serve's store.background_pause; a tool's run at full speed: 0).
+func openStoreFor(cfg config.Config, log *slog.Logger, lateCommit func(*nostr.Event, uint64), pause time.Duration) (store.Store, error) {
 	switch cfg.Store.Backend {
 	case "pebble":
 		opts := pebbleOptions(cfg, log)
-		if serving {
-			opts.BackgroundPause = backgroundPause(cfg.Store, servingProcs(cfg.Runtime))
-		}
+		opts.BackgroundPause = pause
 		st, err := pebble.Open(opts)
 		if err != nil {
 			return nil, openError(cfg.Store.Path, err)

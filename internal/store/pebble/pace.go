@@ -87,6 +87,11 @@ func newPacer(pause time.Duration, memtableSize uint64) *pacer {
 	return &pacer{pause: pause, memtableSize: memtableSize, busyWindow: defaultBusyWindow, pressureEvery: defaultPressureEvery}
 }
 
+// BackgroundPause is the pause after each block a flush or compaction
+// writes while the store commits (Options.BackgroundPause); 0: none, the
+// background only yields.
+func (s *Store) BackgroundPause() time.Duration { return max(s.pace.pause, 0) }
+
 // committed records a commit of the writer.
 func (p *pacer) committed() {
 	if p.pause > 0 {

@@ -48,6 +48,9 @@ func TestBackgroundPause(t *testing.T) {
 	}
 
 	s := openTest(t, Options{BackgroundPause: time.Microsecond})
+	if d := s.BackgroundPause(); d != time.Microsecond {
+		t.Errorf("BackgroundPause() = %v, want 1µs", d)
+	}
 	// The test decides what counts as recent, not the machine's speed.
 	s.pace.busyWindow = time.Hour
 
@@ -113,6 +116,9 @@ func TestBackgroundPause(t *testing.T) {
 
 	// No pause configured (the default, and every tool): yields only.
 	s = openTest(t, Options{})
+	if d := s.BackgroundPause(); d != 0 {
+		t.Errorf("BackgroundPause() = %v with none configured, want 0", d)
+	}
 	s.pace.busyWindow = time.Hour
 	commit(s)
 	if p, y := flush(s); p != 0 || y == 0 {

@@ -32,10 +32,11 @@ import (
 // 61st scheduling round, while one woken by its sleep's timer takes the
 // processor's run-next slot: at 5,000 events/s on one core a yielding
 // flush took 14.4 s and commits stalled, a pausing one 1.8-2.8 s with
-// no stall. Under pressure, no yield at all, a 1 µs sleep instead of
-// the yield, or the pause itself, and, while committing, a pause only
-// when another goroutine is runnable, were each worse in a ladder
-// (docs/BENCHMARKS.md, issue 19, twentieth sitting).
+// no stall. Yet giving the flush more under pressure (no yield, or a
+// 1 µs sleep instead of the yield) made a ladder refuse events at a rate
+// that main's runs served, pausing under pressure too was no better, and
+// pausing only while another goroutine is runnable was worse at every
+// rate (docs/BENCHMARKS.md, issue 19, twentieth sitting).
 //
 // The pause stops before the background falls far behind: it is skipped
 // while pebble is under write pressure (a memtable's worth waiting beside

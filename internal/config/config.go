@@ -70,10 +70,10 @@ type Store struct {
 	// alternated with and without: knee 5,000 against 3,000 events/s (OK
 	// p99 at 3,000/s 8.1-9.5 against 14.6-14.7 ms), 2-5% more CPU an
 	// event at moderate rates, and at 10,000 offered 8,508-9,486
-	// accepted against 9,427-9,533; on a slower guest knee 2,000-3,000
-	// against 1,000-2,000, and past capacity three runs in four refused
-	// 27-58% at 7,000-8,000 offered where those without went on
-	// (docs/BENCHMARKS.md, issue 19). 0 (the
+	// accepted against 9,427-9,533; on a slower guest a smaller gain
+	// (OK p99 at 3,000/s a median 17.4 against 18.0-19.6 ms), and past
+	// capacity three runs in four refused 27-58% at 7,000-8,000 offered
+	// where those without went on (docs/BENCHMARKS.md, issue 19). 0 (the
 	// default): 200µs when Go code runs on one processor (GOMAXPROCS 1),
 	// none otherwise (with several, the background runs beside the
 	// request path; not measured); negative: none; positive: that value,

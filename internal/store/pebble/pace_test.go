@@ -16,7 +16,7 @@ import (
 // TestBackgroundPause: a flush pauses after its blocks only while the
 // writer commits and pebble is under no write pressure; without
 // commits, under pressure, without a pause configured, and in Close's
-// final flush, it only yields.
+// final flush, it only yields; during a write stall it does neither.
 func TestBackgroundPause(t *testing.T) {
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(5, 6))
@@ -60,6 +60,21 @@ func TestBackgroundPause(t *testing.T) {
 	commit(s)
 	if p, y := flush(s); p == 0 || y != 0 {
 		t.Errorf("a flush while committing: %d pauses, %d yields; want some, none", p, y)
+	}
+
+	// A write stall (pebble's events, through the store's listener):
+	// while it lasts a flush neither pauses nor yields, after it pauses
+	// again.
+	listener := s.pebbleEvents.listener()
+	listener.WriteStallBegin(pebble.WriteStallBeginInfo{Reason: "test"})
+	r0 := s.pace.runs.Load()
+	if p, y := flush(s); p != 0 || y != 0 || s.pace.runs.Load() == r0 {
+		t.Errorf("a flush during a write stall: %d pauses, %d yields, %d blocks run on; want none, none, some", p, y, s.pace.runs.Load()-r0)
+	}
+	listener.WriteStallEnd()
+	commit(s)
+	if p, y := flush(s); p == 0 || y != 0 {
+		t.Errorf("a flush after the write stall: %d pauses, %d yields; want some, none", p, y)
 	}
 
 	// Write pressure: a memtable's worth waiting for its flush beside the

@@ -169,7 +169,7 @@ func Open(opts Options) (*Store, error) {
 		}
 		popts.FS = yieldFS{FS: fs, pace: pace}
 	}
-	ev := &events{log: o.Logger}
+	ev := &events{log: o.Logger, pace: pace}
 	popts.EventListener = ev.listener()
 	lock, err := lockDir(o.FS, o.Path)
 	if err != nil {

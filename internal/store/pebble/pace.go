@@ -69,7 +69,7 @@ type pacer struct {
 	// events, events.go): the background then neither pauses nor yields.
 	stalled atomic.Bool
 
-	yields, pauses, runs atomic.Uint64 // counted for tests and stats
+	yields, pauses, runs atomic.Uint64 // counted for tests
 }
 
 // paceEpoch is the pacer's monotonic time origin.

@@ -32,15 +32,14 @@ import (
 // 61st scheduling round, while one woken by its sleep's timer takes the
 // processor's run-next slot: at 5,000 events/s on one core a yielding
 // flush took 14.4 s and commits stalled, a pausing one 1.8-2.8 s with
-// no stall. Yet giving the flush more under pressure (no yield, or a
-// 1 µs sleep instead of the yield) made a ladder refuse events at a rate
-// that main's runs served, pausing under pressure too was no better, and
-// pausing only while another goroutine is runnable was worse at every
-// rate (docs/BENCHMARKS.md, issue 19, twentieth sitting).
+// no stall. Yet giving the flush more under pressure (no yield, a 1 µs
+// sleep instead of the yield, or the pause) was no better in a ladder
+// each, and pausing only while another goroutine is runnable was worse
+// at every rate (docs/BENCHMARKS.md, issue 19, twentieth sitting).
 //
 // While pebble stalls commits, the background neither pauses nor yields
-// (afterBlock). The pause stops before the background falls far behind: it is skipped
-// while pebble is under write pressure (a memtable's worth waiting beside
+// (afterBlock). The pause stops before the background falls far behind:
+// it is skipped while pebble is under write pressure (a memtable's worth waiting beside
 // the one flushing and the one filling, or L0 deep enough that writes
 // would soon stall), while the store is not committing (an idle relay, a
 // tool, Close), and when no pause is configured.

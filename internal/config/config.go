@@ -72,8 +72,9 @@ type Store struct {
 	// event at moderate rates, and at 10,000 offered 8,508-9,486
 	// accepted against 9,427-9,533; on a slower guest a smaller gain
 	// (OK p99 at 3,000/s a median 17.4 against 18.0-19.6 ms), and past
-	// capacity three runs in four refused 27-37% at 7,000-8,000 offered
-	// where those without went on (docs/BENCHMARKS.md, issue 19). 0 (the
+	// capacity four runs in eight refused 26-37% at 7,000-8,000 offered
+	// where the two without went on (docs/BENCHMARKS.md, issue 19);
+	// during a write stall there is no pause. 0 (the
 	// default): 200µs when Go code runs on one processor (GOMAXPROCS 1),
 	// none otherwise (with several, the background runs beside the
 	// request path; not measured); negative: none; positive: that value,

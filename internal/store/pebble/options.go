@@ -33,7 +33,8 @@ type Options struct {
 	// the last 50 ms) and pebble is under no write pressure (pace.go):
 	// the request path then has the processor first. Meant for a relay
 	// whose Go code runs on one processor. Default 0: no pause (each
-	// block only yields the processor).
+	// block only yields the processor). During a write stall a flush or
+	// compaction neither pauses nor yields, whatever this is.
 	BackgroundPause time.Duration
 
 	// MaxBatch is the most events the writer puts in one commit (a single

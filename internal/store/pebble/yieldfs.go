@@ -27,7 +27,8 @@ import (
 //
 // While the relay is committing, a configured pause replaces the yield
 // (pace.go): yielding alone still leaves the flush two thirds of a
-// single processor.
+// single processor. During a write stall neither happens: no commit
+// completes until the flush or compaction frees room.
 //
 // Only files pebble creates for flushes and compactions yield: the WAL
 // (on the commit path itself, and recycled with ReuseForWrite, which is

@@ -16,7 +16,6 @@ import (
 // durations (petrel serve --log-level debug), and counted.
 type events struct {
 	log         *slog.Logger
-	pace        *pacer
 	stallStart  atomic.Int64 // unix ns of the current write stall's start; 0: none
 	flushes     atomic.Uint64
 	compactions atomic.Uint64
@@ -45,12 +44,10 @@ func (e *events) listener() *pebble.EventListener {
 		},
 		WriteStallBegin: func(i pebble.WriteStallBeginInfo) {
 			e.stalls.Add(1)
-			e.pace.stalled.Store(true)
 			e.stallStart.Store(time.Now().UnixNano())
 			e.log.Warn("store: commits stalled until pebble catches up", "reason", i.Reason)
 		},
 		WriteStallEnd: func() {
-			e.pace.stalled.Store(false)
 			var took time.Duration
 			if s := e.stallStart.Swap(0); s != 0 {
 				took = time.Duration(time.Now().UnixNano() - s)

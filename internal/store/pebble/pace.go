@@ -64,9 +64,10 @@ type pacer struct {
 	checked       time.Duration // since paceEpoch, when pressure was read
 	pressure      atomic.Bool
 
-	// stalled is set while pebble stalls commits (its write-stall
-	// events, events.go): the background then neither pauses nor yields.
-	stalled atomic.Bool
+	// stallStart is the store's events.stallStart: not 0 while pebble
+	// stalls commits, when the background neither pauses nor yields.
+	// nil: never stalled (a pacer without a store, in tests).
+	stallStart *atomic.Int64
 
 	yields, pauses, runs atomic.Uint64 // counted for tests
 }
@@ -119,7 +120,7 @@ func (p *pacer) committed() {
 // of the eight refused 26-37% at 7,000 or 8,000 (docs/BENCHMARKS.md,
 // issue 19).
 func (p *pacer) afterBlock() {
-	if p.stalled.Load() {
+	if p.stallStart != nil && p.stallStart.Load() != 0 {
 		p.runs.Add(1)
 		return
 	}

@@ -169,7 +169,8 @@ func Open(opts Options) (*Store, error) {
 		}
 		popts.FS = yieldFS{FS: fs, pace: pace}
 	}
-	ev := &events{log: o.Logger, pace: pace}
+	ev := &events{log: o.Logger}
+	pace.stallStart = &ev.stallStart
 	popts.EventListener = ev.listener()
 	lock, err := lockDir(o.FS, o.Path)
 	if err != nil {

@@ -17,15 +17,21 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/petrel-relay/petrel/internal/startup"
 )
 
 // TestStartup runs petrel verify (a client command, which waits on
 // stdin) and, once it has answered a line, reads what internal/startup's
 // ELF constructor did to it:
 //   - the resident size of the executable's read-only mappings in
-//     /proc/PID/smaps: every page is mapped, so Rss equals Size; with
-//     PETREL_PREFAULT=0 only the pages faulted in (with fault-around)
-//     are, which must be fewer, or the test could not tell the two apart;
+//     /proc/PID/smaps: with PETREL_PREFAULT=1 every page is mapped, so
+//     Rss equals Size; with PETREL_PREFAULT=0 only the pages faulted in
+//     (with fault-around) are, which must be fewer, or the test could not
+//     tell the two apart; by default, as the first touch the constructor
+//     times decides, which must agree with this test binary's own
+//     decision where that was clear of the threshold (the two time a
+//     fault on the same machine moments apart);
 //   - every thread's timer slack: 1 ms; with PETREL_CLIENT_SLACK=0, and
 //     for a command that keeps running (stream), what this process has
 //     (the kernel's default, 50 µs, unless the test was started with
@@ -101,7 +107,7 @@ func TestStartup(t *testing.T) {
 	}
 	verify := []string{"verify"}
 	const verified = "line 1: not an event"
-	on := run(verify, verified)
+	on := run(verify, verified, "PETREL_PREFAULT=1")
 	if populate && on.rss != on.size {
 		t.Errorf("prefaulted: %d of %d KiB of petrel's read-only mappings resident, want all", on.rss, on.size)
 	}
@@ -114,7 +120,7 @@ func TestStartup(t *testing.T) {
 	}
 	// A command that keeps running (here stream, retrying a closed
 	// port) keeps the slack it inherited, and is prefaulted as well.
-	long := run([]string{"stream", "ws://127.0.0.1:1", "--dir", "down"}, "stream interrupted")
+	long := run([]string{"stream", "ws://127.0.0.1:1", "--dir", "down"}, "stream interrupted", "PETREL_PREFAULT=1")
 	if !slices.Equal(long.slack, []time.Duration{inherited}) {
 		t.Errorf("petrel stream's threads have a timer slack of %v, want the inherited %v for all", long.slack, inherited)
 	}
@@ -131,6 +137,20 @@ func TestStartup(t *testing.T) {
 		t.Skipf("without the prefault all %d KiB were resident too: this kernel's fault-around maps the whole binary, so the test cannot tell", off.size)
 	}
 	t.Logf("resident: %d of %d KiB prefaulted, %d without", on.rss, on.size, off.rss)
+	auto := run(verify, verified, "PETREL_PREFAULT=")
+	ns, costly := startup.FaultNanos(), int64(startup.FaultCostlyNanos)
+	if ns == 0 {
+		t.Logf("this test binary ran with PETREL_PREFAULT set: the default's decision was not checked (%d of %d KiB resident)", auto.rss, auto.size)
+		return
+	}
+	if ns > costly/2 && ns < 2*costly {
+		t.Logf("a first touch took %d ns here, too near the threshold (%d) to predict the child's decision: %d of %d KiB resident", ns, costly, auto.rss, auto.size)
+		return
+	}
+	if want := startup.Prefaulted(); (auto.rss == auto.size) != want {
+		t.Errorf("by default (a first touch took %d ns here, threshold %d): %d of %d KiB resident, want prefaulted %v", ns, costly, auto.rss, auto.size, want)
+	}
+	t.Logf("by default (a first touch took %d ns here): prefaulted %v", ns, startup.Prefaulted())
 }
 
 // readOnlyMappings adds up the Rss and Size (KiB) of exe's mappings

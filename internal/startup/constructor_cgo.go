@@ -23,8 +23,21 @@ package startup
 //     (runtime.timer_slack), the load client's pacing needs precise
 //     timers, and router and stream forward live traffic.
 //
-// PETREL_PREFAULT=0 and PETREL_CLIENT_SLACK=0 in the environment turn
-// each off (for measuring them).
+// The mapping is worth it only where a page fault is dear: a trap to the
+// hypervisor costs 10-18 µs on the PVM guests of docs/BENCHMARKS.md and
+// saves petrel version about 1.5 ms there, but on a guest whose faults
+// cost about 1.3 µs, mapping a segment the page cache holds in small
+// pages (an executable read back from disk, as an installed one is after
+// a reboot) costs more than the faults it saves: 1.6 ms more on version
+// there. So
+// the constructor first times three first touches of fresh anonymous
+// pages and maps the segments only when the fastest took longer than
+// petrel_fault_costly_ns; the package's init maps the heap on the same
+// decision (Prefaulted).
+//
+// PETREL_PREFAULT=0 in the environment turns the mapping off and
+// PETREL_PREFAULT=1 on, whatever a fault costs; PETREL_CLIENT_SLACK=0
+// turns the slack off (for measuring them).
 
 /*
 #define _GNU_SOURCE
@@ -33,6 +46,7 @@ package startup
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <time.h>
 #include <unistd.h>
 
 #ifndef MADV_POPULATE_READ
@@ -56,6 +70,45 @@ static int petrel_off(const char *name) {
 	return v && strcmp(v, "0") == 0;
 }
 
+// A first touch slower than this makes the constructor map the segments
+// (see above: 1.2-1.5 µs on a guest where mapping lost, 11-12 µs on one
+// where it gained).
+#define petrel_fault_costly_ns 5000
+
+// petrel_fault_ns is the fastest of three first touches of fresh
+// anonymous pages, as timed at start-up (0 when not timed: forced by
+// PETREL_PREFAULT, or the timing failed); petrel_prefaulted is whether
+// the segments were mapped.
+long petrel_fault_ns;
+int petrel_prefaulted;
+
+static long petrel_time_fault(void) {
+	long page = sysconf(_SC_PAGESIZE);
+	char *p = mmap(NULL, 3 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED) return 0;
+	long best = 0;
+	for (int i = 0; i < 3; i++) {
+		struct timespec a, b;
+		clock_gettime(CLOCK_MONOTONIC, &a);
+		*(volatile char *)(p + i * page) = 1;
+		clock_gettime(CLOCK_MONOTONIC, &b);
+		long ns = (b.tv_sec - a.tv_sec) * 1000000000L + (b.tv_nsec - a.tv_nsec);
+		if (i == 0 || ns < best) best = ns;
+	}
+	munmap(p, 3 * page);
+	return best;
+}
+
+// petrel_prefault_wanted decides whether to map: as PETREL_PREFAULT says,
+// else by what a fault costs here.
+static int petrel_prefault_wanted(void) {
+	const char *v = getenv("PETREL_PREFAULT");
+	if (v && strcmp(v, "0") == 0) return 0;
+	if (v && strcmp(v, "1") == 0) return 1;
+	petrel_fault_ns = petrel_time_fault();
+	return petrel_fault_ns == 0 || petrel_fault_ns > petrel_fault_costly_ns;
+}
+
 // The commands that keep running and whose timers must be precise.
 static int petrel_long_running(const char *cmd) {
 	static const char *const names[] = {"serve", "router", "stream", "bench", NULL};
@@ -69,7 +122,8 @@ static int petrel_long_running(const char *cmd) {
 // --version or --help, or a test binary's -test.* (whose tests measure
 // the slack they inherit): left alone.
 __attribute__((constructor)) static void petrel_startup(int argc, char **argv, char **envp) {
-	if (!petrel_off("PETREL_PREFAULT")) dl_iterate_phdr(petrel_prefault_phdr, NULL);
+	petrel_prefaulted = petrel_prefault_wanted();
+	if (petrel_prefaulted) dl_iterate_phdr(petrel_prefault_phdr, NULL);
 #ifdef __GLIBC__
 	if (argc >= 2 && argv[1][0] != '-' && !petrel_long_running(argv[1]) && !petrel_off("PETREL_CLIENT_SLACK"))
 		prctl(PR_SET_TIMERSLACK, 1000000UL, 0, 0, 0); // 1 ms: serve's autoTimerSlack, TestStartup checks both
@@ -77,3 +131,20 @@ __attribute__((constructor)) static void petrel_startup(int argc, char **argv, c
 }
 */
 import "C"
+
+// Prefaulted reports whether this process's start-up mapped the
+// executable's read-only segments (and so maps the heap at init). It
+// reads a variable: no call into C.
+func Prefaulted() bool { return C.petrel_prefaulted != 0 }
+
+// FaultNanos is the fastest of the first touches start-up timed to
+// decide, in nanoseconds (0 when PETREL_PREFAULT decided). Not a
+// time.Duration: the package imports nothing it need not, to initialise
+// early.
+func FaultNanos() int64 { return int64(C.petrel_fault_ns) }
+
+// FaultCostlyNanos is the first touch above which start-up maps.
+const FaultCostlyNanos = C.petrel_fault_costly_ns
+
+// heapWanted: the heap is mapped on the constructor's decision.
+func heapWanted() bool { return Prefaulted() }

@@ -20,10 +20,9 @@ const (
 var frontier []byte
 
 func init() {
-	if v, _ := syscall.Getenv("PETREL_PREFAULT"); v == "0" {
-		return
+	if heapWanted() {
+		mapHeap()
 	}
-	mapHeap()
 }
 
 // mapHeap maps up to heapAhead bytes of the heap from its frontier and

@@ -4,7 +4,12 @@
 # TRACE=seconds also saves a runtime trace of the run (OUTDIR/trace.out).
 # RATES, HOLD, CONNS set the ladder; BENCH_ARGS adds flags to petrel bench
 # (e.g. "--text natural"); DATA_ROOT the directory the fresh store
-# goes under (default /tmp; /dev/shm takes the disk's fsync out of the path). Used for issue 19 (docs/BENCHMARKS.md).
+# goes under (default /tmp; /dev/shm takes the disk's fsync out of the path);
+# WARMUP=RATE:HOLD first offers RATE events/s for HOLD to the fresh relay, a
+# ladder of one step whose figures go to OUTDIR/warmup.txt and are not
+# judged (its events are of another seed, so none is a duplicate of the
+# ladder's; the measured ladder then starts on a relay past its first
+# memtables' page faults). Used for issue 19 (docs/BENCHMARKS.md).
 set -u
 BIN=$1; OUT=$2; shift 2
 mkdir -p $OUT
@@ -16,6 +21,9 @@ env GODEBUG=gctrace=1 PETREL_SERVER_PPROF_LISTEN=127.0.0.1:$PP "$@" taskset -c 0
 RPID=$!
 for i in $(seq 300); do curl -s -o /dev/null http://127.0.0.1:$PORT/stats && break; sleep 0.05; done
 grep -q 'verifier=libsecp256k1' $OUT/serve.log || echo "NOT libsecp" >&2
+if [ -n "${WARMUP:-}" ]; then
+	taskset -c 1 $BIN bench ladder --seed 2 --rates ${WARMUP%%:*} --hold ${WARMUP##*:} --conns ${CONNS:-4} --url ws://127.0.0.1:$PORT --pid $RPID -q ${BENCH_ARGS:-} >$OUT/warmup.txt 2>&1
+fi
 if [ -n "${TRACE:-}" ]; then curl -s -o $OUT/trace.out "http://127.0.0.1:$PP/debug/pprof/trace?seconds=$TRACE" & TPID=$!; fi
 taskset -c 1 $BIN bench ladder --rates $RATES --hold $HOLD --conns ${CONNS:-4} --url ws://127.0.0.1:$PORT --pid $RPID -q ${BENCH_ARGS:-} >$OUT/ladder.txt 2>&1
 [ -n "${TPID:-}" ] && wait $TPID

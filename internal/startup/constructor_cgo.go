@@ -29,11 +29,10 @@ package startup
 // cost about 1.3 µs, mapping a segment the page cache holds in small
 // pages (an executable read back from disk, as an installed one is after
 // a reboot) costs more than the faults it saves: 1.6 ms more on version
-// there. So
-// the constructor first times three first touches of fresh anonymous
-// pages and maps the segments only when the fastest took longer than
-// petrel_fault_costly_ns; the package's init maps the heap on the same
-// decision (Prefaulted).
+// there. So the constructor first times three first touches of fresh
+// anonymous pages and maps the segments only when the fastest took
+// longer than petrel_fault_costly_ns; the package's init maps the heap
+// on the same decision (Prefaulted).
 //
 // PETREL_PREFAULT=0 in the environment turns the mapping off and
 // PETREL_PREFAULT=1 on, whatever a fault costs; PETREL_CLIENT_SLACK=0

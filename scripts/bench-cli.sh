@@ -9,7 +9,13 @@
 # Results go to $OUT (default ./bench-results/cli-<date>): hyperfine's
 # JSON per case, the fault counts (NAME.faults) and table.md.
 #
-# Usage: scripts/bench-cli.sh          Environment: RUNS (default 300).
+# READBACK=1 times the binaries as an installed one is after a reboot: their
+# pages are dropped from the page cache after the build, so that the first
+# runs read them back (as linked, the page cache holds them as the linker
+# wrote them, and start-up can be a millisecond faster: docs/BENCHMARKS.md,
+# twenty-first sitting).
+#
+# Usage: scripts/bench-cli.sh          Environment: RUNS (default 300), READBACK.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export GOTOOLCHAIN=local
@@ -28,6 +34,10 @@ trap cleanup EXIT
 P=$WORK/petrel
 go build -o "$P" ./cmd/petrel
 go build -o "$WORK/startupfloor" ./scripts/startupfloor
+if [ "${READBACK:-}" = 1 ]; then
+	sync "$P" "$WORK/startupfloor"
+	for b in "$P" "$WORK/startupfloor"; do dd if="$b" iflag=nocache count=0 status=none; done
+fi
 export PETREL_CONFIG=
 
 echo "fixtures: 100,000 events by 1,000 authors" >&2

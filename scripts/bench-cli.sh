@@ -7,7 +7,13 @@
 # machine where a fault costs ~12 µs they are most of start-up, and they
 # do not depend on how busy the machine is (docs/BENCHMARKS.md, issue 15).
 # Results go to $OUT (default ./bench-results/cli-<date>): hyperfine's
-# JSON per case, the fault counts (NAME.faults) and table.md.
+# JSON per case and round, the fault counts (NAME.faults) and table.md.
+#
+# Each case is timed in ROUNDS rounds (default 5), each round followed by
+# as many runs of `petrel version`; a case's "− version" column is taken
+# against those runs, timed beside it, so that a slow spell of a noisy
+# machine during one case does not skew every other case's difference
+# (the version row is its own runs).
 #
 # READBACK=1 times the binaries as an installed one is after a reboot: their
 # pages are dropped from the page cache after the build, so that the first
@@ -73,14 +79,28 @@ EVENT=$(head -1 "$WORK/100k.jsonl")
 FEED=()
 for i in $(seq 0 49); do FEED+=(-a "$(sed -n "$((i + 1))p" "$WORK/100k.jsonl" | sed 's/.*"pubkey":"\([0-9a-f]*\)".*/\1/')"); done
 
-# case NAME RUNS ARGS...: hyperfine (on CPU 1) of "petrel ARGS".
+ROUNDS=${ROUNDS:-5}
+PETREL=$P
+
+# hf NAME JSON CMD: hyperfine (on CPU 1) of CMD, $per runs.
+hf() {
+	taskset -c 1 hyperfine -N --warmup 10 --runs "$per" --export-json "$2" --command-name "$1" "$3" >>"$OUT/$1.txt" 2>&1 ||
+		{ cat "$OUT/$1.txt" >&2; exit 1; }
+}
+
+# case NAME RUNS ARGS...: "petrel ARGS" in ROUNDS rounds, each followed by
+# as many runs of "petrel version" (not for the version case itself).
 case_() {
 	local name=$1 runs=$2
 	shift 2
 	local cmd=$P
 	for a in "$@"; do cmd+=" $(printf '%q' "$a")"; done
-	taskset -c 1 hyperfine -N --warmup 10 --runs "$runs" --export-json "$OUT/$name.json" --command-name "$name" "$cmd" >"$OUT/$name.txt" 2>&1 ||
-		{ cat "$OUT/$name.txt" >&2; exit 1; }
+	local per=$(((runs + ROUNDS - 1) / ROUNDS)) r
+	: >"$OUT/$name.txt"
+	for r in $(seq "$ROUNDS"); do
+		hf "$name" "$OUT/$name.r$r.json" "$cmd"
+		[ "$name" = version ] || hf "$name" "$OUT/$name.v$r.json" "$PETREL version"
+	done
 	# Page faults of 21 more runs (the median goes in the table): unlike
 	# times, they do not depend on how busy the machine is. perf counts
 	# the faults taken (traps); GNU time's %R, the fallback, also counts
@@ -125,12 +145,19 @@ for name in ["version", "startup-floor", "key-generate", "encode-npub", "decode-
              "nip44-encrypt", "nip44-decrypt", "gift-wrap", "gift-unwrap", "verify", "publish",
              "req-500-relay", "req-10000-relay", "store-id-100k", "store-feed-500-100k",
              "served-store-id-100k", "served-store-feed-500-100k"]:
-    r = json.load(open(os.path.join(out, name + ".json")))["results"][0]
+    times, beside = [], []
+    for f in sorted(os.listdir(out)):
+        if f.startswith(name + ".r") and f.endswith(".json"):
+            times += json.load(open(os.path.join(out, f)))["results"][0]["times"]
+        if f.startswith(name + ".v") and f.endswith(".json"):
+            beside += json.load(open(os.path.join(out, f)))["results"][0]["times"]
+    times.sort()
+    base = min(beside or times)
     faults = sorted(int(l.split()[-1]) for l in open(os.path.join(out, name + ".faults")) if l.strip())
-    rows.append((name, r["min"] * 1e3, r["median"] * 1e3, len(r["times"]), faults[len(faults) // 2]))
-base, basef = rows[0][1], rows[0][4]
-print(f"| case | min ms | median ms | min − version ms | runs | {'page faults (perf)' if os.environ.get('FAULTS') == 'perf' else 'minor faults (%R)'}, median of 21 | − version |")
+    rows.append((name, times[0] * 1e3, times[len(times) // 2] * 1e3, base * 1e3, len(times), faults[len(faults) // 2]))
+basef = rows[0][5]
+print(f"| case | min ms | median ms | min − version ms (version beside it, min) | runs | {'page faults (perf)' if os.environ.get('FAULTS') == 'perf' else 'minor faults (%R)'}, median of 21 | − version |")
 print("|---|---|---|---|---|---|---|")
-for name, mn, med, n, f in rows:
-    print(f"| {name} | {mn:.2f} | {med:.2f} | {mn - base:+.2f} | {n} | {f} | {f - basef:+d} |")
+for name, mn, med, base, n, f in rows:
+    print(f"| {name} | {mn:.2f} | {med:.2f} | {mn - base:+.2f} ({base:.2f}) | {n} | {f} | {f - basef:+d} |")
 PY

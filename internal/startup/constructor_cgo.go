@@ -98,14 +98,26 @@ static long petrel_time_fault(void) {
 	return best;
 }
 
-// petrel_prefault_wanted decides whether to map: as PETREL_PREFAULT says,
-// else by what a fault costs here.
+// petrel_forced reports whether PETREL_PREFAULT's value v (NULL: unset)
+// decides by itself: 0 (never map) or 1 (always).
+static int petrel_forced(const char *v) {
+	return v && (strcmp(v, "0") == 0 || strcmp(v, "1") == 0);
+}
+
+// petrel_prefault_decide is the rule: as PETREL_PREFAULT's value v says,
+// else map when the fastest first touch took more than
+// petrel_fault_costly_ns, or could not be timed (ns 0).
+static int petrel_prefault_decide(const char *v, long ns) {
+	if (petrel_forced(v)) return v[0] == '1';
+	return ns == 0 || ns > petrel_fault_costly_ns;
+}
+
+// petrel_prefault_wanted times a fault unless PETREL_PREFAULT decides, and
+// applies the rule.
 static int petrel_prefault_wanted(void) {
 	const char *v = getenv("PETREL_PREFAULT");
-	if (v && strcmp(v, "0") == 0) return 0;
-	if (v && strcmp(v, "1") == 0) return 1;
-	petrel_fault_ns = petrel_time_fault();
-	return petrel_fault_ns == 0 || petrel_fault_ns > petrel_fault_costly_ns;
+	if (!petrel_forced(v)) petrel_fault_ns = petrel_time_fault();
+	return petrel_prefault_decide(v, petrel_fault_ns);
 }
 
 // The commands that keep running and whose timers must be precise.
@@ -131,6 +143,8 @@ __attribute__((constructor)) static void petrel_startup(int argc, char **argv, c
 */
 import "C"
 
+import "unsafe"
+
 // Prefaulted reports whether this process's start-up mapped the
 // executable's read-only segments (and so maps the heap at init). It
 // reads a variable: no call into C.
@@ -144,6 +158,17 @@ func FaultNanos() int64 { return int64(C.petrel_fault_ns) }
 
 // FaultCostlyNanos is the first touch above which start-up maps.
 const FaultCostlyNanos = C.petrel_fault_costly_ns
+
+// decide applies the constructor's rule to PETREL_PREFAULT's value env
+// (set false: unset) and a first touch of ns nanoseconds, for tests.
+func decide(env string, set bool, ns int64) bool {
+	var v *C.char
+	if set {
+		v = C.CString(env)
+		defer C.free(unsafe.Pointer(v))
+	}
+	return C.petrel_prefault_decide(v, C.long(ns)) != 0
+}
 
 // heapWanted: the heap is mapped on the constructor's decision.
 func heapWanted() bool { return Prefaulted() }

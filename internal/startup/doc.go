@@ -1,6 +1,6 @@
 // Package startup makes a petrel process start sooner on a virtual
 // machine, where start-up is mostly traps to the hypervisor: page faults
-// (10-18 µs each on the guests of docs/BENCHMARKS.md; `petrel version`
+// (10-18 µs each on the PVM guests of docs/BENCHMARKS.md; `petrel version`
 // took about 760 of them on one, half its time) and wake-ups.
 //
 //   - The executable's read-only segments are mapped in one system call

@@ -65,3 +65,7 @@ require (
 )
 
 replace github.com/lesismal/nbio => ./third_party/nbio
+
+replace github.com/prometheus/client_golang => ./third_party/client_golang
+
+replace github.com/prometheus/procfs => ./third_party/procfs

@@ -27,6 +27,11 @@ echo "== internal/interop (go-nostr)"
 # in the fork's module; under -race, which one of them needs.
 echo "== third_party/nbio (-race)"
 (cd third_party/nbio && "$tp" ./... -- -count=1 -race)
+# The prometheus forks' own tests (client_golang and procfs: start-up work
+# made lazy, third_party/*/PATCHES.md), each in its fork's module.
+echo "== third_party/client_golang, third_party/procfs (-race)"
+(cd third_party/client_golang && "$tp" ./... -- -count=1 -race)
+(cd third_party/procfs && "$tp" ./... -- -count=1 -race)
 echo "== relay, cluster and store packages (-race)"
 "$tp" ./internal/relay/... ./internal/server/... ./internal/nostr/... ./internal/negentropy/... ./internal/cluster/... ./internal/store/... -- -count=1 -race -timeout 30m
 # The reliability battery, short (about 2 minutes: hostile inputs, kill -9

@@ -80,11 +80,10 @@ FEED=()
 for i in $(seq 0 49); do FEED+=(-a "$(sed -n "$((i + 1))p" "$WORK/100k.jsonl" | sed 's/.*"pubkey":"\([0-9a-f]*\)".*/\1/')"); done
 
 ROUNDS=${ROUNDS:-5}
-PETREL=$P
 
-# hf NAME JSON CMD: hyperfine (on CPU 1) of CMD, $per runs.
+# hf NAME RUNS JSON CMD: hyperfine (on CPU 1) of CMD, RUNS runs.
 hf() {
-	taskset -c 1 hyperfine -N --warmup 10 --runs "$per" --export-json "$2" --command-name "$1" "$3" >>"$OUT/$1.txt" 2>&1 ||
+	taskset -c 1 hyperfine -N --warmup 10 --runs "$2" --export-json "$3" --command-name "$1" "$4" >>"$OUT/$1.txt" 2>&1 ||
 		{ cat "$OUT/$1.txt" >&2; exit 1; }
 }
 
@@ -98,8 +97,8 @@ case_() {
 	local per=$(((runs + ROUNDS - 1) / ROUNDS)) r
 	: >"$OUT/$name.txt"
 	for r in $(seq "$ROUNDS"); do
-		hf "$name" "$OUT/$name.r$r.json" "$cmd"
-		[ "$name" = version ] || hf "$name" "$OUT/$name.v$r.json" "$PETREL version"
+		hf "$name" "$per" "$OUT/$name.r$r.json" "$cmd"
+		[ "$name" = version ] || hf "$name" "$per" "$OUT/$name.v$r.json" "$P version"
 	done
 	# Page faults of 21 more runs (the median goes in the table): unlike
 	# times, they do not depend on how busy the machine is. perf counts

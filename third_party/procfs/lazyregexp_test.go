@@ -15,8 +15,11 @@ package procfs
 
 import (
 	"os"
+	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -63,20 +66,36 @@ func TestRegexpsCompiledOnFirstUse(t *testing.T) {
 		}
 	}
 	for _, r := range packageRegexps {
-		got := r.re.FindStringSubmatch(r.line)
-		if len(got) != len(r.want) {
+		if got := r.re.FindStringSubmatch(r.line); !slices.Equal(got, r.want) {
 			t.Errorf("%s on %q: %q, want %q", r.name, r.line, got, r.want)
-			continue
-		}
-		for i := range got {
-			if got[i] != r.want[i] {
-				t.Errorf("%s on %q: %q, want %q", r.name, r.line, got, r.want)
-				break
-			}
 		}
 		if r.re.rx == nil || r.re.rx.String() != r.re.expr {
 			t.Errorf("%s: not compiled from %q after use", r.name, r.re.expr)
 		}
+	}
+}
+
+// TestEveryRegexpListed: packageRegexps holds every newLazyRegexp of the
+// package's source (so a newer release's expressions, made lazy, are
+// tested too).
+func TestEveryRegexpListed(t *testing.T) {
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := 0
+	for _, f := range files {
+		if f == "lazyregexp.go" || strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		calls += strings.Count(string(src), "newLazyRegexp(")
+	}
+	if calls != len(packageRegexps) {
+		t.Errorf("the package's source makes %d lazy regexps, the test lists %d", calls, len(packageRegexps))
 	}
 }
 
@@ -93,7 +112,7 @@ func TestLazyRegexpMethods(t *testing.T) {
 	if got, want := l.ReplaceAllString(s, "-"), re.ReplaceAllString(s, "-"); got != want {
 		t.Errorf("ReplaceAllString: %q, want %q", got, want)
 	}
-	if got, want := l.Split(s, -1), re.Split(s, -1); len(got) != len(want) || got[0] != want[0] || got[len(got)-1] != want[len(want)-1] {
+	if got, want := l.Split(s, -1), re.Split(s, -1); !slices.Equal(got, want) {
 		t.Errorf("Split: %q, want %q", got, want)
 	}
 }

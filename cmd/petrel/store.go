@@ -105,6 +105,7 @@ func pebbleOptions(cfg config.Config, log *slog.Logger) pebble.Options {
 		CacheSize:        cfg.Store.CacheBytes,
 		MinFreeBytes:     cfg.Store.MinFreeBytes,
 		MemTableSize:     uint64(max(cfg.Store.MemTableBytes, 0)),
+		WALSpares:        max(cfg.Store.WALSpares, 0),
 		IDFilterMaxBytes: cfg.Store.IDFilterBytes,
 		BodyCacheBytes:   cfg.Store.BodyCacheBytes,
 		DisableSearch:    cfg.Store.DisableSearch,

@@ -128,6 +128,10 @@ func openPebbleTool(cfg config.Config, log *slog.Logger, o toolStoreOptions) (*p
 	// No body cache: a tool reads each event once, and import would copy
 	// every body it writes into it for nothing.
 	opts.BodyCacheBytes = -1
+	// No write-ahead log spares: a tool's commits are few (one a batch of
+	// an import) or unsynced, and a spare is 1.1 memtables of zeros to
+	// write. The spares serve keeps are left as they are, for it.
+	opts.WALSpares = 0
 	st, err := pebble.Open(opts)
 	if err != nil {
 		return nil, openError(path, err)

@@ -41,6 +41,7 @@ var signedKeys = map[string]bool{
 	"runtime.memory_release_interval": true,
 	"runtime.timer_slack":             true,
 	"store.background_pause":          true,
+	"store.wal_spares":                true,
 	"policy.event_rate":               true,
 	"policy.pubkey_event_rate":        true,
 	"policy.req_rate":                 true,
@@ -56,6 +57,9 @@ var upperBounds = map[string]int64{
 	// A flush that sleeps longer a block would fall behind the
 	// memtables (it pauses only under no write pressure anyway).
 	"store.background_pause": int64(10 * time.Millisecond),
+	// Each is 1.1 memtables of disk; pebble makes one new log at a
+	// time, and recycles its own once it runs.
+	"store.wal_spares": 4,
 }
 
 // kindLists are the keys listing event kinds.

@@ -66,6 +66,11 @@ func TestValidate(t *testing.T) {
 	bad("[store]\nbackground_pause = \"10000001ns\"\n", `store.background_pause = "10.000001ms": the most it can be is "10ms"`)
 	bad("", `store.background_pause = "11ms": the most it can be is "10ms"`, "PETREL_STORE_BACKGROUND_PAUSE=11ms")
 	good("[store]\nbackground_pause = \"-1ns\"\n")
+	// wal_spares: at the bound, just past it, and negative for none.
+	good("[store]\nwal_spares = 4\n")
+	bad("[store]\nwal_spares = 5\n", "store.wal_spares = 5: the most it can be is 4")
+	bad("", "store.wal_spares = 5: the most it can be is 4", "PETREL_STORE_WAL_SPARES=5")
+	good("[store]\nwal_spares = -1\n")
 	bad("[relay]\nverify_pending = -1\n", "relay.verify_pending")
 	// Kinds: at the bounds, and just past them.
 	good("[relay]\nprotected_kinds = [0, 65535]\n")

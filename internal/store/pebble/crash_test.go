@@ -220,6 +220,9 @@ func TestCrashMemFS(t *testing.T) {
 
 const crashChildEnv = "PETREL_STORE_CRASH_CHILD"
 
+// crashSparesEnv makes TestCrashChild keep write-ahead log spares.
+const crashSparesEnv = "PETREL_STORE_CRASH_SPARES"
+
 // TestCrashChild is the child process of TestCrashKill; it does nothing
 // unless crashChildEnv names a directory. It writes until killed, printing
 // "ok <id>" for each confirmed event.
@@ -228,7 +231,12 @@ func TestCrashChild(t *testing.T) {
 	if dir == "" {
 		t.Skip("child process of TestCrashKill")
 	}
-	s, err := Open(Options{Path: dir, Logger: quiet, PurgeInterval: -1})
+	opts := Options{Path: dir, Logger: quiet, PurgeInterval: -1}
+	if os.Getenv(crashSparesEnv) != "" {
+		// Small memtables: many logs, each a write-ahead log spare.
+		opts.WALSpares, opts.MemTableSize = 1, 1<<20
+	}
+	s, err := Open(opts)
 	if err != nil {
 		fmt.Println("open:", err)
 		os.Exit(2)
@@ -254,41 +262,80 @@ func TestCrashKill(t *testing.T) {
 		t.Skip("spawns a process")
 	}
 	for round := 0; round < 2; round++ {
-		dir := t.TempDir()
-		cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.count=1")
-		cmd.Env = append(os.Environ(), crashChildEnv+"="+dir)
-		cmd.Stderr = os.Stderr
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		sc := bufio.NewScanner(out)
-		var confirmed []nostr.ID
-		killed := false
-		deadline := time.Now().Add(20 * time.Second)
-		for sc.Scan() {
-			line := sc.Text()
-			if hex, ok := strings.CutPrefix(line, "ok "); ok {
-				id, err := nostr.ParseID(hex)
-				if err != nil {
-					t.Fatalf("child printed %q", line)
-				}
-				confirmed = append(confirmed, id)
-			}
-			if !killed && (len(confirmed) >= 3000+2000*round || time.Now().After(deadline)) {
-				cmd.Process.Signal(syscall.SIGKILL)
-				killed = true
-			}
-		}
-		cmd.Wait()
-		if !killed {
-			t.Fatal("child exited before it was killed")
-		}
-		s := openTest(t, Options{Path: dir, PurgeInterval: -1})
-		checkConfirmed(t, s, confirmed)
-		s.Close()
+		crashKill(t, t.TempDir(), 3000+2000*round, false)
 	}
+}
+
+// TestCrashKillWALSpares: as TestCrashKill, with write-ahead log spares
+// and 1 MiB memtables, twice on one directory: first killed within its
+// first log, the spare written with zeros before it started (the replay
+// meets zeros after the last record), then after many logs, spares
+// (earlier logs extended with zeros) and logs pebble recycled.
+func TestCrashKillWALSpares(t *testing.T) {
+	if os.Getenv(crashChildEnv) != "" {
+		t.Skip("in the child")
+	}
+	if testing.Short() {
+		t.Skip("spawns a process")
+	}
+	dir := diskDir(t)
+	s := openTest(t, Options{Path: dir, WALSpares: 1, MemTableSize: 1 << 20, PurgeInterval: -1})
+	waitSpares(t, s.spares, 1)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, kill := range []int{100, 4000} {
+		crashKill(t, dir, kill, true)
+	}
+	if got := files(t, dir, walSparePrefix+"*"); len(got) == 0 {
+		t.Errorf("no spare left in %s", dir)
+	}
+}
+
+// crashKill runs TestCrashChild on dir (with spares: crashSparesEnv),
+// kills it once it has confirmed kill events (or after 20 s), and checks
+// that every event it confirmed is in the reopened store.
+func crashKill(t *testing.T, dir string, kill int, spares bool) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.count=1")
+	cmd.Env = append(os.Environ(), crashChildEnv+"="+dir)
+	opts := Options{Path: dir, PurgeInterval: -1}
+	if spares {
+		cmd.Env = append(cmd.Env, crashSparesEnv+"=1")
+		opts.WALSpares, opts.MemTableSize = 1, 1<<20
+	}
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(out)
+	var confirmed []nostr.ID
+	killed := false
+	deadline := time.Now().Add(20 * time.Second)
+	for sc.Scan() {
+		line := sc.Text()
+		if hex, ok := strings.CutPrefix(line, "ok "); ok {
+			id, err := nostr.ParseID(hex)
+			if err != nil {
+				t.Fatalf("child printed %q", line)
+			}
+			confirmed = append(confirmed, id)
+		}
+		if !killed && (len(confirmed) >= kill || time.Now().After(deadline)) {
+			cmd.Process.Signal(syscall.SIGKILL)
+			killed = true
+		}
+	}
+	cmd.Wait()
+	if !killed {
+		t.Fatal("child exited before it was killed")
+	}
+	t.Logf("killed after %d confirmed events; write-ahead logs left (name: bytes): %v", len(confirmed), files(t, dir, "*.log"))
+	s := openTest(t, opts)
+	checkConfirmed(t, s, confirmed)
+	s.Close()
 }

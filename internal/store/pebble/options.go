@@ -135,6 +135,14 @@ type Options struct {
 	// negative: no check.
 	MinFreeBytes int64
 
+	// WALSpares is how many spare write-ahead log files the store keeps
+	// written ahead (zeros, 110% of MemTableSize each) for pebble's new
+	// logs, so that a commit's fdatasync into a new log does not also
+	// write the file's inode (walspare.go). Only on the operating
+	// system's filesystem, not a tmpfs, not read-only. Default 0: none
+	// (petrel's store.wal_spares defaults to 1).
+	WALSpares int
+
 	// FS is the filesystem pebble uses. Default: the operating system's.
 	// Tests use vfs.NewCrashableMem to simulate crashes.
 	FS vfs.FS

@@ -101,6 +101,10 @@ type Store struct {
 	// pace decides whether a flush or compaction yields or pauses after
 	// each block it writes, and counts both (pace.go, yieldfs.go).
 	pace *pacer
+
+	// spares keeps write-ahead log spares (walspare.go); nil when
+	// Options.WALSpares is 0, read-only, on a tmpfs or another FS.
+	spares *walSpares
 }
 
 var (
@@ -159,16 +163,6 @@ func Open(opts Options) (*Store, error) {
 		popts.Experimental.FileCacheShards = 1
 	}
 	pace := newPacer(o.BackgroundPause, o.MemTableSize)
-	if !o.ReadOnly {
-		fs := o.FS
-		if fs == nil {
-			fs = vfs.Default
-			if onTmpfs(o.Path) {
-				fs = tmpfsWALFS{FS: fs}
-			}
-		}
-		popts.FS = yieldFS{FS: fs, pace: pace}
-	}
 	ev := &events{log: o.Logger}
 	pace.stallStart = &ev.stallStart
 	popts.EventListener = ev.listener()
@@ -177,8 +171,31 @@ func Open(opts Options) (*Store, error) {
 		return nil, fmt.Errorf("open pebble store %q: %w", o.Path, err)
 	}
 	popts.Lock = lock.pl
+	var spares *walSpares
+	if !o.ReadOnly {
+		fs := o.FS
+		if fs == nil {
+			fs = vfs.Default
+			if onTmpfs(o.Path) {
+				fs = tmpfsWALFS{FS: fs}
+			} else if o.WALSpares > 0 {
+				// The size pebble reserves for a log (DB.walPreallocateSize).
+				size := int64(o.MemTableSize + o.MemTableSize/10)
+				spares, err = openWALSpares(o.Path, o.WALSpares, size, o.MinFreeBytes, o.Logger)
+				if err != nil {
+					lock.release()
+					return nil, fmt.Errorf("open pebble store %q: write-ahead log spares: %w", o.Path, err)
+				}
+				fs = walSpareFS{FS: fs, sp: spares}
+			}
+		}
+		popts.FS = yieldFS{FS: fs, pace: pace}
+	}
 	db, err := pebble.Open(o.Path, popts)
 	if err != nil {
+		if spares != nil {
+			spares.close()
+		}
 		lock.release()
 		return nil, fmt.Errorf("open pebble store %q: %w", o.Path, err)
 	}
@@ -196,6 +213,7 @@ func Open(opts Options) (*Store, error) {
 		space:        newReserve(o.FS, o.Path, o.MinFreeBytes),
 		pebbleEvents: ev,
 		pace:         pace,
+		spares:       spares,
 	}
 	metrics := db.Metrics
 	pace.metrics.Store(&metrics)
@@ -499,6 +517,12 @@ func (s *Store) Close() error {
 	for it := range iters {
 		it.forceClose()
 	}
+	if s.spares != nil {
+		// The final flush's new log (replayed and deleted at the next
+		// open) takes no spare: the next open's first log will
+		// (walspare.go).
+		s.spares.beginClose()
+	}
 	if !s.opts.ReadOnly {
 		// Leave nothing in the write-ahead log: the next open, above all
 		// a read-only one (req --store), which cannot flush and replays
@@ -521,6 +545,9 @@ func (s *Store) Close() error {
 // closeDB closes pebble, then releases the data directory.
 func (s *Store) closeDB() error {
 	err := s.db.Close()
+	if s.spares != nil {
+		s.spares.close()
+	}
 	if lerr := s.lock.release(); err == nil {
 		err = lerr
 	}

@@ -68,8 +68,8 @@ type Store struct {
 	// every start are new files, and a commit's fdatasync into a new file
 	// also writes the file's inode (on a journalled filesystem, commits
 	// its journal), which a log written ahead spares it: a synced
-	// one-event commit after a restart was 7-15% faster at the median on
-	// the test machine's ext4, with a journal or without (docs/
+	// one-event commit after a restart was 4-9% faster at the median on
+	// the test machine's ext4 without a journal and 9-36% with one (docs/
 	// BENCHMARKS.md, issue 19). The spares are written at up to 8 MiB/s
 	// after a start. Not on a tmpfs. Default 1; negative: none; at most
 	// 4.

@@ -4,9 +4,11 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -284,8 +286,11 @@ func TestCrashKillWALSpares(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	for _, kill := range []int{100, 4000} {
-		crashKill(t, dir, kill, true)
+	for i, kill := range []int{100, 4000} {
+		logs := crashKill(t, dir, kill, true)
+		if i == 0 && !slices.Contains(slices.Collect(maps.Values(logs)), s.spares.size) {
+			t.Fatalf("no write-ahead log of a spare's size (%d bytes) at the kill: %v", s.spares.size, logs)
+		}
 	}
 	if got := files(t, dir, walSparePrefix+"*"); len(got) == 0 {
 		t.Errorf("no spare left in %s", dir)
@@ -293,9 +298,10 @@ func TestCrashKillWALSpares(t *testing.T) {
 }
 
 // crashKill runs TestCrashChild on dir (with spares: crashSparesEnv),
-// kills it once it has confirmed kill events (or after 20 s), and checks
-// that every event it confirmed is in the reopened store.
-func crashKill(t *testing.T, dir string, kill int, spares bool) {
+// kills it once it has confirmed kill events (or after 20 s), checks
+// that every event it confirmed is in the reopened store, and returns
+// the sizes of the write-ahead logs the kill left.
+func crashKill(t *testing.T, dir string, kill int, spares bool) map[string]int64 {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.count=1")
 	cmd.Env = append(os.Environ(), crashChildEnv+"="+dir)
@@ -334,8 +340,10 @@ func crashKill(t *testing.T, dir string, kill int, spares bool) {
 	if !killed {
 		t.Fatal("child exited before it was killed")
 	}
-	t.Logf("killed after %d confirmed events; write-ahead logs left (name: bytes): %v", len(confirmed), files(t, dir, "*.log"))
+	logs := files(t, dir, "*.log")
+	t.Logf("killed after %d confirmed events; write-ahead logs left (name: bytes): %v", len(confirmed), logs)
 	s := openTest(t, opts)
 	checkConfirmed(t, s, confirmed)
 	s.Close()
+	return logs
 }

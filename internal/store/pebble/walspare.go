@@ -28,11 +28,11 @@ import (
 // a write and fdatasync took a median 0.20-0.27 ms that way against
 // 0.17-0.19 ms into blocks already written within the file's size, and
 // 0.42-0.44 against 0.20-0.29 ms on a journalled ext4; a store's synced
-// one-event Save after a restart was 7-15% faster at the median with a
-// spare, on both (BenchmarkSyncedSaveAfterRestart; docs/BENCHMARKS.md,
-// issue 19). pebble avoids that once it runs by
-// recycling its obsolete logs, but the logs it finds at Open are deleted,
-// not recycled, and it grows its memtables from 256 KiB: after every
+// one-event Save after a restart was 4-9% faster at the median with a
+// spare without a journal, 9-36% with one (BenchmarkSyncedSaveAfterRestart;
+// docs/BENCHMARKS.md, issue 19). pebble avoids that once it runs by recycling its obsolete
+// logs, but the logs it finds at Open are deleted, not recycled, and it
+// grows its memtables from 256 KiB: after every
 // start its first logs are new files, and a relay taking ten events a
 // second stays in them for hours.
 //
@@ -51,9 +51,8 @@ import (
 // no commit's fdatasync waits behind a whole spare's (written at full
 // speed and synced at once, spares raised OK p99 to 26-90 ms at
 // 200-2,000 events/s against 3-17 ms without), through the page cache
-// in writes of a page (spareWrite; a commit writing into a page not
-// cached would first read it; a spare taken is also read ahead, for one
-// written before a reboot), and only
+// (a commit writing into a page not cached would first read it; a spare
+// taken is also read ahead, for one written before a reboot), and only
 // while the filesystem keeps twice a spare above the store's reserve
 // (min_free_bytes); it stops at Close. The spares outlive the process,
 // so the first log after a restart is one too; Close hands out none, so
@@ -284,17 +283,17 @@ func (sp *walSpares) keep() {
 // step writes one spare and reports whether there may be more to do.
 func (sp *walSpares) step() bool {
 	sp.mu.Lock()
-	var tmp string
+	var ready string
 	if !sp.closing && len(sp.ready) < sp.want {
-		tmp = sp.newName() + ".tmp"
+		ready = sp.newName()
 	}
 	sp.mu.Unlock()
-	if tmp == "" {
+	if ready == "" {
 		return false
 	}
+	tmp := ready + ".tmp"
 	start := time.Now()
 	err := sp.fill(tmp)
-	ready := strings.TrimSuffix(tmp, ".tmp")
 	sp.mu.Lock()
 	if err == nil && sp.closing {
 		err = errSpareStopped
@@ -328,49 +327,35 @@ var errSpareStopped = errors.New("store: closing")
 const (
 	spareChunk = 256 << 10
 	spareRate  = 8 << 20
-	// spareWrite is the size of one write: a page, so that the page
-	// cache holds the spare in pages a commit dirties one at a time
-	// (written 256 KiB at once, it was held in large folios, and a
-	// commit's write into one took 82 µs at the median instead of 22).
-	spareWrite = 4 << 10
 )
 
 // fill writes path, a new file, with zeros to the spare size and syncs
 // it, if the filesystem keeps twice the spare size above the reserve.
 func (sp *walSpares) fill(path string) error {
-	var st unix.Statfs_t
-	if err := unix.Statfs(sp.dir, &st); err != nil {
+	du, err := vfs.Default.GetDiskUsage(sp.dir)
+	if err != nil {
 		return err
 	}
-	if free := st.Bavail * uint64(st.Bsize); !roomForSpare(free, sp.minFree, sp.size) {
+	if !roomForSpare(du.AvailBytes, sp.minFree, sp.size) {
 		return fmt.Errorf("%s free on %s, under twice a spare (%s) above the reserve (%s)",
-			mib(free), sp.dir, mib(uint64(sp.size)), mib(sp.minFree))
+			mib(du.AvailBytes), sp.dir, mib(uint64(sp.size)), mib(sp.minFree))
 	}
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	buf := make([]byte, spareWrite)
+	buf := make([]byte, spareChunk)
 	every := time.Second * spareChunk / spareRate
 	next := time.Now()
 	for off := int64(0); off < sp.size; off += spareChunk {
-		if wait := time.Until(next); wait > 0 {
-			select {
-			case <-sp.stop:
-				return errSpareStopped
-			case <-time.After(wait):
-			}
-		}
 		select {
 		case <-sp.stop:
 			return errSpareStopped
-		default:
+		case <-time.After(time.Until(next)): // at once when next is past
 		}
-		for o := int64(0); o < spareChunk; o += spareWrite {
-			if _, err := f.WriteAt(buf[:spareWrite], off+o); err != nil {
-				return err
-			}
+		if _, err := f.WriteAt(buf, off); err != nil {
+			return err
 		}
 		// Start the chunk's writeback now, so that the final sync has
 		// little left to write at once: a commit's sync meanwhile would
@@ -389,7 +374,7 @@ func roomForSpare(free, minFree uint64, size int64) bool {
 
 // syncDir makes the directory's entries (a rename) durable.
 func syncDir(dir string) error {
-	d, err := os.Open(dir)
+	d, err := vfs.Default.OpenDir(dir)
 	if err != nil {
 		return err
 	}

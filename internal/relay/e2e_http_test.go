@@ -6,12 +6,15 @@ package relay_test
 import (
 	"context"
 	"encoding/json"
+	"io"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/petrel-relay/petrel/internal/relay"
 	"github.com/petrel-relay/petrel/internal/relaytest"
+	"github.com/petrel-relay/petrel/internal/store/pebble"
 )
 
 func TestHTTPNIP11(t *testing.T) {
@@ -238,7 +241,10 @@ func TestHTTPStatsAndMetrics(t *testing.T) {
 	}
 	// The old names (units before the end, an uptime that repeats
 	// process_start_time_seconds) are gone.
-	for _, name := range []string{"petrel_bytes_in_total", "petrel_bytes_out_total", "petrel_query_bytes_queued", "petrel_uptime_seconds"} {
+	// ... and a store without write-ahead log spares (the test relay's)
+	// reports none.
+	for _, name := range []string{"petrel_bytes_in_total", "petrel_bytes_out_total", "petrel_query_bytes_queued", "petrel_uptime_seconds",
+		"petrel_store_wal_spares"} {
 		if strings.Contains(m, name) {
 			t.Fatalf("/metrics still has %q", name)
 		}
@@ -324,6 +330,42 @@ func TestIDFilterStat(t *testing.T) {
 	c := relaytest.Dial(t, r.URL)
 	c.MustPublish(relaytest.NewKey("alice").Note("first"))
 	waitFor(t, "id_filter_bytes = 1 MiB", func() bool { return statsJSON(t, r)["id_filter_bytes"] == float64(1<<20) })
+}
+
+// TestWALSpareMetrics: a store with write-ahead log spares reports them
+// in /metrics (and not in the public /stats): how many it keeps, how many
+// are ready, how many new logs took one and how many found none.
+func TestWALSpareMetrics(t *testing.T) {
+	t.Parallel()
+	// 1 MiB memtables: a spare of 1.1 MiB, written in a fraction of a second.
+	st, err := pebble.Open(pebble.Options{Path: t.TempDir(), WALSpares: 1, MemTableSize: 1 << 20, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	if st.Stats().WALSpares != 1 {
+		t.Skip("the test directory is on a tmpfs: no spares")
+	}
+	r := relaytest.Start(t, relaytest.Options{Store: st})
+	relaytest.Dial(t, r.URL).MustPublish(relaytest.NewKey("spares").Note("spare"))
+	var m string
+	// The keeper writes its spare after the open, at 8 MiB/s.
+	waitFor(t, "a write-ahead log spare ready", func() bool {
+		_, body := getHTTP(t, r, "GET", "/metrics", nil)
+		m = string(body)
+		return strings.Contains(m, "petrel_store_wal_spares_ready 1")
+	})
+	// The fresh store's first log was made before any spare existed.
+	for _, line := range []string{"petrel_store_wal_spares 1\n", "petrel_store_wal_spares_used_total 0\n", "petrel_store_wal_logs_unspared_total 1\n"} {
+		if !strings.Contains(m, line) {
+			t.Fatalf("/metrics lacks %q:\n%s", line, m)
+		}
+	}
+	for k := range statsJSON(t, r) {
+		if strings.Contains(k, "spare") {
+			t.Fatalf("/stats has %q", k)
+		}
+	}
 }
 
 // checkStatsKeys fails unless every key of the /stats document v (at

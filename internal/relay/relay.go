@@ -271,6 +271,8 @@ func (r *Relay) Stats() Snapshot {
 	s.StoreEvents = st.Events
 	s.StoreCommits = st.Commits
 	s.DiskFreeBytes, s.DiskSizeBytes = st.DiskFreeBytes, st.DiskSizeBytes
+	s.WALSpares, s.WALSparesReady = st.WALSpares, st.WALSparesReady
+	s.WALSparesUsed, s.WALLogsUnspared = st.WALSparesUsed, st.WALLogsUnspared
 	s.VerifyQueueDepth = int64(len(r.ingest.queue))
 	s.VerifyQueueCapacity = int64(cap(r.ingest.queue))
 	s.OKLatency = summarize(r.OKLatency)

@@ -140,6 +140,12 @@ type Snapshot struct {
 	// has no business describing the host's disks).
 	DiskFreeBytes int64 `json:"-"`
 	DiskSizeBytes int64 `json:"-"`
+	// WALSpares...WALLogsUnspared: the embedded store's write-ahead log
+	// spares (store.Stats), in /metrics only as the disk's figures are.
+	WALSpares       int64 `json:"-"`
+	WALSparesReady  int64 `json:"-"`
+	WALSparesUsed   int64 `json:"-"`
+	WALLogsUnspared int64 `json:"-"`
 	// StoreUnavailable: the store's last operation failed to reach it (a
 	// shared store's database is down); StoreErrors: operations the
 	// store failed on such errors since start.

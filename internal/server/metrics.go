@@ -75,6 +75,10 @@ var (
 	dCommits      *prometheus.Desc
 	dDiskFree     *prometheus.Desc
 	dDiskSize     *prometheus.Desc
+	dSpares       *prometheus.Desc
+	dSparesReady  *prometheus.Desc
+	dSparesUsed   *prometheus.Desc
+	dUnspared     *prometheus.Desc
 	dVerifyDepth  *prometheus.Desc
 	dVerifyCap    *prometheus.Desc
 	dDeadPost     *prometheus.Desc
@@ -145,6 +149,10 @@ var makeDescs = sync.OnceFunc(func() {
 	dCommits = desc("store_commits_total", "Synced group commits of the embedded store's writer (stored events over commits: the events sharing a commit's fsync).")
 	dDiskFree = desc("store_disk_free_bytes", "Space available on the file system of the embedded store (absent for PostgreSQL).")
 	dDiskSize = desc("store_disk_size_bytes", "Size of the file system of the embedded store (absent for PostgreSQL).")
+	dSpares = desc("store_wal_spares", "Write-ahead log spares the embedded store keeps (store.wal_spares; absent when it keeps none).")
+	dSparesReady = desc("store_wal_spares_ready", "Write-ahead log spares written and waiting for pebble's next new log.")
+	dSparesUsed = desc("store_wal_spares_used_total", "New write-ahead logs that took a spare.")
+	dUnspared = desc("store_wal_logs_unspared_total", "New write-ahead logs that found no spare ready and were made new files (each commit's sync into one also writes the file's inode).")
 	dVerifyDepth = desc("verify_queue_depth", "EVENTs waiting for signature verification.")
 	dVerifyCap = desc("verify_queue_capacity", "Size of the verify queue (relay.verify_queue); EVENTs past it are refused rate-limited.")
 	dDeadPost = desc("search_dead_postings", "Search postings of removed events still in the index (petrel compact --rebuild-search clears them).")
@@ -239,6 +247,12 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 	if st.DiskSizeBytes > 0 {
 		g(dDiskFree, float64(st.DiskFreeBytes))
 		g(dDiskSize, float64(st.DiskSizeBytes))
+	}
+	if st.WALSpares > 0 {
+		g(dSpares, float64(st.WALSpares))
+		g(dSparesReady, float64(st.WALSparesReady))
+		k(dSparesUsed, st.WALSparesUsed)
+		k(dUnspared, st.WALLogsUnspared)
 	}
 	g(dVerifyDepth, float64(st.VerifyQueueDepth))
 	g(dVerifyCap, float64(st.VerifyQueueCapacity))

@@ -12,8 +12,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/petrel-relay/petrel/internal/relay"
-	"github.com/petrel-relay/petrel/internal/relaytest"
 	"github.com/petrel-relay/petrel/internal/server"
+	"github.com/petrel-relay/petrel/internal/store/pebble"
 )
 
 // TestMetricsDescribed gathers the relay's metrics through a pedantic
@@ -21,12 +21,14 @@ import (
 // description does not match: every petrel_ metric must be listed by
 // Describe.
 func TestMetricsDescribed(t *testing.T) {
-	st, err := relaytest.OpenStore(t.TempDir())
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	// With write-ahead log spares, so that their metrics are gathered
+	// too (unless the directory is on a tmpfs).
+	st, err := pebble.Open(pebble.Options{Path: t.TempDir(), WALSpares: 1, MemTableSize: 1 << 20, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	rl, err := relay.New(relay.Config{}, relay.Options{Store: st, Logger: log})
 	if err != nil {
 		t.Fatal(err)
@@ -44,6 +46,17 @@ func TestMetricsDescribed(t *testing.T) {
 	for _, f := range fams {
 		if strings.HasPrefix(f.GetName(), "petrel_") {
 			n++
+		}
+	}
+	if st.Stats().WALSpares == 1 {
+		names := map[string]bool{}
+		for _, f := range fams {
+			names[f.GetName()] = true
+		}
+		for _, name := range []string{"petrel_store_wal_spares", "petrel_store_wal_spares_ready", "petrel_store_wal_spares_used_total", "petrel_store_wal_logs_unspared_total"} {
+			if !names[name] {
+				t.Errorf("%s not gathered from a store with spares", name)
+			}
 		}
 	}
 	if n < 30 {

@@ -226,6 +226,14 @@ type Stats struct {
 	// stored over commits is how many events share a commit's fsync. 0
 	// for PostgreSQL.
 	Commits int64
+	// WALSpares is the embedded store's write-ahead log spares in use
+	// (store.wal_spares; 0 when off, read-only, or on a tmpfs, and for
+	// PostgreSQL); WALSparesReady how many are written and waiting;
+	// WALSparesUsed how many of pebble's new logs took one since open,
+	// and WALLogsUnspared how many found none ready and were made new
+	// files (each commit's fdatasync into one also writes the file's
+	// inode: docs/storage.md).
+	WALSpares, WALSparesReady, WALSparesUsed, WALLogsUnspared int64
 }
 
 // Store is an event store. All methods are safe for concurrent use.

@@ -484,6 +484,10 @@ func (s *Store) Stats() store.Stats {
 	st.SearchDeadPostings = int64(s.deadPostings.Load())
 	st.Events = s.events.Load()
 	st.Commits = int64(s.syncs.Load())
+	if sp := s.spares; sp != nil {
+		st.WALSpares, st.WALSparesReady = int64(sp.want), int64(sp.readyCount())
+		st.WALSparesUsed, st.WALLogsUnspared = sp.used.Load(), sp.unspared.Load()
+	}
 	if f := s.seen.Load(); f != nil {
 		st.IDFilterBytes = int64(len(f.words) * 8)
 	}

@@ -81,6 +81,7 @@ func (fs walSpareFS) Create(name string, category vfs.DiskWriteCategory) (vfs.Fi
 				return f, nil
 			}
 			fs.sp.log.Warn("store: a write-ahead log spare could not be used", "spare", spare, "err", err)
+			fs.sp.unspared.Add(1)
 		}
 	}
 	return fs.FS.Create(name, category)
@@ -106,7 +107,10 @@ type walSpares struct {
 	stop chan struct{}
 	done chan struct{}
 
-	used, written atomic.Int64 // counts (tests)
+	// used: pebble's new logs that took a spare; unspared: those that
+	// found none ready (Close's last log aside) and were made new;
+	// written: spares the keeper wrote (Store.Stats, tests).
+	used, unspared, written atomic.Int64
 }
 
 // openWALSpares adopts the spares left in dir (up to want; .tmp files
@@ -204,7 +208,11 @@ func (sp *walSpares) isWAL(name string) bool {
 func (sp *walSpares) take() string {
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
-	if sp.closing || len(sp.ready) == 0 {
+	if sp.closing {
+		return ""
+	}
+	if len(sp.ready) == 0 {
+		sp.unspared.Add(1)
 		return ""
 	}
 	p := sp.ready[0]
@@ -243,7 +251,7 @@ func (sp *walSpares) poke() {
 	}
 }
 
-// readyCount is how many spares are ready (tests).
+// readyCount is how many spares are ready (Store.Stats, tests).
 func (sp *walSpares) readyCount() int {
 	sp.mu.Lock()
 	defer sp.mu.Unlock()

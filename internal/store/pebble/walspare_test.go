@@ -88,9 +88,19 @@ func TestWALSparesAcrossRestarts(t *testing.T) {
 	if size < mem+mem/10 || size >= mem+mem/10+spareChunk {
 		t.Fatalf("spare size %d for a %d-byte memtable", size, mem)
 	}
+	// Stats: the fresh store's first log was made before any spare.
+	if st := s.Stats(); st.WALSpares != 1 || st.WALSparesReady != 1 || st.WALSparesUsed != 0 || st.WALLogsUnspared < 1 {
+		t.Fatalf("fresh store's spare stats: %+v", st)
+	}
 	ids := saveNotes(t, s, 1, 20)
+	unspared := s.Stats().WALLogsUnspared
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
+	}
+	// Close's final flush makes a log that takes no spare and is not
+	// counted as one that found none.
+	if st := s.Stats(); st.WALLogsUnspared != unspared || st.WALSparesUsed != 0 {
+		t.Fatalf("spare stats after Close: %+v, want %d logs unspared as before", st, unspared)
 	}
 	spares := files(t, dir, walSparePrefix+"*")
 	if len(spares) != 1 {
@@ -117,6 +127,9 @@ func TestWALSparesAcrossRestarts(t *testing.T) {
 		t.Fatalf("no write-ahead log of the spare's size: %v", logs)
 	}
 	waitSpares(t, s.spares, 1) // and a new one is made
+	if st := s.Stats(); st.WALSpares != 1 || st.WALSparesReady != 1 || st.WALSparesUsed != 1 || st.WALLogsUnspared != 0 {
+		t.Fatalf("reopened store's spare stats: %+v, want 1 used, none unspared", st)
+	}
 	more := saveNotes(t, s, 2, 20)
 	if n := files(t, dir, spareLog)[spareLog]; n != size {
 		t.Fatalf("the write-ahead log %s grew to %d bytes, want the spare's %d", spareLog, n, size)

@@ -1,13 +1,11 @@
 package pebble
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"maps"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"slices"
 	"strings"
 	"sync"
@@ -303,22 +301,13 @@ func TestCrashKillWALSpares(t *testing.T) {
 // the sizes of the write-ahead logs the kill left.
 func crashKill(t *testing.T, dir string, kill int, spares bool) map[string]int64 {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.count=1")
-	cmd.Env = append(os.Environ(), crashChildEnv+"="+dir)
+	env := []string{crashChildEnv + "=" + dir}
 	opts := Options{Path: dir, PurgeInterval: -1}
 	if spares {
-		cmd.Env = append(cmd.Env, crashSparesEnv+"=1")
+		env = append(env, crashSparesEnv+"=1")
 		opts.WALSpares, opts.MemTableSize = 1, 1<<20
 	}
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	sc := bufio.NewScanner(out)
+	cmd, _, sc := startChild(t, "TestCrashChild", env, false)
 	var confirmed []nostr.ID
 	killed := false
 	deadline := time.Now().Add(20 * time.Second)

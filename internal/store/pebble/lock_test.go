@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -103,27 +104,13 @@ func TestLockedByProcess(t *testing.T) {
 		t.Skip("spawns a process")
 	}
 	dir := t.TempDir()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestLockChild$", "-test.count=1")
-	cmd.Env = append(os.Environ(), lockChildEnv+"="+dir)
-	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	sc := bufio.NewScanner(out)
+	cmd, stdin, sc := startChild(t, "TestLockChild", []string{lockChildEnv + "=" + dir}, true)
 	if !sc.Scan() || sc.Text() != "ready" {
 		stdin.Close()
 		cmd.Wait()
 		t.Fatalf("child: %q %v", sc.Text(), sc.Err())
 	}
-	_, err = Open(Options{Path: dir, Logger: quiet, PurgeInterval: -1})
+	_, err := Open(Options{Path: dir, Logger: quiet, PurgeInterval: -1})
 	if !errors.Is(err, ErrLocked) || !strings.Contains(err.Error(), "by another process") {
 		stdin.Close()
 		cmd.Wait()
@@ -136,4 +123,30 @@ func TestLockedByProcess(t *testing.T) {
 		t.Fatalf("child: %v", err)
 	}
 	openTest(t, Options{Path: dir, PurgeInterval: -1}).Close()
+}
+
+// startChild starts this test binary running only the test named run,
+// with env added to the environment, and returns the process, a pipe to
+// its stdin (nil unless withStdin) and a scanner of its stdout; its
+// stderr is the test's.
+func startChild(t *testing.T, run string, env []string, withStdin bool) (*exec.Cmd, io.WriteCloser, *bufio.Scanner) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^"+run+"$", "-test.count=1")
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stderr = os.Stderr
+	var stdin io.WriteCloser
+	if withStdin {
+		var err error
+		if stdin, err = cmd.StdinPipe(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return cmd, stdin, bufio.NewScanner(out)
 }

@@ -3,6 +3,7 @@ package pebble
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -113,8 +114,9 @@ type walSpares struct {
 	used, unspared, written atomic.Int64
 }
 
-// openWALSpares adopts the spares left in dir (up to want; .tmp files
-// and spares past want are deleted) and starts the keeper. dir must be
+// openWALSpares adopts the spares left in dir (up to want; .tmp files,
+// spares of another size and spares past want are deleted) and starts
+// the keeper. dir must be
 // locked by the caller.
 func openWALSpares(dir string, want int, size int64, minFree int64, log *slog.Logger) (*walSpares, error) {
 	sp, err := newWALSpares(dir, want, size, minFree, log)
@@ -168,6 +170,15 @@ func newWALSpares(dir string, want int, size int64, minFree int64, log *slog.Log
 		sp.next = max(sp.next, n+1)
 		if tmp {
 			if err := os.Remove(path); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if fi, err := e.Info(); err != nil || fi.Size() != sp.size {
+			// Written for another memtable size (store.memtable_bytes
+			// changed): a smaller one would be outgrown, a larger one
+			// holds disk for nothing. The keeper writes a new one.
+			if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				return nil, err
 			}
 			continue

@@ -159,15 +159,25 @@ func TestWALSparesAcrossRestarts(t *testing.T) {
 	}
 }
 
-// TestWALSparesAdopted: an open adopts the spares left in the directory
-// up to want, deletes the rest and every half-written one, and numbers
-// new spares after the highest it saw.
+// TestWALSparesAdopted: an open adopts the spares of the right size left
+// in the directory up to want, deletes the rest, those of another size
+// and every half-written one, and numbers new spares after the highest it
+// saw.
 func TestWALSparesAdopted(t *testing.T) {
 	dir := diskDir(t)
 	const size = 1 << 20
 	zeros := make([]byte, size)
 	for _, name := range []string{"wal-spare-3", "wal-spare-8", "wal-spare-5", "wal-spare-9.tmp", "wal-spare-x", "000004.log"} {
 		if err := os.WriteFile(filepath.Join(dir, name), zeros, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Spares of another size (written for another memtable size).
+	for name, n := range map[string]int{"wal-spare-1": size / 2, "wal-spare-4": size + spareChunk} {
+		if err := os.WriteFile(filepath.Join(dir, name), zeros[:0], 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Truncate(filepath.Join(dir, name), int64(n)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -181,7 +191,7 @@ func TestWALSparesAdopted(t *testing.T) {
 			t.Errorf("%s was deleted; files %v", name, got)
 		}
 	}
-	for _, name := range []string{"wal-spare-8", "wal-spare-9.tmp"} {
+	for _, name := range []string{"wal-spare-1", "wal-spare-4", "wal-spare-8", "wal-spare-9.tmp"} {
 		if _, ok := got[name]; ok {
 			t.Errorf("%s was kept; files %v", name, got)
 		}

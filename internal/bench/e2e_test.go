@@ -333,6 +333,10 @@ func TestE2ELadder(t *testing.T) {
 		if s.EventsPerCommit < 1 {
 			t.Errorf("step %d: %v events a commit for %d accepted", i, s.EventsPerCommit, s.Accepted)
 		}
+		// ... and its OKs were recorded in the relay's histogram.
+		if s.RelayOKP99Ms <= 0 {
+			t.Errorf("step %d: no relay-side OK p99 bound (%v)", i, s.RelayOKP99Ms)
+		}
 	}
 	knee, capacity, capIdx := KneeAndCapacity(l.Steps, o.MaxErrorRate)
 	if knee != l.KneeIndex || capacity != l.Capacity || capIdx != l.CapacityIndex {

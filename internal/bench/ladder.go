@@ -60,6 +60,16 @@ type LadderStep struct {
 	// embedded store: /stats store_commits), 0 where not known: how many
 	// events shared each commit's fsync.
 	EventsPerCommit float64 `json:"events_per_commit,omitempty"`
+	// RelayOKP99Ms bounds the relay's own OK p99 over the step: the
+	// upper bound of the bucket of a petrel relay's ok_latency histogram
+	// (/stats: from the EVENT's parse to its OK queued) that holds the
+	// step's 99th percentile, 0 where not known; RelayOKP99Above: past
+	// the last bucket. The buckets double (12.8, 25.6 ms, ...): set
+	// beside the client's p99, it says whether the tail is in the
+	// relay's stages or around them (the socket, the OK's write, the
+	// client).
+	RelayOKP99Ms    float64 `json:"relay_ok_p99_max_ms,omitempty"`
+	RelayOKP99Above bool    `json:"relay_ok_p99_above,omitempty"`
 	// Verdict: "pass", "queueing" (p99 over the bound, errors within),
 	// "refusing" (errors over the bound, mostly rate-limited), "errors"
 	// (other refusals or missing OKs), "behind" or "timeout" (both
@@ -248,9 +258,10 @@ func Ladder(o Options) (*Result, error) {
 	r.startMeasure()
 	tr.start()
 	var procFS ProcFS
-	// The relay's commit count, read between steps (a petrel relay
-	// with the embedded store; not asked again of another).
-	commits, haveCommits := relayCommits(r.ctx, o.URL)
+	// The relay's commit count and OK histogram, read between steps (a
+	// petrel relay; not asked again of another).
+	figs, haveFigs := readRelayStats(r.ctx, o.URL)
+	haveFigs = haveFigs && (figs.haveCommits || figs.haveOK)
 	for i, s := range states {
 		if r.ctx.Err() != nil {
 			lr.Stopped = "deadline passed"
@@ -278,13 +289,16 @@ func Ladder(o Options) (*Result, error) {
 				}
 			}
 		}
-		if haveCommits {
+		if haveFigs {
 			// Read even when the run's deadline ended the step.
-			if now, ok := relayCommits(context.Background(), o.URL); ok {
-				if now > commits {
-					step.EventsPerCommit = float64(step.Accepted) / float64(now-commits)
+			if now, ok := readRelayStats(context.Background(), o.URL); ok {
+				if now.haveCommits && figs.haveCommits && now.commits > figs.commits {
+					step.EventsPerCommit = float64(step.Accepted) / float64(now.commits-figs.commits)
 				}
-				commits = now
+				if p, above, ok := okP99Bound(figs, now); ok {
+					step.RelayOKP99Ms, step.RelayOKP99Above = p, above
+				}
+				figs = now
 			}
 		}
 		lr.Steps = append(lr.Steps, step)
@@ -427,7 +441,7 @@ func (r *runner) runStep(conns []*Conn, tr *okTracker, actual []atomic.Int64, s 
 func (l *LadderResult) table() string {
 	var b strings.Builder
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "offered/s\tsent\taccepted/s\trefused\trate-limited\tmissing\terr%\tok p50\tok p99\tp99 from send\tlag p99\tlag end\trelay µs/ev\tev/commit\tverdict\t")
+	fmt.Fprintln(tw, "offered/s\tsent\taccepted/s\trefused\trate-limited\tmissing\terr%\tok p50\tok p99\tp99 from send\tlag p99\tlag end\trelay µs/ev\tev/commit\trelay p99 <=\tverdict\t")
 	for i, s := range l.Steps {
 		mark := ""
 		if i == l.KneeIndex {
@@ -448,9 +462,16 @@ func (l *LadderResult) table() string {
 		if s.EventsPerCommit > 0 {
 			perCommit = fmt.Sprintf("%.2f", s.EventsPerCommit)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\t%d\t%.3f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s%s\t\n",
+		relayP99 := "-"
+		switch {
+		case s.RelayOKP99Above:
+			relayP99 = "> " + ms(s.RelayOKP99Ms)
+		case s.RelayOKP99Ms > 0:
+			relayP99 = ms(s.RelayOKP99Ms)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\t%d\t%.3f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s%s\t\n",
 			human(s.Offered), s.Sent, human(s.Achieved), refused, s.RateLimited, s.Missing, s.ErrorRate*100,
-			ms(s.Latency.P50), ms(s.Latency.P99), ms(s.LatencyFromSend.P99), ms(s.LagP99Ms), ms(s.LagEndMs), cpu, perCommit, s.Verdict, mark)
+			ms(s.Latency.P50), ms(s.Latency.P99), ms(s.LatencyFromSend.P99), ms(s.LagP99Ms), ms(s.LagEndMs), cpu, perCommit, relayP99, s.Verdict, mark)
 	}
 	tw.Flush()
 	knee := "none (the lowest step fails)"

@@ -97,11 +97,13 @@ func TestKneeAndCapacity(t *testing.T) {
 func TestLadderTable(t *testing.T) {
 	steps := []LadderStep{step(1000, 1000, 2, 0, false), step(2000, 1500, 40, 0, false)}
 	steps[0].EventsPerCommit = 2.5
+	steps[0].RelayOKP99Ms = 12.8
+	steps[1].RelayOKP99Ms, steps[1].RelayOKP99Above = 3276.8, true
 	Judge(steps, 15*time.Millisecond, 0.001)
 	knee, capacity, capIdx := KneeAndCapacity(steps, 0.001)
 	l := &LadderResult{Steps: steps, KneeIndex: knee, Knee: &steps[knee], Capacity: capacity, CapacityIndex: capIdx, MaxP99Ms: 15, MaxErrorRate: 0.001}
 	out := l.table()
-	for _, want := range []string{"<- knee", "<- capacity", "queueing", "knee: 1,000 events/s", "capacity: 1,500", "ev/commit", " 2.50 "} {
+	for _, want := range []string{"<- knee", "<- capacity", "queueing", "knee: 1,000 events/s", "capacity: 1,500", "ev/commit", " 2.50 ", "relay p99 <=", " 12.80 ms ", " > 3277 ms "} {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q:\n%s", want, out)
 		}

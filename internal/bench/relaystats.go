@@ -8,15 +8,30 @@ import (
 	"time"
 )
 
-// relayCommits reads store_commits, the embedded store's synced group
-// commits, from a petrel relay's /stats (on the WebSocket URL's host),
-// so a ladder step can say how many events shared each commit's fsync.
-// False for another relay, a petrel whose store has no such figure
-// (PostgreSQL), or a /stats that cannot be read.
-func relayCommits(ctx context.Context, wsURL string) (int64, bool) {
+// relayFigures is what a ladder reads from a petrel relay's /stats
+// between steps.
+type relayFigures struct {
+	// commits is store_commits, the embedded store's synced group
+	// commits (haveCommits: a petrel relay with the embedded store).
+	commits     int64
+	haveCommits bool
+	// okBounds, okBuckets and okCount are ok_latency's histogram: bucket
+	// bounds in seconds, the cumulative count at each bound, and the
+	// count of all (the +Inf bucket). haveOK: the relay reports it.
+	okBounds  []float64
+	okBuckets []uint64
+	okCount   uint64
+	haveOK    bool
+}
+
+// readRelayStats reads a petrel relay's /stats (on the WebSocket URL's
+// host). False for a /stats that cannot be read; a relay that is not
+// petrel gives figures with neither part.
+func readRelayStats(ctx context.Context, wsURL string) (relayFigures, bool) {
+	var f relayFigures
 	u, err := url.Parse(wsURL)
 	if err != nil {
-		return 0, false
+		return f, false
 	}
 	switch u.Scheme {
 	case "ws":
@@ -24,26 +39,74 @@ func relayCommits(ctx context.Context, wsURL string) (int64, bool) {
 	case "wss":
 		u.Scheme = "https"
 	default:
-		return 0, false
+		return f, false
 	}
 	u.Path, u.RawQuery, u.Fragment = "/stats", "", ""
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
-		return 0, false
+		return f, false
 	}
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return 0, false
+		return f, false
 	}
 	defer res.Body.Close()
 	var st struct {
 		Backend string `json:"store_backend"`
 		Commits *int64 `json:"store_commits"`
+		OK      *struct {
+			Count   uint64    `json:"count"`
+			Bounds  []float64 `json:"bucket_bounds_seconds"`
+			Buckets []uint64  `json:"bucket_counts"`
+		} `json:"ok_latency"`
 	}
-	if res.StatusCode != http.StatusOK || json.NewDecoder(res.Body).Decode(&st) != nil || st.Commits == nil || st.Backend != "pebble" {
-		return 0, false
+	if res.StatusCode != http.StatusOK || json.NewDecoder(res.Body).Decode(&st) != nil {
+		return f, false
 	}
-	return *st.Commits, true
+	if st.Commits != nil && st.Backend == "pebble" {
+		f.commits, f.haveCommits = *st.Commits, true
+	}
+	if ok := st.OK; ok != nil && len(ok.Bounds) > 0 && len(ok.Bounds) == len(ok.Buckets) {
+		f.okBounds, f.okBuckets, f.okCount, f.haveOK = ok.Bounds, ok.Buckets, ok.Count, true
+	}
+	return f, true
+}
+
+// relayCommits reads store_commits, the embedded store's synced group
+// commits, from a petrel relay's /stats, so a ladder step can say how
+// many events shared each commit's fsync. False for another relay, a
+// petrel whose store has no such figure (PostgreSQL), or a /stats that
+// cannot be read.
+func relayCommits(ctx context.Context, wsURL string) (int64, bool) {
+	f, ok := readRelayStats(ctx, wsURL)
+	return f.commits, ok && f.haveCommits
+}
+
+// okP99Bound returns the upper bound, in milliseconds, of the relay's
+// OK-latency bucket that holds the 99th percentile of the OKs recorded
+// between two readings (above: past the last bound). The buckets double
+// (..., 6.4, 12.8, 25.6 ms, ...), so this bounds the relay's own p99 (its
+// clock runs from the EVENT's parse to its OK queued), it does not
+// measure it. False when either reading lacks the histogram, the two
+// differ in bounds, or no OK was recorded between them.
+func okP99Bound(before, after relayFigures) (ms float64, above, ok bool) {
+	if !before.haveOK || !after.haveOK || len(before.okBounds) != len(after.okBounds) || after.okCount <= before.okCount {
+		return 0, false, false
+	}
+	for i := range after.okBounds {
+		if before.okBounds[i] != after.okBounds[i] {
+			return 0, false, false
+		}
+	}
+	total := after.okCount - before.okCount
+	// The smallest bucket whose cumulative count reaches 99% of them.
+	need := (total*99 + 99) / 100
+	for i, b := range after.okBounds {
+		if after.okBuckets[i]-before.okBuckets[i] >= need {
+			return b * 1e3, false, true
+		}
+	}
+	return after.okBounds[len(after.okBounds)-1] * 1e3, true, true
 }

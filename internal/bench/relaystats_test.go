@@ -37,3 +37,44 @@ func TestRelayCommits(t *testing.T) {
 		}
 	}
 }
+
+// TestRelayOKHistogram: a ladder reads the relay's OK histogram from
+// /stats, and bounds a step's relay-side p99 by the bucket that holds
+// the step's 99th percentile: at 99% within a bucket, that bucket; one
+// OK fewer, the next; past the last bound, "above"; nothing when no OK
+// was recorded or the bounds differ.
+func TestRelayOKHistogram(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte(`{"store_backend":"postgres","ok_latency":{"count":7,"bucket_bounds_seconds":[0.001,0.002],"bucket_counts":[3,5]}}`))
+	}))
+	f, ok := readRelayStats(context.Background(), "ws"+strings.TrimPrefix(srv.URL, "http"))
+	srv.Close()
+	if !ok || f.haveCommits || !f.haveOK || f.okCount != 7 || len(f.okBounds) != 2 || f.okBuckets[1] != 5 {
+		t.Fatalf("read %+v, %v", f, ok)
+	}
+
+	bounds := []float64{0.001, 0.002, 0.004}
+	fig := func(count uint64, buckets ...uint64) relayFigures {
+		return relayFigures{okBounds: bounds, okBuckets: buckets, okCount: count, haveOK: true}
+	}
+	before := fig(1000, 400, 900, 1000) // what earlier steps left
+	for _, c := range []struct {
+		name      string
+		after     relayFigures
+		ms        float64
+		above, ok bool
+	}{
+		{"99 of 100 within 2 ms", fig(1100, 450, 999, 1100), 2, false, true},
+		{"98 of 100 within 2 ms", fig(1100, 450, 998, 1100), 4, false, true},
+		{"all within 1 ms", fig(1100, 500, 1000, 1100), 1, false, true},
+		{"2 of 100 past 4 ms", fig(1100, 450, 990, 1098), 4, true, true},
+		{"no OK", fig(1000, 400, 900, 1000), 0, false, false},
+		{"other bounds", relayFigures{okBounds: []float64{0.001, 0.003, 0.004}, okBuckets: []uint64{450, 999, 1100}, okCount: 1100, haveOK: true}, 0, false, false},
+		{"no histogram", relayFigures{}, 0, false, false},
+	} {
+		ms, above, ok := okP99Bound(before, c.after)
+		if ms != c.ms || above != c.above || ok != c.ok {
+			t.Errorf("%s: %v ms, above %v, ok %v; want %v, %v, %v", c.name, ms, above, ok, c.ms, c.above, c.ok)
+		}
+	}
+}

@@ -25,7 +25,9 @@ type relayFigures struct {
 }
 
 // readRelayStats reads a petrel relay's /stats (on the WebSocket URL's
-// host). False for a /stats that cannot be read; a relay that is not
+// host): its commit count, so a ladder step can say how many events
+// shared each commit's fsync (only with the embedded store), and its OK
+// histogram. False for a /stats that cannot be read; a relay that is not
 // petrel gives figures with neither part.
 func readRelayStats(ctx context.Context, wsURL string) (relayFigures, bool) {
 	var f relayFigures
@@ -72,16 +74,6 @@ func readRelayStats(ctx context.Context, wsURL string) (relayFigures, bool) {
 		f.okBounds, f.okBuckets, f.okCount, f.haveOK = ok.Bounds, ok.Buckets, ok.Count, true
 	}
 	return f, true
-}
-
-// relayCommits reads store_commits, the embedded store's synced group
-// commits, from a petrel relay's /stats, so a ladder step can say how
-// many events shared each commit's fsync. False for another relay, a
-// petrel whose store has no such figure (PostgreSQL), or a /stats that
-// cannot be read.
-func relayCommits(ctx context.Context, wsURL string) (int64, bool) {
-	f, ok := readRelayStats(ctx, wsURL)
-	return f.commits, ok && f.haveCommits
 }
 
 // okP99Bound returns the upper bound, in milliseconds, of the relay's

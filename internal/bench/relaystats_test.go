@@ -30,9 +30,9 @@ func TestRelayCommits(t *testing.T) {
 			w.WriteHeader(c.status)
 			w.Write([]byte(c.body))
 		}))
-		got, ok := relayCommits(context.Background(), "ws"+strings.TrimPrefix(srv.URL, "http")+"/relay?x=1")
+		f, _ := readRelayStats(context.Background(), "ws"+strings.TrimPrefix(srv.URL, "http")+"/relay?x=1")
 		srv.Close()
-		if got != c.want || ok != c.ok {
+		if got, ok := f.commits, f.haveCommits; got != c.want || ok != c.ok {
 			t.Errorf("%s: %d, %v; want %d, %v", c.name, got, ok, c.want, c.ok)
 		}
 	}

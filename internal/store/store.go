@@ -226,9 +226,9 @@ type Stats struct {
 	// stored over commits is how many events share a commit's fsync. 0
 	// for PostgreSQL.
 	Commits int64
-	// WALSpares is the embedded store's write-ahead log spares in use
-	// (store.wal_spares; 0 when off, read-only, or on a tmpfs, and for
-	// PostgreSQL); WALSparesReady how many are written and waiting;
+	// WALSpares is how many write-ahead log spares the embedded store
+	// keeps (store.wal_spares; 0 when off, read-only, or on a tmpfs, and
+	// for PostgreSQL); WALSparesReady how many are written and waiting;
 	// WALSparesUsed how many of pebble's new logs took one since open,
 	// and WALLogsUnspared how many found none ready and were made new
 	// files (each commit's fdatasync into one also writes the file's

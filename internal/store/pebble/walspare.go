@@ -3,7 +3,6 @@ package pebble
 import (
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -109,15 +108,14 @@ type walSpares struct {
 	done chan struct{}
 
 	// used: pebble's new logs that took a spare; unspared: those that
-	// found none ready (Close's last log aside) and were made new;
-	// written: spares the keeper wrote (Store.Stats, tests).
+	// found none ready (Close's last log aside) and were made new (both
+	// Store.Stats); written: spares the keeper wrote (tests).
 	used, unspared, written atomic.Int64
 }
 
 // openWALSpares adopts the spares left in dir (up to want; .tmp files,
 // spares of another size and spares past want are deleted) and starts
-// the keeper. dir must be
-// locked by the caller.
+// the keeper. dir must be locked by the caller.
 func openWALSpares(dir string, want int, size int64, minFree int64, log *slog.Logger) (*walSpares, error) {
 	sp, err := newWALSpares(dir, want, size, minFree, log)
 	if err != nil {
@@ -174,11 +172,15 @@ func newWALSpares(dir string, want int, size int64, minFree int64, log *slog.Log
 			}
 			continue
 		}
-		if fi, err := e.Info(); err != nil || fi.Size() != sp.size {
+		fi, err := e.Info()
+		if err != nil {
+			return nil, err
+		}
+		if fi.Size() != sp.size {
 			// Written for another memtable size (store.memtable_bytes
 			// changed): a smaller one would be outgrown, a larger one
 			// holds disk for nothing. The keeper writes a new one.
-			if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			if err := os.Remove(path); err != nil {
 				return nil, err
 			}
 			continue

@@ -75,6 +75,7 @@ func (f *benchFlags) register(cmd *cobra.Command) {
 	fs.IntVar(&o.DialConcurrency, "dial-concurrency", 64, "connections being opened at once")
 	fs.DurationVar(&o.Timeout, "timeout", 0, "bound on the whole scenario, signing excluded (default 120s; ladder: 60s plus --hold and 10s a step)")
 	fs.IntVar(&o.PID, "pid", 0, "relay process id: report its CPU time and memory from /proc")
+	fs.StringVar(&o.OKTrace, "oktrace", "", "ladder: a petrel relay's debug listener (server.pprof_listen, http://host:port; same host only): split each step's OK latency into before the relay's parse, inside it, and after its OK was queued")
 	fs.BoolVar(&f.jsonOut, "json", false, "print one JSON object on stdout instead of the table")
 	fs.BoolVarP(&f.quiet, "quiet", "q", false, "no progress bar")
 	fs.StringVar(&f.cpuProf, "cpuprofile", "", "write the bench client's own CPU profile to this file (to check the client is not the bottleneck)")

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"strings"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/petrel-relay/petrel/internal/relay"
 	"github.com/petrel-relay/petrel/internal/relaytest"
+	"github.com/petrel-relay/petrel/internal/server"
 )
 
 // workerEnv makes the test binary a conns worker (see TestMain).
@@ -305,8 +307,9 @@ func TestE2EConnsWorkers(t *testing.T) {
 }
 
 func TestE2ELadder(t *testing.T) {
-	rl := relaytest.Start(t, relaytest.Options{})
+	rl := relaytest.Start(t, relaytest.Options{Server: server.Config{PprofListen: "127.0.0.1:0"}})
 	o := testOptions(rl.URL)
+	o.OKTrace = "http://" + rl.Server.DebugAddr().String()
 	o.Rates = []float64{100, 200}
 	o.Hold = 500 * time.Millisecond
 	o.Conns = 2
@@ -336,6 +339,12 @@ func TestE2ELadder(t *testing.T) {
 		// ... and its OKs were recorded in the relay's histogram.
 		if s.RelayOKP99Ms <= 0 {
 			t.Errorf("step %d: no relay-side OK p99 bound (%v)", i, s.RelayOKP99Ms)
+		}
+		// Every accepted event was traced by the relay, and the tail's
+		// parts add up to it (one host, one clock).
+		if sp := s.OKTrace; sp == nil || sp.Matched != s.Accepted || sp.Dropped != 0 || sp.TailInsideMs <= 0 || sp.InsideP99Ms <= 0 ||
+			math.Abs(sp.TailBeforeMs+sp.TailInsideMs+sp.TailAfterMs-sp.TailMs) > 1e-6 {
+			t.Errorf("step %d: OK trace %+v for %d accepted", i, sp, s.Accepted)
 		}
 	}
 	knee, capacity, capIdx := KneeAndCapacity(l.Steps, o.MaxErrorRate)

@@ -70,6 +70,9 @@ type LadderStep struct {
 	// client).
 	RelayOKP99Ms    float64 `json:"relay_ok_p99_max_ms,omitempty"`
 	RelayOKP99Above bool    `json:"relay_ok_p99_above,omitempty"`
+	// OKTrace splits the step's latency with the relay's OK trace
+	// (Options.OKTrace); nil without one.
+	OKTrace *OKSplit `json:"ok_trace,omitempty"`
 	// Verdict: "pass", "queueing" (p99 over the bound, errors within),
 	// "refusing" (errors over the bound, mostly rate-limited), "errors"
 	// (other refusals or missing OKs), "behind" or "timeout" (both
@@ -262,6 +265,24 @@ func Ladder(o Options) (*Result, error) {
 	// petrel relay; not asked again of another).
 	figs, haveFigs := readRelayStats(r.ctx, o.URL)
 	haveFigs = haveFigs && (figs.haveCommits || figs.haveOK)
+	// The relay's OK trace, one a step (--oktrace).
+	var trace *okTrace
+	var ids []nostr.ID
+	if o.OKTrace != "" {
+		trace, ids = newOKTrace(o.OKTrace), set.IDs()
+	}
+	sentWall := func(i int) int64 {
+		if v := actual[i].Load(); v != 0 {
+			return tr.base.UnixNano() + v
+		}
+		return 0
+	}
+	okWall := func(i int) int64 {
+		if d, ok := tr.okOffset(i); ok {
+			return tr.base.UnixNano() + int64(d)
+		}
+		return 0
+	}
 	for i, s := range states {
 		if r.ctx.Err() != nil {
 			lr.Stopped = "deadline passed"
@@ -273,9 +294,25 @@ func Ladder(o Options) (*Result, error) {
 				cpu0 = st.CPU
 			}
 		}
+		if trace != nil {
+			if err := trace.start(r.ctx); err != nil {
+				r.res.Note("--oktrace: no OK trace from %s: %v", o.OKTrace, err)
+				trace = nil
+			}
+		}
 		stop := r.phase(fmt.Sprintf("step %d/%d: %s events/s", i+1, len(states), human(rates[i])), int64(counts[i]), s.sent.Load)
 		step := r.runStep(conns, tr, actual, s, rates[i], o.Hold)
 		stop()
+		if trace != nil {
+			// Stopped even when the run's deadline ended the step.
+			recs, dropped, err := trace.stop(context.Background())
+			if err != nil {
+				r.res.Note("--oktrace: the OK trace of the step at %s events/s: %v", human(rates[i]), err)
+				trace = nil
+			} else if step.OKTrace = splitOKs(ids, sentWall, okWall, s.lo, s.hi, recs); step.OKTrace != nil {
+				step.OKTrace.Dropped = dropped
+			}
+		}
 		if r.ctx.Err() != nil && (step.Missing > 0 || step.Sent < step.Scheduled) {
 			step.Cut = true
 			r.timedOut(fmt.Sprintf("the step at %s events/s (raise --timeout): its %d unanswered events are not judged",
@@ -441,7 +478,7 @@ func (r *runner) runStep(conns []*Conn, tr *okTracker, actual []atomic.Int64, s 
 func (l *LadderResult) table() string {
 	var b strings.Builder
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "offered/s\tsent\taccepted/s\trefused\trate-limited\tmissing\terr%\tok p50\tok p99\tp99 from send\tlag p99\tlag end\trelay µs/ev\tev/commit\trelay p99 <=\tverdict\t")
+	fmt.Fprintln(tw, "offered/s\tsent\taccepted/s\trefused\trate-limited\tmissing\terr%\tok p50\tok p99\tp99 from send\tlag p99\tlag end\trelay µs/ev\tev/commit\trelay p99 <=\ttail: before/in/after\tverdict\t")
 	for i, s := range l.Steps {
 		mark := ""
 		if i == l.KneeIndex {
@@ -469,9 +506,13 @@ func (l *LadderResult) table() string {
 		case s.RelayOKP99Ms > 0:
 			relayP99 = ms(s.RelayOKP99Ms)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\t%d\t%.3f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s%s\t\n",
+		split := "-"
+		if t := s.OKTrace; t != nil {
+			split = fmt.Sprintf("%.1f/%.1f/%.1f ms", t.TailBeforeMs, t.TailInsideMs, t.TailAfterMs)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\t%d\t%.3f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s%s\t\n",
 			human(s.Offered), s.Sent, human(s.Achieved), refused, s.RateLimited, s.Missing, s.ErrorRate*100,
-			ms(s.Latency.P50), ms(s.Latency.P99), ms(s.LatencyFromSend.P99), ms(s.LagP99Ms), ms(s.LagEndMs), cpu, perCommit, relayP99, s.Verdict, mark)
+			ms(s.Latency.P50), ms(s.Latency.P99), ms(s.LatencyFromSend.P99), ms(s.LagP99Ms), ms(s.LagEndMs), cpu, perCommit, relayP99, split, s.Verdict, mark)
 	}
 	tw.Flush()
 	knee := "none (the lowest step fails)"

@@ -117,6 +117,13 @@ type Options struct {
 	// PID, if not 0, is the relay's process id: its CPU time and memory
 	// are read from /proc during the measurement.
 	PID int
+	// OKTrace, if set, is a petrel relay's debug listener
+	// (server.pprof_listen, as http://host:port): the ladder traces each
+	// step's OKs there (/debug/petrel/oktrace/) and splits the step's
+	// latency into before the relay's parse, inside the relay and after
+	// its OK was queued (LadderStep.OKTrace). Same host only: the split
+	// compares the client's clock with the relay's.
+	OKTrace string
 	// Progress, if not nil, is told what the scenario is doing.
 	Progress Progress
 

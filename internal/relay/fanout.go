@@ -212,6 +212,9 @@ func (d *dispatcher) handle(it dispatchItem) {
 			d.touch(s)
 		}
 		r.OKLatency.Observe(now.Sub(it.t0).Seconds())
+		if r.okTrace.on.Load() {
+			r.okTrace.record(it.ev.ID, it.t0, it.tv, it.tc, now)
+		}
 		if !it.tv.IsZero() {
 			r.OKStages[okStageVerify].Observe(it.tv.Sub(it.t0).Seconds())
 			r.OKStages[okStageStore].Observe(it.tc.Sub(it.tv).Seconds())

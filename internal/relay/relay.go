@@ -114,6 +114,7 @@ type Relay struct {
 	// OKStages splits OKLatency for events that went to the store (see
 	// OKStageNames): the same buckets, one histogram a stage.
 	OKStages [len(OKStageNames)]prometheus.Histogram
+	okTrace  okTrace // StartOKTrace (oktrace.go)
 
 	searchOK bool // the store answers NIP-50 search filters
 

@@ -100,8 +100,10 @@ type Config struct {
 	// not depend on how many there are. Default 16 MiB; negative: no cache
 	// (every REQ compresses what it returns).
 	CompressionCacheBytes int `toml:"compression_cache_bytes"`
-	// PprofListen, when set, serves Go's net/http/pprof profiles on this
-	// separate address (keep it on loopback: profiles expose internals).
+	// PprofListen, when set, serves Go's net/http/pprof profiles and the
+	// relay's OK trace (POST /debug/petrel/oktrace/start and /stop: each
+	// EVENT's stage times, for `petrel bench ladder --oktrace`) on this
+	// separate address (keep it on loopback: both expose internals).
 	// Default "": off.
 	PprofListen string `toml:"pprof_listen"`
 }

@@ -48,9 +48,10 @@ type Server struct {
 	nip86    http.Handler // the NIP-86 management API
 	admins   int          // number of NIP-86 admins
 
-	lnMu sync.Mutex
-	lns  []net.Listener
-	addr net.Addr
+	lnMu      sync.Mutex
+	lns       []net.Listener
+	addr      net.Addr
+	debugAddr net.Addr // the pprof_listen listener's
 
 	stopOnce sync.Once
 	pprof    *http.Server
@@ -185,11 +186,23 @@ func (s *Server) Start() error {
 		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		mux.HandleFunc("/debug/petrel/oktrace/", s.handleOKTrace)
 		s.pprof = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		s.lnMu.Lock()
+		s.debugAddr = ln.Addr()
+		s.lnMu.Unlock()
 		go s.pprof.Serve(ln)
 		s.log.Info("pprof listening", "addr", ln.Addr().String())
 	}
 	return nil
+}
+
+// DebugAddr returns the address of the debug listener
+// (server.pprof_listen), nil when there is none.
+func (s *Server) DebugAddr() net.Addr {
+	s.lnMu.Lock()
+	defer s.lnMu.Unlock()
+	return s.debugAddr
 }
 
 // Addr returns the address the server listens on (useful with port 0).

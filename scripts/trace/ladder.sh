@@ -13,7 +13,8 @@
 # store, stops it once its write-ahead log spare is written (at most 20 s;
 # store.wal_spares) and starts it again for the run (the store as after a
 # restart: pebble's logs of the first start deleted, the spare kept). Used
-# for issue 19 (docs/BENCHMARKS.md).
+# for issue 19 (docs/BENCHMARKS.md). OKTRACE=1 adds --oktrace on the relay's
+# debug listener: the table's "tail: before/in/after" column.
 set -u
 BIN=$1; OUT=$2; shift 2
 mkdir -p $OUT
@@ -38,7 +39,8 @@ if [ -n "${WARMUP:-}" ]; then
 	taskset -c 1 $BIN bench ladder --seed 2 --rates ${WARMUP%%:*} --hold ${WARMUP##*:} --conns ${CONNS:-4} --url ws://127.0.0.1:$PORT --pid $RPID -q ${BENCH_ARGS:-} >$OUT/warmup.txt 2>&1
 fi
 if [ -n "${TRACE:-}" ]; then curl -s -o $OUT/trace.out "http://127.0.0.1:$PP/debug/pprof/trace?seconds=$TRACE" & TPID=$!; fi
-taskset -c 1 $BIN bench ladder --rates $RATES --hold $HOLD --conns ${CONNS:-4} --url ws://127.0.0.1:$PORT --pid $RPID -q ${BENCH_ARGS:-} >$OUT/ladder.txt 2>&1
+OKT=""; [ -n "${OKTRACE:-}" ] && OKT="--oktrace http://127.0.0.1:$PP"
+taskset -c 1 $BIN bench ladder --rates $RATES --hold $HOLD --conns ${CONNS:-4} --url ws://127.0.0.1:$PORT --pid $RPID -q $OKT ${BENCH_ARGS:-} >$OUT/ladder.txt 2>&1
 [ -n "${TPID:-}" ] && wait $TPID
 curl -s http://127.0.0.1:$PORT/stats > $OUT/stats.json
 kill $RPID; wait $RPID 2>/dev/null

@@ -288,31 +288,23 @@ func Ladder(o Options) (*Result, error) {
 			lr.Stopped = "deadline passed"
 			break
 		}
-		var cpu0 time.Duration
-		if o.PID != 0 {
-			if st, err := procFS.Read(o.PID); err == nil {
-				cpu0 = st.CPU
-			}
-		}
+		// The trace is started before and stopped after the step's CPU
+		// time is read: its HTTP requests are not the step's.
 		if trace != nil {
 			if err := trace.start(r.ctx); err != nil {
 				r.res.Note("--oktrace: no OK trace from %s: %v", o.OKTrace, err)
 				trace = nil
 			}
 		}
+		var cpu0 time.Duration
+		if o.PID != 0 {
+			if st, err := procFS.Read(o.PID); err == nil {
+				cpu0 = st.CPU
+			}
+		}
 		stop := r.phase(fmt.Sprintf("step %d/%d: %s events/s", i+1, len(states), human(rates[i])), int64(counts[i]), s.sent.Load)
 		step := r.runStep(conns, tr, actual, s, rates[i], o.Hold)
 		stop()
-		if trace != nil {
-			// Stopped even when the run's deadline ended the step.
-			recs, dropped, err := trace.stop(context.Background())
-			if err != nil {
-				r.res.Note("--oktrace: the OK trace of the step at %s events/s: %v", human(rates[i]), err)
-				trace = nil
-			} else if step.OKTrace = splitOKs(ids, sentWall, okWall, s.lo, s.hi, recs); step.OKTrace != nil {
-				step.OKTrace.Dropped = dropped
-			}
-		}
 		if r.ctx.Err() != nil && (step.Missing > 0 || step.Sent < step.Scheduled) {
 			step.Cut = true
 			r.timedOut(fmt.Sprintf("the step at %s events/s (raise --timeout): its %d unanswered events are not judged",
@@ -324,6 +316,16 @@ func Ladder(o Options) (*Result, error) {
 				if step.Accepted > 0 {
 					step.RelayCPUMicrosPerEvent = step.RelayCPUSeconds * 1e6 / float64(step.Accepted)
 				}
+			}
+		}
+		if trace != nil {
+			// Stopped even when the run's deadline ended the step.
+			recs, dropped, err := trace.stop(context.Background())
+			if err != nil {
+				r.res.Note("--oktrace: the OK trace of the step at %s events/s: %v", human(rates[i]), err)
+				trace = nil
+			} else if step.OKTrace = splitOKs(ids, sentWall, okWall, s.lo, s.hi, recs); step.OKTrace != nil {
+				step.OKTrace.Dropped = dropped
 			}
 		}
 		if haveFigs {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
 	"slices"
 	"time"
 
@@ -319,6 +320,14 @@ func (w *writer) run() {
 		if !open {
 			return
 		}
+		// Let what the report woke run before the next batch: the
+		// callers that queue the OKs, the flushers that write them, the
+		// sockets' readers. On one processor the writer would otherwise
+		// go straight on to build and apply the next batch, and they would
+		// wait for its sync (docs/BENCHMARKS.md, issue 19: ten alternated
+		// pairs of ladders, the knee a step or two higher in four, lower
+		// in one).
+		runtime.Gosched()
 	}
 }
 

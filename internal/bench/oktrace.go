@@ -26,9 +26,9 @@ import (
 // relay's clocks are compared, so the split means something only with
 // both on one host.
 type OKSplit struct {
-	// Matched: the step's events both sides timed (accepted or answered
-	// by the store; refusals before the store are not traced). Dropped:
-	// records the relay's trace dropped past its maximum.
+	// Matched: the step's events both sides timed (those whose OK the
+	// relay's dispatcher queued: see relay.OKRecord). Dropped: records
+	// the relay's trace dropped past its maximum.
 	Matched int64 `json:"matched"`
 	Dropped int64 `json:"dropped,omitempty"`
 	// The 99th percentile of each part over the matched events, each
@@ -165,7 +165,7 @@ func splitOKs(ids []nostr.ID, sentAt, okAt func(i int) int64, lo, hi int, recs m
 			v[i] = get(p)
 		}
 		slices.Sort(v)
-		return float64(v[percentileIndex(len(v), 99)]) / 1e6
+		return float64(v[NearestRank(99, len(v))-1]) / 1e6
 	}
 	sp := &OKSplit{
 		Matched:     int64(len(ps)),
@@ -185,11 +185,4 @@ func splitOKs(ids []nostr.ID, sentAt, okAt func(i int) int64, lo, hi int, recs m
 	n := float64(len(tail)) * 1e6
 	sp.TailMs, sp.TailBeforeMs, sp.TailInsideMs, sp.TailAfterMs = float64(sum.total)/n, float64(sum.before)/n, float64(sum.inside)/n, float64(sum.after)/n
 	return sp
-}
-
-// percentileIndex is the index of the q-th percentile in n sorted values
-// (nearest rank).
-func percentileIndex(n int, q int) int {
-	i := (n*q + 99) / 100 // ceil(n*q/100)
-	return max(0, min(n-1, i-1))
 }

@@ -94,7 +94,7 @@ func okP99Bound(before, after relayFigures) (ms float64, above, ok bool) {
 	}
 	total := after.okCount - before.okCount
 	// The smallest bucket whose cumulative count reaches 99% of them.
-	need := (total*99 + 99) / 100
+	need := uint64(NearestRank(99, int(total)))
 	for i, b := range after.okBounds {
 		if after.okBuckets[i]-before.okBuckets[i] >= need {
 			return b * 1e3, false, true

@@ -15,9 +15,10 @@ import (
 // the OK was queued: times are Unix nanoseconds of the relay's wall
 // clock, so they compare with a client's only on the same host. A trace
 // records the EVENTs whose OK the dispatcher queues: the store's answers
-// (stored, duplicate, superseded, failed), held and ephemeral events; not
-// those refused before the store (invalid, rate-limited, blocked by
-// policy). Verified and Committed are zero for those that did not go
+// (stored, superseded, failed, and the duplicates its writer found),
+// held and ephemeral events; not those answered before the store
+// (invalid, rate-limited, blocked by policy, and the duplicates the
+// precheck found, most of them). Verified and Committed are zero for those that did not go
 // through the writer's queue (ephemeral, held).
 type OKRecord struct {
 	ID        nostr.ID
@@ -28,7 +29,7 @@ type OKRecord struct {
 }
 
 // OKTraceMax is the most records one trace keeps (64 bytes each): at
-// 10,000 answered EVENTs a second, 50 s. Past it the trace counts what
+// 10,000 answered EVENTs a second, 80 s. Past it the trace counts what
 // it dropped.
 const OKTraceMax = 800_000
 

@@ -18,8 +18,12 @@
 # READBACK=1 times the binaries as an installed one is after a reboot: their
 # pages are dropped from the page cache after the build, so that the first
 # runs read them back (as linked, the page cache holds them as the linker
-# wrote them, and start-up can be a millisecond faster: docs/BENCHMARKS.md,
-# twenty-first sitting).
+# wrote them, in 2 MiB folios that the kernel maps with one PMD each, and
+# start-up can be a millisecond faster: docs/BENCHMARKS.md, twenty-first
+# sitting; twice as fast on the twenty-sixth sitting's guest, which lost
+# those folios within minutes, so that `version` drifted by 7 ms within one
+# run as linked and stayed within 3 ms read back). Where the figures must
+# compare across runs, use READBACK=1.
 #
 # Usage: scripts/bench-cli.sh          Environment: RUNS (default 300), READBACK.
 set -euo pipefail

@@ -20,10 +20,11 @@
 # runs read them back (as linked, the page cache holds them as the linker
 # wrote them, in 2 MiB folios that the kernel maps with one PMD each, and
 # start-up can be a millisecond faster: docs/BENCHMARKS.md, twenty-first
-# sitting; twice as fast on the twenty-sixth sitting's guest, which lost
-# those folios within minutes, so that `version` drifted by 7 ms within one
-# run as linked and stayed within 3 ms read back). Where the figures must
-# compare across runs, use READBACK=1.
+# sitting; twice as fast on the twenty-sixth sitting's guest, whose DAMON
+# pageout evicts a file unused for a minute, so that its next run reads it
+# back in small folios: `version` drifted by 7 ms within one run as linked
+# and stayed within 3 ms read back). Where the figures must compare across
+# runs, use READBACK=1.
 #
 # Usage: scripts/bench-cli.sh          Environment: RUNS (default 300), READBACK.
 set -euo pipefail

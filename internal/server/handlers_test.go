@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"fmt"
 	"log/slog"
 	"runtime"
 	"strings"
@@ -33,11 +34,37 @@ func TestHandlerPoolReuse(t *testing.T) {
 	for i := 0; i < 100; i++ {
 		p.Go(func() { done <- struct{}{} })
 		<-done
-		waitFor(t, "the goroutine to wait", func() bool { return p.idle.Load() == 1 })
+		// Waiting means blocked in run's select, not only counted idle:
+		// a task given between the count and the select finds no
+		// goroutine at the handoff and starts a new one, as it should.
+		waitFor(t, "the goroutine to wait", func() bool { return p.idle.Load() == 1 && poolSelecting(p) == 1 })
 	}
 	if n := p.started.Load(); n != 1 {
 		t.Fatalf("100 tasks one after another started %d goroutines, want 1", n)
 	}
+}
+
+// poolSelecting counts p's goroutines blocked in run's select (their
+// stacks name p as run's receiver).
+func poolSelecting(p *handlerPool) int {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	frame := []byte(fmt.Sprintf("(*handlerPool).run(%p", p))
+	count := 0
+	for _, g := range bytes.Split(buf, []byte("\n\n")) {
+		header, _, _ := bytes.Cut(g, []byte("\n"))
+		if bytes.Contains(header, []byte("[select")) && bytes.Contains(g, frame) {
+			count++
+		}
+	}
+	return count
 }
 
 // TestHandlerPoolLimits: max goroutines run tasks at once (at the

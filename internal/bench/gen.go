@@ -264,15 +264,6 @@ func (s *EventSet) Index(id nostr.ID) (int, bool) {
 	return int(i), ok
 }
 
-// IDs returns the events' ids, by position.
-func (s *EventSet) IDs() []nostr.ID {
-	ids := make([]nostr.ID, len(s.Frames))
-	for id, i := range s.index {
-		ids[i] = id
-	}
-	return ids
-}
-
 // Len returns the number of events.
 func (s *EventSet) Len() int { return len(s.Frames) }
 

@@ -267,9 +267,8 @@ func Ladder(o Options) (*Result, error) {
 	haveFigs = haveFigs && (figs.haveCommits || figs.haveOK)
 	// The relay's OK trace, one a step (--oktrace).
 	var trace *okTrace
-	var ids []nostr.ID
 	if o.OKTrace != "" {
-		trace, ids = newOKTrace(o.OKTrace), set.IDs()
+		trace = newOKTrace(o.OKTrace)
 	}
 	sentWall := func(i int) int64 {
 		if v := actual[i].Load(); v != 0 {
@@ -324,7 +323,7 @@ func Ladder(o Options) (*Result, error) {
 			if err != nil {
 				r.res.Note("--oktrace: the OK trace of the step at %s events/s: %v", human(rates[i]), err)
 				trace = nil
-			} else if step.OKTrace = splitOKs(ids, sentWall, okWall, s.lo, s.hi, recs); step.OKTrace != nil {
+			} else if step.OKTrace = splitOKs(set.Index, sentWall, okWall, s.lo, s.hi, recs); step.OKTrace != nil {
 				step.OKTrace.Dropped = dropped
 			}
 		}

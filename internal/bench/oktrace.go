@@ -115,46 +115,58 @@ func parseOKTrace(r io.Reader) (map[nostr.ID]okTraceRec, int64, error) {
 	if _, err := fmt.Sscanf(head[strings.LastIndex(head, "; ")+2:], "records %d dropped %d", &n, &dropped); err != nil {
 		return nil, 0, fmt.Errorf("oktrace: header %q: %v", head, err)
 	}
-	recs := make(map[nostr.ID]okTraceRec, n)
+	if n < 0 || dropped < 0 {
+		return nil, 0, fmt.Errorf("oktrace: header %q: negative count", head)
+	}
+	recs := make(map[nostr.ID]okTraceRec, min(n, 1<<16))
+	line := 1
 	for sc.Scan() {
+		line++
 		f := strings.Fields(sc.Text())
 		if len(f) != 5 {
-			return nil, 0, fmt.Errorf("oktrace: line %d: want 5 fields, got %d", len(recs)+2, len(f))
+			return nil, 0, fmt.Errorf("oktrace: line %d: want 5 fields, got %d", line, len(f))
 		}
 		id, err := nostr.ParseID(f[0])
 		if err != nil {
-			return nil, 0, fmt.Errorf("oktrace: line %d: %v", len(recs)+2, err)
+			return nil, 0, fmt.Errorf("oktrace: line %d: %v", line, err)
 		}
 		rcv, err1 := strconv.ParseInt(f[1], 10, 64)
 		ans, err2 := strconv.ParseInt(f[4], 10, 64)
 		if err := errors.Join(err1, err2); err != nil {
-			return nil, 0, fmt.Errorf("oktrace: line %d: %v", len(recs)+2, err)
+			return nil, 0, fmt.Errorf("oktrace: line %d: %v", line, err)
 		}
 		recs[id] = okTraceRec{received: rcv, answered: ans}
 	}
 	if err := sc.Err(); err != nil {
 		return nil, 0, fmt.Errorf("oktrace: %v", err)
 	}
-	if int64(len(recs)) != n {
-		return nil, 0, fmt.Errorf("oktrace: the header promised %d records, read %d", n, len(recs))
+	if read := int64(line - 1); read != n {
+		return nil, 0, fmt.Errorf("oktrace: the header promised %d records, read %d", n, read)
 	}
 	return recs, dropped, nil
 }
 
 // splitOKs splits the latency of events lo..hi-1 with the relay's
-// records. ids are the events' ids, sentAt their actual send times and
-// okAt the arrival of their OKs, as Unix nanoseconds of the client's
-// clock (0: not sent, or no OK). Nil when no event matched.
-func splitOKs(ids []nostr.ID, sentAt, okAt func(i int) int64, lo, hi int, recs map[nostr.ID]okTraceRec) *OKSplit {
-	type part struct{ total, before, inside, after int64 }
+// records. index finds an event's position by id (EventSet.Index),
+// sentAt and okAt give its actual send time and its OK's arrival, as
+// Unix nanoseconds of the client's clock (0: not sent, or no OK). Nil
+// when no event matched.
+func splitOKs(index func(nostr.ID) (int, bool), sentAt, okAt func(i int) int64, lo, hi int, recs map[nostr.ID]okTraceRec) *OKSplit {
+	type part struct {
+		i                            int
+		total, before, inside, after int64
+	}
 	var ps []part
-	for i := lo; i < hi; i++ {
-		s, o := sentAt(i), okAt(i)
-		rec, ok := recs[ids[i]]
-		if s == 0 || o == 0 || !ok {
+	for id, rec := range recs {
+		i, ok := index(id)
+		if !ok || i < lo || i >= hi {
 			continue
 		}
-		ps = append(ps, part{total: o - s, before: rec.received - s, inside: rec.answered - rec.received, after: o - rec.answered})
+		s, o := sentAt(i), okAt(i)
+		if s == 0 || o == 0 {
+			continue
+		}
+		ps = append(ps, part{i: i, total: o - s, before: rec.received - s, inside: rec.answered - rec.received, after: o - rec.answered})
 	}
 	if len(ps) == 0 {
 		return nil
@@ -173,7 +185,7 @@ func splitOKs(ids []nostr.ID, sentAt, okAt func(i int) int64, lo, hi int, recs m
 		InsideP99Ms: p99(func(p part) int64 { return p.inside }),
 		AfterP99Ms:  p99(func(p part) int64 { return p.after }),
 	}
-	slices.SortFunc(ps, func(a, b part) int { return cmp.Compare(a.total, b.total) })
+	slices.SortFunc(ps, func(a, b part) int { return cmp.Or(cmp.Compare(a.total, b.total), cmp.Compare(a.i, b.i)) })
 	tail := ps[len(ps)-max(1, len(ps)/100):]
 	var sum part
 	for _, p := range tail {

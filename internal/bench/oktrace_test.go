@@ -23,6 +23,8 @@ func TestParseOKTrace(t *testing.T) {
 		"bad id":    strings.Replace(good, id2.Hex(), "zz", 1),
 		"bad time":  strings.Replace(good, " 100 ", " x ", 1),
 		"count":     strings.Replace(good, "records 2", "records 3", 1),
+		"negative":  strings.Replace(good, "dropped 3", "dropped -1", 1),
+		"huge":      strings.Replace(good, "records 2", "records 9000000000000000000", 1),
 	} {
 		if _, _, err := parseOKTrace(strings.NewReader(bad)); err == nil {
 			t.Errorf("%s: parsed", name)
@@ -53,7 +55,12 @@ func TestSplitOKs(t *testing.T) {
 		}
 	}
 	ok[3] = 0
-	sp := splitOKs(ids, func(i int) int64 { return sent[i] }, func(i int) int64 { return ok[i] }, 0, n, recs)
+	pos := make(map[nostr.ID]int, n)
+	for i, id := range ids {
+		pos[id] = i
+	}
+	index := func(id nostr.ID) (int, bool) { i, ok := pos[id]; return i, ok }
+	sp := splitOKs(index, func(i int) int64 { return sent[i] }, func(i int) int64 { return ok[i] }, 0, n, recs)
 	if sp == nil || sp.Matched != n-2 {
 		t.Fatalf("%+v", sp)
 	}
@@ -67,10 +74,25 @@ func TestSplitOKs(t *testing.T) {
 		t.Errorf("tail %+v", sp)
 	}
 	// A range with nothing matched gives nothing; one event is its own tail.
-	if sp := splitOKs(ids, func(i int) int64 { return sent[i] }, func(i int) int64 { return ok[i] }, 3, 5, recs); sp != nil {
+	if sp := splitOKs(index, func(i int) int64 { return sent[i] }, func(i int) int64 { return ok[i] }, 3, 5, recs); sp != nil {
 		t.Errorf("unmatched range: %+v", sp)
 	}
-	if sp := splitOKs(ids, func(i int) int64 { return sent[i] }, func(i int) int64 { return ok[i] }, n-1, n, recs); sp == nil || sp.Matched != 1 || !near(sp.TailBeforeMs, 10) || !near(sp.BeforeP99Ms, 10) {
+	if sp := splitOKs(index, func(i int) int64 { return sent[i] }, func(i int) int64 { return ok[i] }, n-1, n, recs); sp == nil || sp.Matched != 1 || !near(sp.TailBeforeMs, 10) || !near(sp.BeforeP99Ms, 10) {
 		t.Errorf("one event: %+v", sp)
 	}
+}
+
+// FuzzParseOKTrace: any answer parses or is refused with an error, never
+// panics (nor allocates what a header merely claims).
+func FuzzParseOKTrace(f *testing.F) {
+	id := nostr.ID{1}
+	f.Add("# petrel oktrace v1: id received verified committed answered (unix ns); records 1 dropped 0\n" + id.Hex() + " 1 2 3 4\n")
+	f.Add("# petrel oktrace v1: ; records 0 dropped 0\n")
+	f.Add("")
+	f.Fuzz(func(t *testing.T, s string) {
+		recs, dropped, err := parseOKTrace(strings.NewReader(s))
+		if err == nil && (dropped < 0 || recs == nil) {
+			t.Fatalf("parsed %d records, %d dropped", len(recs), dropped)
+		}
+	})
 }

@@ -31,14 +31,14 @@ func TestHandlerPoolReuse(t *testing.T) {
 	p := newHandlerPool(8, 4, 16, slog.Default())
 	defer p.Stop()
 	done := make(chan struct{})
-	stacks := make([]byte, 1<<20)
+	var stacks []byte
 	for i := 0; i < 100; i++ {
 		p.Go(func() { done <- struct{}{} })
 		<-done
 		// Waiting means blocked in run's select, not only counted idle:
 		// a task given between the count and the select finds no
 		// goroutine at the handoff and starts a new one, as it should.
-		waitFor(t, "the goroutine to wait", func() bool { return p.idle.Load() == 1 && poolSelecting(p, stacks) == 1 })
+		waitFor(t, "the goroutine to wait", func() bool { return p.idle.Load() == 1 && poolSelecting(p, &stacks) == 1 })
 	}
 	if n := p.started.Load(); n != 1 {
 		t.Fatalf("100 tasks one after another started %d goroutines, want 1", n)
@@ -47,10 +47,17 @@ func TestHandlerPoolReuse(t *testing.T) {
 
 // poolSelecting counts p's goroutines blocked in run's select (their
 // stacks name p as run's receiver), reading every goroutine's stack into
-// buf (1 MiB holds them in this unit test, as in the other tests that
-// read stacks).
-func poolSelecting(p *handlerPool, buf []byte) int {
-	buf = buf[:runtime.Stack(buf, true)]
+// *stacks, grown until they fit and kept for the next call.
+func poolSelecting(p *handlerPool, stacks *[]byte) int {
+	if len(*stacks) == 0 {
+		*stacks = make([]byte, 1<<20)
+	}
+	n := runtime.Stack(*stacks, true)
+	for n == len(*stacks) {
+		*stacks = make([]byte, 2*len(*stacks))
+		n = runtime.Stack(*stacks, true)
+	}
+	buf := (*stacks)[:n]
 	frame := []byte(fmt.Sprintf("(*handlerPool).run(%p", p))
 	count := 0
 	for _, g := range bytes.Split(buf, []byte("\n\n")) {

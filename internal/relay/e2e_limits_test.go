@@ -673,8 +673,8 @@ func TestLimitBadSignatures(t *testing.T) {
 	t.Parallel()
 	const limit = 20 // slowed from 2 on
 	// One verifier, kept busy by another connection while the slowed pair
-	// is sent, so that the first of the pair is surely still waiting when
-	// the second arrives.
+	// is sent, so that the first of the pair is likely still waiting when
+	// the second arrives (tried again when it was not: see below).
 	r := relaytest.Start(t, relaytest.Options{Relay: relay.Config{MaxBadSignatures: limit, VerifyWorkers: 1}})
 	alice := relaytest.NewKey("bad-sigs")
 	c := relaytest.Dial(t, r.URL)

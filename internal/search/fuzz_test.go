@@ -1,6 +1,7 @@
 package search
 
 import (
+	"bytes"
 	"strings"
 	"testing"
 	"unicode"
@@ -20,6 +21,7 @@ func FuzzTokenize(f *testing.F) {
 		"https://www.example.com/x?y#z", "nostr:npub1" + strings.Repeat("q", 58), "nostr:nsec1qq",
 		"e\u0301te नमस्ते", "http://u@h:1", "a'b ''' x’y", "\xff\xfe broken utf8", "language:en bitcoin foo:bar",
 		`{"name":"alice","about":"hi there"}`, "12:30 v1.2.3", "wss://relay.damus.io/ 日",
+		"abcdefgh abcdefg abcdefghi abcdefgh abcdefgh0 abcdefgha ab a abcdefgi", "zz z zzzzzzzzz zzzzzzzz é e ée",
 	} {
 		f.Add(s)
 	}
@@ -51,6 +53,28 @@ func FuzzTokenize(f *testing.F) {
 		d := Analyze(&nostr.Event{Kind: 1, Content: text, Tags: nostr.Tags{{"t", text}}})
 		if d.Len < len(d.Terms) {
 			t.Fatalf("len %d < %d terms", d.Len, len(d.Terms))
+		}
+		// The terms are the distinct tokens in bytewise order (finish
+		// sorts by an 8-byte prefix key first), each counted with its
+		// weights: 2 for the tag, 1 for the content.
+		for i := 1; i < len(d.Terms); i++ {
+			if bytes.Compare(d.Terms[i-1].Text, d.Terms[i].Text) >= 0 {
+				t.Fatalf("terms out of order or repeated: %q then %q", d.Terms[i-1].Text, d.Terms[i].Text)
+			}
+		}
+		if 2*len(toks) <= MaxDocTokens {
+			want := make(map[string]int)
+			for _, w := range toks {
+				want[w] += 3
+			}
+			if len(want) != len(d.Terms) {
+				t.Fatalf("%d terms, want %d (tokens %q)", len(d.Terms), len(want), toks)
+			}
+			for _, term := range d.Terms {
+				if f := want[string(term.Text)]; term.Freq != min(f, MaxFreq) {
+					t.Fatalf("term %q: freq %d, want %d", term.Text, term.Freq, min(f, MaxFreq))
+				}
+			}
 		}
 		Analyze(&nostr.Event{Kind: 0, Content: text})
 	})

@@ -67,8 +67,8 @@ func FuzzTokenize(f *testing.F) {
 			for _, w := range toks {
 				want[w] += 3
 			}
-			if len(want) != len(d.Terms) {
-				t.Fatalf("%d terms, want %d (tokens %q)", len(d.Terms), len(want), toks)
+			if len(want) != len(d.Terms) || d.Len != 3*len(toks) {
+				t.Fatalf("%d terms, len %d; want %d, %d (tokens %q)", len(d.Terms), d.Len, len(want), 3*len(toks), toks)
 			}
 			for _, term := range d.Terms {
 				if f := want[string(term.Text)]; term.Freq != min(f, MaxFreq) {

@@ -146,21 +146,22 @@ func (w *writer) loadEvent(serial uint64) (*nostr.Event, error) {
 // removeSerial removes the event stored under serial: its body and every
 // index entry, its address pointer and its expiration entry.
 func (w *writer) removeSerial(serial uint64) error {
+	// w.b, not a copy of it: a read (w.get) may move the batch into an
+	// indexed one (reader).
 	ev, err := w.loadEvent(serial)
 	if err != nil {
 		return err
 	}
-	b := w.b
-	if err := b.Delete(bodyKey(serial), nil); err != nil {
+	if err := w.b.Delete(bodyKey(serial), nil); err != nil {
 		return err
 	}
-	if err := b.Delete(idKey(&ev.ID), nil); err != nil {
+	if err := w.b.Delete(idKey(&ev.ID), nil); err != nil {
 		return err
 	}
 	w.eventsDelta--
 	w.keys.build(ev)
 	for _, k := range w.keys.all() {
-		if err := b.Delete(k, nil); err != nil {
+		if err := w.b.Delete(k, nil); err != nil {
 			return err
 		}
 	}
@@ -172,14 +173,14 @@ func (w *writer) removeSerial(serial uint64) error {
 		}
 		if ok {
 			if _, id, _, good := decodeAddrValue(v); good && id == ev.ID {
-				if err := b.Delete(ak, nil); err != nil {
+				if err := w.b.Delete(ak, nil); err != nil {
 					return err
 				}
 			}
 		}
 	}
 	if exp, ok := ev.Expiration(); ok {
-		if err := b.Delete(expiryKey(exp, serial), nil); err != nil {
+		if err := w.b.Delete(expiryKey(exp, serial), nil); err != nil {
 			return err
 		}
 	}

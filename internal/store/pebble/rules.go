@@ -203,7 +203,7 @@ func (w *writer) applyVanish(ev *nostr.Event, removed []nostr.ID) ([]nostr.ID, e
 // that pick chooses, and appends their ids to removed.
 func (w *writer) removeStream(prefix []byte, upTo int64, pick func(*nostr.ID, *meta) bool, removed []nostr.ID) ([]nostr.ID, error) {
 	lower := appendU64(bytes.Clone(prefix), inv(upTo))
-	it, err := w.b.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: prefixEnd(prefix)})
+	it, err := w.newIter(&pebble.IterOptions{LowerBound: lower, UpperBound: prefixEnd(prefix)})
 	if err != nil {
 		return nil, err
 	}
@@ -242,7 +242,7 @@ func (w *writer) purge(r *request) error {
 	if r.now >= 0 {
 		upper = appendU64(upper, uint64(r.now)+1)
 	}
-	it, err := w.b.NewIter(&pebble.IterOptions{LowerBound: []byte{pfxExpiry}, UpperBound: upper})
+	it, err := w.newIter(&pebble.IterOptions{LowerBound: []byte{pfxExpiry}, UpperBound: upper})
 	if err != nil {
 		return err
 	}

@@ -61,6 +61,9 @@ type Store struct {
 	// precheckHits counts saves whose duplicate lookup the token spared
 	// (for tests).
 	precheckHits atomic.Uint64
+	// batchIndexed counts the write batches a read made indexed
+	// (writer.reader).
+	batchIndexed atomic.Uint64
 	// syncs counts the writer's synced commits (store.Stats.Commits),
 	// whatever they wrote; commits (the commit position) counts those
 	// that stored events, synced or not.

@@ -331,7 +331,7 @@ func (w *writer) run() {
 	}
 }
 
-// commit applies reqs in one indexed batch, commits it (synced unless
+// commit applies reqs in one batch, commits it (synced unless
 // Options.NoSync), then reports to each request. While the commit waits
 // for the WAL sync, new requests queue up and make the next batch: that is
 // the group commit. (Pipelining the next batch's apply with this sync, via
@@ -341,7 +341,7 @@ func (w *writer) commit(reqs []*request) {
 	if w.s.opts.onBatch != nil {
 		t0 = time.Now()
 	}
-	w.b = w.s.db.NewIndexedBatch()
+	w.b = w.s.db.NewBatch()
 	w.pend.newBatch()
 	w.batchStart, w.leftDead, w.deadDelta, w.eventsDelta = w.serial, false, 0, 0
 	var err error
@@ -674,11 +674,57 @@ func (w *writer) hold(ev *nostr.Event) (store.SaveResult, error) {
 	return store.SaveResult{Outcome: store.Held}, nil
 }
 
-// get reads key through the batch (so it sees this batch's writes). The
-// returned value is a copy.
-func (w *writer) get(key []byte) ([]byte, bool, error) { return getValue(w.b, key) }
+// reader is what the writer reads through so that it sees the current
+// batch's writes: the database while the batch is empty, else the batch
+// made indexed. A batch starts plain, since most never need a read (a
+// new event checked by the relay's pre-check is written without one),
+// and an indexed batch keeps a skip list of every key written to it;
+// the first read of a batch that holds writes moves them into an indexed
+// batch, once, and the rest of the batch is written there.
+func (w *writer) reader() (pebble.Reader, error) {
+	if w.b.Indexed() {
+		return w.b, nil
+	}
+	if w.b.Empty() {
+		return w.s.db, nil
+	}
+	ib := w.s.db.NewIndexedBatch()
+	if err := ib.Apply(w.b, nil); err != nil {
+		ib.Close()
+		return nil, err
+	}
+	w.b.Close()
+	w.b = ib
+	w.s.batchIndexed.Add(1)
+	return ib, nil
+}
 
-func (w *writer) has(key []byte) (bool, error) { return hasKey(w.b, key) }
+// get reads key as the batch sees it (see reader). The returned value is
+// a copy.
+func (w *writer) get(key []byte) ([]byte, bool, error) {
+	r, err := w.reader()
+	if err != nil {
+		return nil, false, err
+	}
+	return getValue(r, key)
+}
+
+func (w *writer) has(key []byte) (bool, error) {
+	r, err := w.reader()
+	if err != nil {
+		return false, err
+	}
+	return hasKey(r, key)
+}
+
+// newIter iterates as the batch sees it (see reader).
+func (w *writer) newIter(o *pebble.IterOptions) (*pebble.Iterator, error) {
+	r, err := w.reader()
+	if err != nil {
+		return nil, err
+	}
+	return r.NewIter(o)
+}
 
 // getTS reads an 8-byte created_at value (R and W keys).
 func (w *writer) getTS(key []byte) (int64, bool, error) {

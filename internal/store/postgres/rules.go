@@ -13,7 +13,7 @@ import (
 // (see batch.locks) and reads, in the same transaction, every row the
 // rules may look at (writer.read); the rules then run here, in batch
 // order, over that state plus the batch's own effects, exactly like the
-// pebble writer over its indexed batch; writer.write turns the outcome
+// pebble writer reading through its batch; writer.write turns the outcome
 // into statements. The author locks are what make this safe with several
 // nodes writing: every rule that relates two events relates events of
 // one author (or, for NIP-62 gift wraps, of the author a wrap is

@@ -1,0 +1,130 @@
+package pebble
+
+import (
+	"context"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"testing"
+
+	"github.com/petrel-relay/petrel/internal/nostr"
+	"github.com/petrel-relay/petrel/internal/store"
+	"github.com/petrel-relay/petrel/internal/store/storetest"
+)
+
+// TestBatchIndexedOnlyForReads: the writer's batch is indexed only when
+// it must read through it (writer.reader). Checked new notes, however
+// they batch, are written without a read; a read in a batch that already
+// holds writes moves them into an indexed batch, once, and sees them.
+func TestBatchIndexedOnlyForReads(t *testing.T) {
+	s := openTest(t, Options{NoSync: true, PurgeInterval: -1})
+	defer s.Close()
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(19, 1))
+	author := storetest.Key(19)
+
+	// Checked notes from many goroutines at once (so several share a
+	// batch): no read, no index.
+	const notes = 64
+	var wg sync.WaitGroup
+	for i := range notes {
+		ev := storetest.NewEvent(rng, author, 1, storetest.BaseTime+int64(i), nostr.Tags{{"t", "lazy"}}, "a checked note "+strconv.Itoa(i))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, token := hasAt(t, s, ev.ID)
+			if res := submitAfter(t, s, ev, token); res.Outcome != store.Stored {
+				t.Errorf("checked note %d: %v", i, res.Outcome)
+			}
+		}()
+	}
+	wg.Wait()
+	if n := s.batchIndexed.Load(); n != 0 {
+		t.Fatalf("%d batches of checked notes were indexed, want 0", n)
+	}
+	if n := countAll(t, s); n != notes {
+		t.Fatalf("%d events stored, want %d", n, notes)
+	}
+
+	// One batch (one Save): a note written to the plain batch, then a
+	// deletion of it, whose duplicate lookup indexes the batch and whose
+	// removal must find the note's entries there; then a replaceable
+	// event and its newer version, which must find the first's address.
+	note := storetest.NewEvent(rng, author, 1, storetest.BaseTime+100, nil, "deleted in its own batch")
+	del := storetest.NewEvent(rng, author, nostr.KindDeletion, storetest.BaseTime+101, nostr.Tags{{"e", note.ID.Hex()}}, "")
+	v1 := storetest.NewEvent(rng, author, 0, storetest.BaseTime+102, nil, `{"name":"one"}`)
+	v2 := storetest.NewEvent(rng, author, 0, storetest.BaseTime+103, nil, `{"name":"two"}`)
+	res, err := s.Save(ctx, []*nostr.Event{note, del, v1, v2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []store.Outcome{store.Stored, store.Stored, store.Stored, store.Stored} {
+		if res[i].Outcome != want {
+			t.Fatalf("event %d: %v, want %v", i, res[i].Outcome, want)
+		}
+	}
+	if len(res[1].Removed) != 1 || res[1].Removed[0] != note.ID {
+		t.Fatalf("the deletion removed %v, want the note of its own batch", res[1].Removed)
+	}
+	if len(res[3].Removed) != 1 || res[3].Removed[0] != v1.ID {
+		t.Fatalf("the newer profile removed %v, want the older of its own batch", res[3].Removed)
+	}
+	if n := s.batchIndexed.Load(); n != 1 {
+		t.Fatalf("%d batches indexed by the Save, want 1 (once, at its first read after a write)", n)
+	}
+	for _, gone := range []nostr.ID{note.ID, v1.ID} {
+		if found, _ := hasAt(t, s, gone); found {
+			t.Fatalf("%s is still stored", gone.Hex())
+		}
+	}
+	if n := countAll(t, s); n != notes+2 { // + the deletion and v2
+		t.Fatalf("%d events stored, want %d", n, notes+2)
+	}
+	if err := checkIntegrity(s.db); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestPurgeAddressableIndexesMidRemoval: a purge alone in its batch reads
+// the expired event through the empty batch (the database), deletes its
+// entries into the plain batch, then reads its address pointer, which
+// moves those deletes into an indexed batch. Every delete must land in
+// the batch that is committed: afterwards the store is consistent and the
+// address is free for an older version.
+func TestPurgeAddressableIndexesMidRemoval(t *testing.T) {
+	s := openTest(t, Options{NoSync: true, PurgeInterval: -1})
+	defer s.Close()
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(19, 2))
+	author := storetest.Key(20)
+	exp := int64(storetest.BaseTime + 50)
+	tags := nostr.Tags{{"d", "post"}, {"expiration", strconv.FormatInt(exp, 10)}}
+	art := storetest.NewEvent(rng, author, 30023, storetest.BaseTime+10, tags, "an article that expires")
+	if res, err := s.Save(ctx, []*nostr.Event{art}); err != nil || res[0].Outcome != store.Stored {
+		t.Fatalf("save: %v %v", res, err)
+	}
+	before := s.batchIndexed.Load()
+	n, err := s.PurgeExpired(ctx, exp+1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 1 {
+		t.Fatalf("purged %d, want 1", n)
+	}
+	if got := s.batchIndexed.Load() - before; got != 1 {
+		t.Fatalf("the purge indexed %d batches, want 1 (at the address read)", got)
+	}
+	if err := checkIntegrity(s.db); err != nil {
+		t.Fatal(err)
+	}
+	if c := countAll(t, s); c != 0 {
+		t.Fatalf("%d events left after the purge", c)
+	}
+	older := storetest.NewEvent(rng, author, 30023, storetest.BaseTime+5, nostr.Tags{{"d", "post"}}, "an older version, now the only one")
+	if res, err := s.Save(ctx, []*nostr.Event{older}); err != nil || res[0].Outcome != store.Stored {
+		t.Fatalf("older version after the purge: %v %v, want stored (the address pointer was removed)", res, err)
+	}
+	if err := checkIntegrity(s.db); err != nil {
+		t.Fatal(err)
+	}
+}

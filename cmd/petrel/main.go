@@ -13,7 +13,12 @@ import (
 // version is set at build time with -ldflags "-X main.version=...".
 var version = "dev"
 
+// startupTopUp finishes start-up's mapping of the heap (Linux:
+// internal/startup.TopUp).
+var startupTopUp = func() {}
+
 func main() {
+	startupTopUp()
 	if err := newRoot(os.Args).Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "petrel:", err)
 		os.Exit(1)

@@ -60,7 +60,10 @@ func TestStartup(t *testing.T) {
 	}
 	type result struct {
 		rss, size int64 // KiB
-		slack     []time.Duration
+		// copied and dataSize: exe's writable data mapping (.data,
+		// .noptrdata), its pages copied on write (Anonymous) and its Size.
+		copied, dataSize int64
+		slack            []time.Duration
 	}
 	// run starts petrel with args, waits for ready on its stderr (past
 	// start-up), and reads what the constructor did.
@@ -97,7 +100,8 @@ func TestStartup(t *testing.T) {
 			t.Fatal(err)
 		}
 		r.rss, r.size = readOnlyMappings(t, smaps, exe)
-		if r.size == 0 {
+		r.copied, r.dataSize = writableMappings(t, smaps, exe)
+		if r.size == 0 || r.dataSize == 0 {
 			t.Fatalf("no read-only mapping of %s in smaps:\n%.3000s", exe, smaps)
 		}
 		if r.slack, err = threadsSlack(cmd.Process.Pid); err != nil {
@@ -110,6 +114,9 @@ func TestStartup(t *testing.T) {
 	on := run(verify, verified, "PETREL_PREFAULT=1")
 	if populate && on.rss != on.size {
 		t.Errorf("prefaulted: %d of %d KiB of petrel's read-only mappings resident, want all", on.rss, on.size)
+	}
+	if populate && on.copied != on.dataSize {
+		t.Errorf("prefaulted: %d of %d KiB of petrel's writable data copied, want all", on.copied, on.dataSize)
 	}
 	if !slices.Equal(on.slack, []time.Duration{autoTimerSlack}) {
 		t.Errorf("a client command's threads have a timer slack of %v, want %v for all", on.slack, autoTimerSlack)
@@ -133,6 +140,9 @@ func TestStartup(t *testing.T) {
 	if !populate {
 		t.Skip("this kernel has no MADV_POPULATE_READ (Linux 5.14): only the slack was checked")
 	}
+	if off.copied == off.dataSize {
+		t.Errorf("without the prefault all %d KiB of petrel's writable data were copied: the test cannot tell, or something else writes it all", off.dataSize)
+	}
 	if off.rss == off.size {
 		t.Skipf("without the prefault all %d KiB were resident too: this kernel's fault-around maps the whole binary, so the test cannot tell", off.size)
 	}
@@ -151,6 +161,30 @@ func TestStartup(t *testing.T) {
 		t.Errorf("by default (a first touch took %d ns here, threshold %d): %d of %d KiB resident, want prefaulted %v", ns, costly, auto.rss, auto.size, want)
 	}
 	t.Logf("by default (a first touch took %d ns here): prefaulted %v", ns, startup.Prefaulted())
+}
+
+// writableMappings adds up the Anonymous (pages copied on write) and
+// Size (KiB) of exe's writable mappings in an smaps file.
+func writableMappings(t *testing.T, smaps []byte, exe string) (copied, size int64) {
+	in := false
+	for line := range bytes.Lines(smaps) {
+		f := strings.Fields(string(line))
+		switch {
+		case len(f) >= 5 && strings.Contains(f[0], "-") && !strings.HasSuffix(f[0], ":"):
+			in = len(f) == 6 && f[5] == exe && f[1][1] == 'w'
+		case in && len(f) == 3 && (f[0] == "Anonymous:" || f[0] == "Size:"):
+			n, err := strconv.ParseInt(f[1], 10, 64)
+			if err != nil {
+				t.Fatalf("smaps line %q: %v", line, err)
+			}
+			if f[0] == "Anonymous:" {
+				copied += n
+			} else {
+				size += n
+			}
+		}
+	}
+	return copied, size
 }
 
 // readOnlyMappings adds up the Rss and Size (KiB) of exe's mappings

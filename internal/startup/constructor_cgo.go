@@ -9,7 +9,10 @@ package startup
 //     read-only data), so that the runtime's start-up and every package's
 //     initialisation do not fault them in one by one. A page the page
 //     cache does not hold is read, as a fault would read it (a cold
-//     start's readahead reads nearly all of them anyway).
+//     start's readahead reads nearly all of them anyway). It maps the
+//     writable data segment for writing, its file-backed part and
+//     petrel_data_ahead of its zero-filled part, which the runtime and
+//     the packages' variables write as they start.
 //   - For a client command (not serve, router, stream or bench: see
 //     petrel_long_running) it sets the timer slack to 1 ms, which every thread
 //     the runtime makes then inherits. Go's sysmon thread sleeps 20 µs at
@@ -52,13 +55,42 @@ package startup
 #define MADV_POPULATE_READ 22
 #endif
 
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+
+// petrel_data_ahead is how much of the zero-filled part of the writable
+// segment (.bss, then .noptrbss, which holds a 32 MiB buffer of Go's
+// crypto that nothing touches) is mapped after its file-backed part:
+// `petrel version` wrote 26 of .bss's 40 pages and 12 in the first 34 of
+// .noptrbss (docs/BENCHMARKS.md, issue 15, twenty-eighth sitting).
+#define petrel_data_ahead (256 << 10)
+
 static int petrel_prefault_phdr(struct dl_phdr_info *info, size_t size, void *data) {
-	long page = sysconf(_SC_PAGESIZE);
+	uintptr_t page = sysconf(_SC_PAGESIZE);
+	uintptr_t relro_end = 0; // the loader has made [.., relro_end) read-only
 	for (int i = 0; i < info->dlpi_phnum; i++) {
 		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-		if (ph->p_type != PT_LOAD || (ph->p_flags & PF_W)) continue;
-		uintptr_t start = (info->dlpi_addr + ph->p_vaddr) & ~(uintptr_t)(page - 1);
-		size_t len = info->dlpi_addr + ph->p_vaddr + ph->p_memsz - start;
+		if (ph->p_type == PT_GNU_RELRO) relro_end = info->dlpi_addr + ph->p_vaddr + ph->p_memsz;
+	}
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		if (ph->p_type != PT_LOAD) continue;
+		uintptr_t addr = info->dlpi_addr + ph->p_vaddr;
+		if (ph->p_flags & PF_W) {
+			// Writable data (.data, .noptrdata, .bss): written as it is
+			// first touched, a copy-on-write or zero-fill fault a page.
+			// Its first page is shared with the read-only tail of
+			// relocations (GNU_RELRO), which the advice would refuse.
+			uintptr_t start = (addr > relro_end ? addr : relro_end);
+			start = (start + page - 1) & ~(page - 1);
+			size_t want = ph->p_filesz + petrel_data_ahead;
+			if (want > ph->p_memsz) want = ph->p_memsz;
+			if (addr + want > start) madvise((void *)start, addr + want - start, MADV_POPULATE_WRITE);
+			continue;
+		}
+		uintptr_t start = addr & ~(page - 1);
+		size_t len = addr + ph->p_memsz - start;
 		madvise((void *)start, len, MADV_POPULATE_READ);
 	}
 	return 1; // the first object is the executable: stop there

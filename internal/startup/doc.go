@@ -7,10 +7,17 @@
 //     each (MADV_POPULATE_READ, Linux 5.14), by an ELF constructor
 //     before the runtime starts (constructor_cgo.go): package
 //     initialisation touches the whole binary, about 240 faults.
+//   - So are its writable data (.data, .noptrdata) and the first 256 KiB
+//     of its zero-filled data (.bss), written for the first time as the
+//     runtime and the packages start (MADV_POPULATE_WRITE): about 75
+//     faults of `petrel version`.
 //   - The next MiB of the Go heap is mapped (MADV_POPULATE_WRITE) at this
 //     package's initialisation, early in the init order (it imports only
 //     syscall and unsafe); the rest of the packages' initialisation and a
-//     client command's work fill it: about 160 faults for 256 pages.
+//     client command's work fill it: about 160 faults for 256 pages. Go
+//     places the heap's start at random in its first 4 MiB chunk, so in
+//     some runs that mapping stops at the chunk's end; cmd/petrel's main
+//     then calls TopUp, which maps the rest in the next chunk.
 //   - A client command runs with a 1 ms timer slack, set by the same
 //     constructor before the runtime makes its first thread, so that
 //     Go's sysmon does not wake every 20 µs through each system call
@@ -22,9 +29,10 @@
 // guest), mapping a segment the page cache holds in small pages costs
 // more than the faults it saves (constructor_cgo.go).
 //
-// Fault-around already maps 95% of the first range, and the second is
-// heap the process uses next, so a long-running process's resident size
-// grows by under 2 MiB. PETREL_PREFAULT=0 or 1 in the environment turns
+// Fault-around already maps 95% of the first range, the data is the
+// process's own (under 1 MiB; the 32 MiB buffer of Go's crypto in .bss is
+// left alone) and the heap is what the process uses next, so a
+// long-running process's resident size grows by under 3 MiB. PETREL_PREFAULT=0 or 1 in the environment turns
 // the two mappings off or on whatever a fault costs,
 // PETREL_CLIENT_SLACK=0 the slack (for measuring them);
 // on older kernels the advice fails, ignored. cmd/petrel imports the

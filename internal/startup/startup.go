@@ -19,9 +19,43 @@ const (
 // lands where the heap grows next.
 var frontier []byte
 
+// topUpFrom is where init's mapping of the heap started when it ran
+// into the end of the heap's mapped part (0 otherwise): see TopUp.
+var topUpFrom uintptr
+
 func init() {
 	if heapWanted() {
-		mapHeap()
+		if start, err := mapHeap(); err == syscall.EINVAL {
+			topUpFrom = start
+		}
+	}
+}
+
+// TopUp maps what init's mapping of the heap left out, for a command
+// about to run (cmd/petrel calls it first thing in main). The heap is
+// mapped in 4 MiB chunks and Go (1.26) places its start at random in the
+// first, so in some runs init's frontier lies within heapAhead of the
+// chunk's end and the mapping stops there (EINVAL; 5 runs in 10, then 1
+// in 16, of `petrel version` on one guest: docs/BENCHMARKS.md). By
+// main the packages' initialisation has usually moved the frontier into
+// the next chunk, which the runtime has mapped by then: TopUp maps from
+// there what is left of heapAhead (counting the heap used since init).
+// Otherwise it maps nothing more. Once only.
+func TopUp() {
+	if topUpFrom != 0 {
+		topUp(frontierPage())
+	}
+}
+
+// topUp is TopUp with the frontier at f.
+func topUp(f uintptr) {
+	from := topUpFrom
+	if from == 0 {
+		return
+	}
+	topUpFrom = 0
+	if f > from && f-from < heapAhead {
+		populate(f, heapAhead-(f-from))
 	}
 }
 

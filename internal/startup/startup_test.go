@@ -75,6 +75,49 @@ func TestHeap(t *testing.T) {
 	}
 }
 
+// TestTopUp: when init's mapping stopped short (topUpFrom set), topUp
+// maps from the frontier what is left of heapAhead counted from where
+// init started, once; nothing when the heap has used heapAhead since, or
+// when init's mapping was whole.
+func TestTopUp(t *testing.T) {
+	skipWithoutPopulate(t)
+	page := uintptr(syscall.Getpagesize())
+	fresh := func() uintptr {
+		// Past its first heapAhead: init mapped up to heapAhead from a
+		// frontier at or below the allocation.
+		big := make([]byte, 3*heapAhead)
+		hold = append(hold, big)
+		start := (uintptr(unsafe.Pointer(&big[heapAhead])) + page - 1) &^ (page - 1)
+		if got := resident(t, start, heapAhead); got != 0 {
+			t.Fatalf("%d pages of a fresh allocation resident: the test cannot tell", got)
+		}
+		return start
+	}
+	defer func() { topUpFrom = 0 }()
+
+	f := fresh()
+	used := uintptr(heapAhead / 4)
+	topUpFrom = f - used // init started a quarter of heapAhead below
+	topUp(f)
+	want := int((heapAhead - used) / page)
+	if got := resident(t, f, heapAhead); got != want {
+		t.Errorf("after topUp, %d pages resident from the frontier, want %d (heapAhead less what was used)", got, want)
+	}
+	if topUpFrom != 0 {
+		t.Error("topUp left its start set")
+	}
+	f = fresh()
+	topUp(f) // once only
+	if got := resident(t, f, heapAhead); got != 0 {
+		t.Errorf("a second topUp mapped %d pages", got)
+	}
+	topUpFrom = f - heapAhead // the heap used heapAhead since init
+	topUp(f)
+	if got := resident(t, f, heapAhead); got != 0 {
+		t.Errorf("topUp past heapAhead mapped %d pages", got)
+	}
+}
+
 // mappingEnd is the end of the mapping in /proc/self/maps that holds
 // addr.
 func mappingEnd(t *testing.T, addr uintptr) uintptr {

@@ -3,6 +3,7 @@ package pebble
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -148,10 +149,33 @@ func newWALSpares(dir string, want int, size int64, minFree int64, log *slog.Log
 	if err != nil {
 		return nil, err
 	}
-	type spare struct {
-		n    int
-		path string
+	found, err := sp.scan(ents)
+	if err != nil {
+		return nil, err
 	}
+	slices.SortFunc(found, func(a, b spare) int { return a.n - b.n })
+	for i, f := range found {
+		if i < want {
+			sp.ready = append(sp.ready, f.path)
+		} else if err := removeGone(f.path); err != nil {
+			return nil, err
+		}
+	}
+	return sp, nil
+}
+
+// spare is a spare found in the store's directory at open.
+type spare struct {
+	n    int
+	path string
+}
+
+// scan picks the spares of the right size out of the directory's entries
+// ents, removes the rest of petrel's (half-written ones, and those of
+// another size), and moves sp.next past every number in use. A spare
+// that is gone by the time it is looked at (removed after the directory
+// was read) is skipped.
+func (sp *walSpares) scan(ents []fs.DirEntry) ([]spare, error) {
 	var found []spare
 	for _, e := range ents {
 		name := e.Name()
@@ -167,12 +191,15 @@ func newWALSpares(dir string, want int, size int64, minFree int64, log *slog.Log
 		}
 		sp.next = max(sp.next, n+1)
 		if tmp {
-			if err := os.Remove(path); err != nil {
+			if err := removeGone(path); err != nil {
 				return nil, err
 			}
 			continue
 		}
 		fi, err := e.Info()
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -180,22 +207,22 @@ func newWALSpares(dir string, want int, size int64, minFree int64, log *slog.Log
 			// Written for another memtable size (store.memtable_bytes
 			// changed): a smaller one would be outgrown, a larger one
 			// holds disk for nothing. The keeper writes a new one.
-			if err := os.Remove(path); err != nil {
+			if err := removeGone(path); err != nil {
 				return nil, err
 			}
 			continue
 		}
 		found = append(found, spare{n, path})
 	}
-	slices.SortFunc(found, func(a, b spare) int { return a.n - b.n })
-	for i, f := range found {
-		if i < want {
-			sp.ready = append(sp.ready, f.path)
-		} else if err := os.Remove(f.path); err != nil {
-			return nil, err
-		}
+	return found, nil
+}
+
+// removeGone removes path; that it is gone already is no error.
+func removeGone(path string) error {
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
 	}
-	return sp, nil
+	return nil
 }
 
 // isWAL reports whether name is a write-ahead log of the store's

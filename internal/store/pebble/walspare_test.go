@@ -207,6 +207,48 @@ func TestWALSparesAdopted(t *testing.T) {
 	}
 }
 
+// TestWALSparesGoneWhileScanned: spares removed between the directory's
+// read and their own look (another process tidying the directory, an
+// operator's rm) are skipped, not a failed open: a spare whose size can
+// no longer be read, a half-written one and one of another size, each
+// removed after ReadDir. The one left is adopted; numbering goes past all.
+// (Before, the first two failed the store's open with ENOENT.)
+func TestWALSparesGoneWhileScanned(t *testing.T) {
+	dir := t.TempDir()
+	const size = 1 << 20
+	for name, n := range map[string]int{"wal-spare-2": size, "wal-spare-4": size, "wal-spare-6.tmp": size, "wal-spare-7": size / 2} {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Truncate(path, int64(n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"wal-spare-4", "wal-spare-6.tmp", "wal-spare-7"} {
+		if err := os.Remove(filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// os.ReadDir's entries read a file's size when asked (lstat), so the
+	// three are gone for scan as they would be in the race.
+	sp := &walSpares{dir: dir, size: size}
+	found, err := sp.scan(ents)
+	if err != nil {
+		t.Fatalf("scan with spares gone: %v", err)
+	}
+	if len(found) != 1 || filepath.Base(found[0].path) != "wal-spare-2" {
+		t.Errorf("found %v, want wal-spare-2 alone", found)
+	}
+	if sp.next != 8 {
+		t.Errorf("next spare number %d, want 8", sp.next)
+	}
+}
+
 // TestWALSparesNeedRoom: a spare is written only where the filesystem
 // keeps twice a spare above the store's reserve: at that much free
 // space, yes; a byte less, no. A store whose reserve the filesystem

@@ -32,6 +32,8 @@ import (
 //     times decides, which must agree with this test binary's own
 //     decision where that was clear of the threshold (the two time a
 //     fault on the same machine moments apart);
+//   - the copied share of its writable data mapping (.data,
+//     .noptrdata): all of it with PETREL_PREFAULT=1, less without;
 //   - every thread's timer slack: 1 ms; with PETREL_CLIENT_SLACK=0, and
 //     for a command that keeps running (stream), what this process has
 //     (the kernel's default, 50 µs, unless the test was started with
@@ -99,8 +101,8 @@ func TestStartup(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r.rss, r.size = readOnlyMappings(t, smaps, exe)
-		r.copied, r.dataSize = writableMappings(t, smaps, exe)
+		r.rss, r.size = exeMappings(t, smaps, exe, false, "Rss")
+		r.copied, r.dataSize = exeMappings(t, smaps, exe, true, "Anonymous")
 		if r.size == 0 || r.dataSize == 0 {
 			t.Fatalf("no read-only mapping of %s in smaps:\n%.3000s", exe, smaps)
 		}
@@ -163,51 +165,29 @@ func TestStartup(t *testing.T) {
 	t.Logf("by default (a first touch took %d ns here): prefaulted %v", ns, startup.Prefaulted())
 }
 
-// writableMappings adds up the Anonymous (pages copied on write) and
-// Size (KiB) of exe's writable mappings in an smaps file.
-func writableMappings(t *testing.T, smaps []byte, exe string) (copied, size int64) {
-	in := false
-	for line := range bytes.Lines(smaps) {
-		f := strings.Fields(string(line))
-		switch {
-		case len(f) >= 5 && strings.Contains(f[0], "-") && !strings.HasSuffix(f[0], ":"):
-			in = len(f) == 6 && f[5] == exe && f[1][1] == 'w'
-		case in && len(f) == 3 && (f[0] == "Anonymous:" || f[0] == "Size:"):
-			n, err := strconv.ParseInt(f[1], 10, 64)
-			if err != nil {
-				t.Fatalf("smaps line %q: %v", line, err)
-			}
-			if f[0] == "Anonymous:" {
-				copied += n
-			} else {
-				size += n
-			}
-		}
-	}
-	return copied, size
-}
-
-// readOnlyMappings adds up the Rss and Size (KiB) of exe's mappings
-// without write permission in an smaps file.
-func readOnlyMappings(t *testing.T, smaps []byte, exe string) (rss, size int64) {
+// exeMappings adds up a field (KiB) and the Size of exe's mappings in an
+// smaps file, those with write permission or those without: Rss of the
+// read-only ones (mapped), Anonymous of the writable ones (copied on
+// write).
+func exeMappings(t *testing.T, smaps []byte, exe string, writable bool, field string) (got, size int64) {
 	in := false
 	for line := range bytes.Lines(smaps) {
 		f := strings.Fields(string(line))
 		switch {
 		case len(f) >= 5 && strings.Contains(f[0], "-") && !strings.HasSuffix(f[0], ":"):
 			// A mapping's header: range perms offset dev inode [path].
-			in = len(f) == 6 && f[5] == exe && f[1][1] == '-'
-		case in && len(f) == 3 && (f[0] == "Rss:" || f[0] == "Size:"):
+			in = len(f) == 6 && f[5] == exe && (f[1][1] == 'w') == writable
+		case in && len(f) == 3 && (f[0] == field+":" || f[0] == "Size:"):
 			n, err := strconv.ParseInt(f[1], 10, 64)
 			if err != nil {
 				t.Fatalf("smaps line %q: %v", line, err)
 			}
-			if f[0] == "Rss:" {
-				rss += n
-			} else {
+			if f[0] == "Size:" {
 				size += n
+			} else {
+				got += n
 			}
 		}
 	}
-	return rss, size
+	return got, size
 }

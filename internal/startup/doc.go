@@ -23,7 +23,7 @@
 //     Go's sysmon does not wake every 20 µs through each system call
 //     (constructor_cgo.go says which commands and why).
 //
-// The two mappings are made only where a fault is dear: the constructor
+// The mappings are made only where a fault is dear: the constructor
 // times three first touches of fresh anonymous pages and maps if the
 // fastest took more than 5 µs. Where faults are cheap (1.2-1.6 µs on one
 // guest), mapping a segment the page cache holds in small pages costs
@@ -32,9 +32,10 @@
 // Fault-around already maps 95% of the first range, the data is the
 // process's own (under 1 MiB; the 32 MiB buffer of Go's crypto in .bss is
 // left alone) and the heap is what the process uses next, so a
-// long-running process's resident size grows by under 3 MiB. PETREL_PREFAULT=0 or 1 in the environment turns
-// the two mappings off or on whatever a fault costs,
-// PETREL_CLIENT_SLACK=0 the slack (for measuring them);
-// on older kernels the advice fails, ignored. cmd/petrel imports the
-// package for its side effects. Elsewhere than Linux it does nothing.
+// long-running process's resident size grows by under 3 MiB.
+// PETREL_PREFAULT=0 or 1 in the environment turns the mappings off or on
+// whatever a fault costs, PETREL_CLIENT_SLACK=0 the slack (for measuring
+// them); on older kernels the advice fails, ignored. cmd/petrel imports
+// the package for its side effects and calls TopUp. Elsewhere than Linux
+// it does nothing.
 package startup

@@ -146,8 +146,6 @@ func (w *writer) loadEvent(serial uint64) (*nostr.Event, error) {
 // removeSerial removes the event stored under serial: its body and every
 // index entry, its address pointer and its expiration entry.
 func (w *writer) removeSerial(serial uint64) error {
-	// w.b, not a copy of it: a read (w.get) may move the batch into an
-	// indexed one (reader).
 	ev, err := w.loadEvent(serial)
 	if err != nil {
 		return err

@@ -82,8 +82,11 @@ func (r *request) weight() (int, int) {
 type writer struct {
 	s      *Store
 	serial uint64 // next body serial
-	b      *pebble.Batch
-	keys   keySet
+	// b is the batch being built. A read may replace it with an indexed
+	// copy (reader): write through w.b, and hold no copy of it across a
+	// read.
+	b    *pebble.Batch
+	keys keySet
 
 	// vanished mirrors the W table (authors who asked to vanish, and the
 	// newest such request), so that saves need not look it up: it is

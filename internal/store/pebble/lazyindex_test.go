@@ -128,3 +128,66 @@ func TestPurgeAddressableIndexesMidRemoval(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestSaveSkipsLookupsWithFilter: Save (import, sync, migrate: no HasAt
+// token) starts the filter of stored ids itself, and once it is built a
+// batch of new events is written without a duplicate lookup, so without
+// an indexed batch. Duplicates are still found: of stored events (the
+// filter may contain them: looked up) and within the batch (the batch's
+// own ids are always looked up).
+func TestSaveSkipsLookupsWithFilter(t *testing.T) {
+	s := openTest(t, Options{NoSync: true, PurgeInterval: -1})
+	defer s.Close()
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(19, 3))
+	author := storetest.Key(21)
+	note := func(i int) *nostr.Event {
+		return storetest.NewEvent(rng, author, 1, storetest.BaseTime+int64(i), nostr.Tags{{"t", "import"}}, "an imported note "+strconv.Itoa(i))
+	}
+	save := func(evs []*nostr.Event) []store.SaveResult {
+		t.Helper()
+		res, err := s.Save(ctx, evs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+
+	first := []*nostr.Event{note(0), note(1)}
+	save(first)
+	waitSeenBuilt(t, s) // started by the Save: no HasAt was called
+	if n := s.Stats().IDFilterBytes; n == 0 {
+		t.Fatal("no filter after the first Save")
+	}
+
+	const batch = 100
+	evs := make([]*nostr.Event, batch)
+	for i := range evs {
+		evs[i] = note(10 + i)
+	}
+	before := s.batchIndexed.Load()
+	for i, r := range save(evs) {
+		if r.Outcome != store.Stored {
+			t.Fatalf("new note %d: %v", i, r.Outcome)
+		}
+	}
+	if n := s.batchIndexed.Load() - before; n != 0 {
+		t.Fatalf("a Save of %d new notes indexed %d batches, want 0 (no lookup)", batch, n)
+	}
+
+	// One batch: a new note, a stored one, the new one again, another
+	// stored one.
+	fresh := note(500)
+	res := save([]*nostr.Event{fresh, first[0], fresh, evs[7]})
+	for i, want := range []store.Outcome{store.Stored, store.Duplicate, store.Duplicate, store.Duplicate} {
+		if res[i].Outcome != want {
+			t.Fatalf("event %d of the mixed batch: %v, want %v", i, res[i].Outcome, want)
+		}
+	}
+	if n := countAll(t, s); n != int64(len(first)+batch+1) {
+		t.Fatalf("%d events stored, want %d", n, len(first)+batch+1)
+	}
+	if err := checkIntegrity(s.db); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -17,8 +17,11 @@ func (w *writer) save(ev *nostr.Event, r *request) (store.SaveResult, error) {
 	}
 	if r.checked && w.recent.absentSince(&ev.ID, r.token) {
 		w.s.precheckHits.Add(1)
-	} else if r.op == opRelease && w.absent(&ev.ID) {
-		// Held events come without a token: the filter may tell.
+	} else if w.absent(&ev.ID) {
+		// The filter of stored ids tells: for the events that come without
+		// a HasAt token (held events' release, the saves of import, sync
+		// and migrate), and for a checked one that a commit since its
+		// token may have stored.
 	} else if ok, err := w.has(idKey(&ev.ID)); err != nil || ok {
 		return store.SaveResult{Outcome: store.Duplicate}, err
 	}

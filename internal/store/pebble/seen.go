@@ -1,6 +1,8 @@
 package pebble
 
 import (
+	"context"
+	"log/slog"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -104,7 +106,11 @@ func (s *Store) buildSeen(n int64) error {
 		}
 		s.seen.Store(f)
 		s.seenBuilding.Store(nil)
-		s.log.Info("store: filter of stored ids ready", "ids", scanned, "bytes", len(f.words)*8, "took", time.Since(start).Round(time.Millisecond))
+		level := slog.LevelInfo
+		if scanned == 0 {
+			level = slog.LevelDebug // a new store's: no news (an import into one starts it)
+		}
+		s.log.Log(context.Background(), level, "store: filter of stored ids ready", "ids", scanned, "bytes", len(f.words)*8, "took", time.Since(start).Round(time.Millisecond))
 		if f.count.Load() <= f.capacity || len(f.words)*8 >= s.opts.IDFilterMaxBytes {
 			return nil
 		}

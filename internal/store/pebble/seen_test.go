@@ -77,6 +77,13 @@ func TestIDBloomBytes(t *testing.T) {
 func waitSeen(t *testing.T, s *Store) *idBloom {
 	t.Helper()
 	hasAt(t, s, nostr.ID{})
+	return waitSeenBuilt(t, s)
+}
+
+// waitSeenBuilt waits until the store's filter, started before, is built
+// and no build runs.
+func waitSeenBuilt(t *testing.T, s *Store) *idBloom {
+	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
 		if f := s.seen.Load(); f != nil && !s.seenBuild.Load() {

@@ -371,6 +371,7 @@ func wait(ctx context.Context, r *request) error {
 
 // Save implements store.Store.
 func (s *Store) Save(ctx context.Context, events []*nostr.Event) ([]store.SaveResult, error) {
+	s.wantSeen()
 	r := &request{op: opSave, events: events, done: make(chan struct{})}
 	if err := s.enqueue(ctx, r); err != nil {
 		return nil, err
@@ -463,9 +464,7 @@ func (s *Store) HasAt(ctx context.Context, id nostr.ID) (bool, uint64, error) {
 	token := s.commits.Load()
 	f := s.seen.Load()
 	if f == nil {
-		// Built at the first call, not at Open: tools that never ask
-		// (export, scan) do not pay for it.
-		s.seenOnce.Do(func() { s.startSeenBuild(s.estimateIDs()) })
+		s.wantSeen()
 	} else if !f.mayContain(&id) {
 		s.seenSkips.Add(1)
 		return false, token, nil
@@ -475,6 +474,18 @@ func (s *Store) HasAt(ctx context.Context, id nostr.ID) (bool, uint64, error) {
 		return false, 0, err
 	}
 	return found, token, nil
+}
+
+// wantSeen starts building the filter of stored ids (seen.go) unless it
+// was started before. Called by the first HasAt and the first Save, not
+// at Open: tools that neither ask nor save (export, scan) do not pay for
+// it. With it the writer's duplicate check of a Save (import, sync,
+// migrate) costs no lookup for most new ids, and so a batch of them is
+// never made indexed for one (writer.reader).
+func (s *Store) wantSeen() {
+	if s.seen.Load() == nil {
+		s.seenOnce.Do(func() { s.startSeenBuild(s.estimateIDs()) })
+	}
 }
 
 // Stats implements store.Store. SizeBytes is pebble's disk space usage

@@ -2,6 +2,7 @@ package pebble
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"strconv"
 	"sync"
@@ -189,5 +190,32 @@ func TestSaveSkipsLookupsWithFilter(t *testing.T) {
 	}
 	if err := checkIntegrity(s.db); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestSaveAfterCloseStartsNoFilter: a Save refused because the store is
+// closed (or read-only) starts no build of the filter of stored ids,
+// which would read a closed database.
+func TestSaveAfterCloseStartsNoFilter(t *testing.T) {
+	dir := t.TempDir()
+	s := openTest(t, Options{Path: dir, NoSync: true, PurgeInterval: -1})
+	ev := storetest.NewEvent(rand.New(rand.NewPCG(19, 4)), storetest.Key(22), 1, storetest.BaseTime, nil, "after close")
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Save(context.Background(), []*nostr.Event{ev}); !errors.Is(err, store.ErrClosed) {
+		t.Fatalf("Save after Close: %v, want ErrClosed", err)
+	}
+	if s.seenBuild.Load() || s.seen.Load() != nil {
+		t.Fatal("a Save after Close started the filter's build")
+	}
+
+	ro := openTest(t, Options{Path: dir, ReadOnly: true, PurgeInterval: -1})
+	defer ro.Close()
+	if _, err := ro.Save(context.Background(), []*nostr.Event{ev}); !errors.Is(err, ErrReadOnly) {
+		t.Fatalf("Save to a read-only store: %v, want ErrReadOnly", err)
+	}
+	if ro.seenBuild.Load() || ro.seen.Load() != nil {
+		t.Fatal("a refused Save to a read-only store started the filter's build")
 	}
 }

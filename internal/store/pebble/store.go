@@ -344,6 +344,9 @@ func (s *Store) enqueue(ctx context.Context, r *request) error {
 	if s.opts.ReadOnly {
 		return ErrReadOnly
 	}
+	if r.op == opSave {
+		s.wantSeen() // here, under s.mu and open: Close waits for the build
+	}
 	select {
 	case s.queue <- r:
 		return nil
@@ -371,7 +374,6 @@ func wait(ctx context.Context, r *request) error {
 
 // Save implements store.Store.
 func (s *Store) Save(ctx context.Context, events []*nostr.Event) ([]store.SaveResult, error) {
-	s.wantSeen()
 	r := &request{op: opSave, events: events, done: make(chan struct{})}
 	if err := s.enqueue(ctx, r); err != nil {
 		return nil, err
@@ -477,7 +479,10 @@ func (s *Store) HasAt(ctx context.Context, id nostr.ID) (bool, uint64, error) {
 }
 
 // wantSeen starts building the filter of stored ids (seen.go) unless it
-// was started before. Called by the first HasAt and the first Save, not
+// was started before. The caller holds s.mu (read) and has seen the
+// store open, so that Close, which takes s.mu before it waits for
+// s.bg, waits for the build. Called by the first HasAt and the first
+// Save, not
 // at Open: tools that neither ask nor save (export, scan) do not pay for
 // it. With it the writer's duplicate check of a Save (import, sync,
 // migrate) costs no lookup for most new ids, and so a batch of them is

@@ -480,9 +480,8 @@ func (s *Store) HasAt(ctx context.Context, id nostr.ID) (bool, uint64, error) {
 
 // wantSeen starts building the filter of stored ids (seen.go) unless it
 // was started before. The caller holds s.mu (read) and has seen the
-// store open, so that Close, which takes s.mu before it waits for
-// s.bg, waits for the build. Called by the first HasAt and the first
-// Save, not
+// store open, so that Close, which takes s.mu before it waits for s.bg,
+// waits for the build. Called by the first HasAt and the first Save, not
 // at Open: tools that neither ask nor save (export, scan) do not pay for
 // it. With it the writer's duplicate check of a Save (import, sync,
 // migrate) costs no lookup for most new ids, and so a batch of them is

@@ -145,17 +145,8 @@ func TestSaveSkipsLookupsWithFilter(t *testing.T) {
 	note := func(i int) *nostr.Event {
 		return storetest.NewEvent(rng, author, 1, storetest.BaseTime+int64(i), nostr.Tags{{"t", "import"}}, "an imported note "+strconv.Itoa(i))
 	}
-	save := func(evs []*nostr.Event) []store.SaveResult {
-		t.Helper()
-		res, err := s.Save(ctx, evs)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return res
-	}
-
 	first := []*nostr.Event{note(0), note(1)}
-	save(first)
+	saveAll(t, s, first...)
 	waitSeenBuilt(t, s) // started by the Save: no HasAt was called
 	if n := s.Stats().IDFilterBytes; n == 0 {
 		t.Fatal("no filter after the first Save")
@@ -167,11 +158,7 @@ func TestSaveSkipsLookupsWithFilter(t *testing.T) {
 		evs[i] = note(10 + i)
 	}
 	before := s.batchIndexed.Load()
-	for i, r := range save(evs) {
-		if r.Outcome != store.Stored {
-			t.Fatalf("new note %d: %v", i, r.Outcome)
-		}
-	}
+	saveAll(t, s, evs...)
 	if n := s.batchIndexed.Load() - before; n != 0 {
 		t.Fatalf("a Save of %d new notes indexed %d batches, want 0 (no lookup)", batch, n)
 	}
@@ -179,7 +166,10 @@ func TestSaveSkipsLookupsWithFilter(t *testing.T) {
 	// One batch: a new note, a stored one, the new one again, another
 	// stored one.
 	fresh := note(500)
-	res := save([]*nostr.Event{fresh, first[0], fresh, evs[7]})
+	res, err := s.Save(ctx, []*nostr.Event{fresh, first[0], fresh, evs[7]})
+	if err != nil {
+		t.Fatal(err)
+	}
 	for i, want := range []store.Outcome{store.Stored, store.Duplicate, store.Duplicate, store.Duplicate} {
 		if res[i].Outcome != want {
 			t.Fatalf("event %d of the mixed batch: %v, want %v", i, res[i].Outcome, want)

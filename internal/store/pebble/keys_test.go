@@ -53,6 +53,8 @@ func encodeKey(ki *KeyInfo) []byte {
 		k = appendPostingKey(k[:0], ki.Term, ki.Serial)
 	case pfxDoc:
 		k = appendDocKey(k[:0], ki.Serial)
+	case pfxSegment:
+		k = appendSegmentKey(k[:0], ki.Serial)
 	}
 	return k
 }
@@ -85,6 +87,7 @@ func FuzzDecodeKey(f *testing.F) {
 	f.Add([]byte{pfxSearch, 0, 1, 2, 3, 4, 5, 6, 7, 8})
 	f.Add(searchKey)
 	f.Add(appendDocKey(nil, 12345))
+	f.Add(appendSegmentKey(nil, 67890))
 	f.Fuzz(func(t *testing.T, k []byte) {
 		ki, err := DecodeKey(k)
 		if err != nil || ki.Table == pfxMeta {

@@ -106,8 +106,9 @@ type Store struct {
 	// lets the relay answer "not stored yet" for a new event without a
 	// database lookup (about a tenth of the CPU an event costs). It takes
 	// 2-4 bytes per stored event, rounded up to a power of two, built in
-	// the background at the first EVENT after start (and by import and
-	// sync at their first batch, whose duplicate checks it spares too);
+	// the background at the first EVENT after start (and by import, sync
+	// and migrate at their first batch, whose duplicate checks it spares
+	// too);
 	// past the cap it only grows less precise. Default 64 MiB (enough for
 	// 32 million events); negative turns it off.
 	IDFilterBytes int `toml:"id_filter_bytes"`

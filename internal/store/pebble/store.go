@@ -487,9 +487,7 @@ func (s *Store) HasAt(ctx context.Context, id nostr.ID) (bool, uint64, error) {
 // migrate) costs no lookup for most new ids, and so a batch of them is
 // never made indexed for one (writer.reader).
 func (s *Store) wantSeen() {
-	if s.seen.Load() == nil {
-		s.seenOnce.Do(func() { s.startSeenBuild(s.estimateIDs()) })
-	}
+	s.seenOnce.Do(func() { s.startSeenBuild(s.estimateIDs()) })
 }
 
 // Stats implements store.Store. SizeBytes is pebble's disk space usage

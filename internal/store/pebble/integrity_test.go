@@ -58,11 +58,12 @@ func integrity(db *pebble.DB) (integrityReport, error) {
 	if err != nil {
 		return rep, err
 	}
-	var searchSerial uint64 // 0: no postings of removed events allowed
-	recordedDead := 0       // searchDeadKey
-	recordedEvents := -1    // eventCountKey; -1: absent
-	var lastTerm []byte     // the term of the previous S key
-	var lastMin uint64      // and its block's oldest serial
+	var searchSerial uint64   // 0: no postings of removed events allowed
+	recordedDead := 0         // searchDeadKey
+	recordedEvents := -1      // in the commit state; -1: absent
+	var recordedSearch []byte // the commit state's search figures
+	var lastTerm []byte       // the term of the previous S key
+	var lastMin uint64        // and its block's oldest serial
 	var errs []error
 	segMin := make(map[string]uint64)    // term -> oldest serial of its blocks in segments
 	var foldFirst, foldLast uint64       // searchFoldKey: 0, 0 when absent
@@ -129,8 +130,6 @@ func integrity(db *pebble.DB) (integrityReport, error) {
 			switch {
 			case bytes.Equal(k, formatKey) && string(v) == formatVersion:
 			case bytes.Equal(k, searchKey) && (string(v) == searchIndexVersion || string(v) == searchIndexV1):
-			case bytes.Equal(k, searchStatsKey) && indexed:
-				got[string(k)] = v
 			case bytes.Equal(k, searchFoldKey) && indexed:
 				var ok bool
 				if foldFirst, foldLast, ok = decodeFold(v); !ok {
@@ -138,11 +137,11 @@ func integrity(db *pebble.DB) (integrityReport, error) {
 				}
 			case bytes.Equal(k, searchSerialKey) && indexed && len(v) == 8:
 				searchSerial = binary.BigEndian.Uint64(v)
-			case bytes.Equal(k, commitKey) && len(v) == 8 && binary.BigEndian.Uint64(v) > 0:
+			case bytes.Equal(k, commitKey) && len(v) == commitStateLen:
+				recordedEvents = int(binary.BigEndian.Uint64(v[8:]))
+				recordedSearch = v[16:]
 			case bytes.Equal(k, searchDeadKey) && indexed && len(v) == 8:
 				recordedDead = int(binary.BigEndian.Uint64(v))
-			case bytes.Equal(k, eventCountKey) && len(v) == 16:
-				recordedEvents = int(binary.BigEndian.Uint64(v))
 			case bytes.HasPrefix(k, []byte(metaPrefix)): // LoadMeta/SaveMeta blobs
 			default:
 				return rep, fmt.Errorf("meta key %q = %q", k, v)
@@ -272,8 +271,11 @@ func integrity(db *pebble.DB) (integrityReport, error) {
 	if err := it.Error(); err != nil {
 		return rep, err
 	}
-	if indexed {
-		want[string(searchStatsKey)] = appendSearchStats(nil, st)
+	if !indexed {
+		st = search.Stats{} // the figures are zero without an index
+	}
+	if wantSearch := appendSearchStats(nil, st); recordedSearch != nil && !bytes.Equal(recordedSearch, wantSearch) {
+		errs = append(errs, fmt.Errorf("search figures %x recorded, want %x", recordedSearch, wantSearch))
 	}
 	if foldFirst > 0 && foldEnds != 2 {
 		errs = append(errs, fmt.Errorf("search fold %d-%d: its first or last segment is missing", foldFirst, foldLast))

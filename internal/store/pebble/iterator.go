@@ -50,12 +50,12 @@ func (s *Store) Query(ctx context.Context, filters []nostr.Filter) (store.Iterat
 		it.q = nil
 		return it, nil // reads nothing: the zero Snapshot
 	}
-	last, _, err := getU64(q.snap, commitKey)
+	c, _, err := readCommit(q.snap)
 	if err != nil {
 		q.close()
 		return nil, err
 	}
-	it.snap = store.Snapshot{Low: last + 1, High: last + 1}
+	it.snap = store.Snapshot{Low: c.pos + 1, High: c.pos + 1}
 	if !s.track(it) {
 		q.close()
 		return nil, store.ErrClosed

@@ -49,19 +49,25 @@ func keyspace() (start, end []byte) {
 }
 
 // formatKey holds the on-disk format version; formatVersion is what this
-// code writes and reads. A database in formatV1 (the same layout without
-// the search tables) is upgraded at Open.
+// code writes and reads. A database in formatV2 (the same layout with the
+// commit state in three keys: commitKey holding the position alone,
+// eventCountKey and searchStatsKey) or formatV1 (formatV2 without the
+// search tables) is upgraded at Open (Store.upgradeMeta, then
+// Store.openSearch builds the index); a read-only open reads a formatV2
+// database as it is.
 var formatKey = []byte("\x00format")
 
 const (
-	formatVersion = "petrel-pebble/2"
+	formatVersion = "petrel-pebble/3"
+	formatV2      = "petrel-pebble/2"
 	formatV1      = "petrel-pebble/1"
 )
 
 // searchKey holds searchIndexVersion, the version of the search index (S
 // and F keys) in the database; it is absent when there is no index
-// (Options.DisableSearch, or an index being built). searchStatsKey holds
-// the collection figures BM25 needs: documents(8) total length(8).
+// (Options.DisableSearch, or an index being built). The collection
+// figures BM25 needs are in the commit state (commitKey); searchStatsKey
+// held them in formatV2: documents(8) total length(8).
 // searchSerialKey, when present, holds a serial(8) below which S keys may
 // hold postings of removed events: the writer never allocates a serial
 // below it (see writer.index).
@@ -96,19 +102,60 @@ const (
 	searchIndexV1      = search.Version + "+blocks1"
 )
 
-// commitKey holds the commit position(8) of the last commit that stored
-// events (store.SaveResult.Seq). Every such commit writes it in its own
-// batch, so a query reads, from its own snapshot, exactly the last commit
-// it sees (store.Snapshot).
-var commitKey = []byte("\x00commit")
+// commitKey holds the commit state (commitState): the commit position(8)
+// of the last commit that stored events (store.SaveResult.Seq), the
+// number(8) of stored events (store.Stats.Events), and the search
+// collection figures documents(8) total length(8) (zero without a search
+// index). The writer rewrites it in every batch that stores or removes
+// events or changes the figures, so a query reads, from its own snapshot,
+// exactly the last commit it sees (store.Snapshot) and the figures of
+// that commit. It is one key, not three, because a memtable holds a
+// version of it per commit and a flush steps over every version before it
+// writes its first block (docs/storage.md, "The commit state").
+//
+// In formatV2 it held the position(8) alone; eventCountKey held the
+// number(8) of stored events and the position(8) it was written at (a
+// build without it that stored events since left another position than
+// commitKey's: the I keys are counted when the database is upgraded), and
+// searchStatsKey the figures.
+var (
+	commitKey     = []byte("\x00commit")
+	eventCountKey = []byte("\x00eventcount")
+)
 
-// eventCountKey holds the number(8) of stored events (store.Stats.Events)
-// and the commit position(8) (commitKey) it was written at. The writer
-// rewrites it in every batch that stores or removes events. A store
-// written before it existed has none, and one a build without it has
-// stored events into since has another position than commitKey's: Open
-// then counts the I keys once and writes it.
-var eventCountKey = []byte("\x00eventcount")
+// commitState is commitKey's value.
+type commitState struct {
+	pos    uint64       // the last commit that stored events
+	events uint64       // stored events
+	search search.Stats // search collection figures; zero without an index
+}
+
+const commitStateLen = 32
+
+func appendCommitState(dst []byte, c commitState) []byte {
+	return appendSearchStats(appendU64(appendU64(dst, c.pos), c.events), c.search)
+}
+
+// readCommit reads the commit state from r (the database or a snapshot).
+// full is false when the key is absent (the zero state) or in formatV2's
+// layout (the position alone, read into c.pos).
+func readCommit(r pebble.Reader) (c commitState, full bool, err error) {
+	v, found, err := getValue(r, commitKey)
+	switch {
+	case err != nil || !found:
+		return c, false, err
+	case len(v) == 8:
+		c.pos = binary.BigEndian.Uint64(v)
+		return c, false, nil
+	case len(v) == commitStateLen:
+		c.pos, c.events = binary.BigEndian.Uint64(v), binary.BigEndian.Uint64(v[8:])
+		var ok bool
+		if c.search, ok = decodeSearchStats(v[16:]); ok && int64(c.events) >= 0 {
+			return c, true, nil
+		}
+	}
+	return commitState{}, false, fmt.Errorf("%w: commit state %x", errCorrupt, v)
+}
 
 // Tag value encodings (the byte after the tag name in T keys).
 const (

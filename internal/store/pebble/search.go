@@ -15,7 +15,7 @@ import (
 
 // NIP-50 search: the index is a posting list per term (S keys: posting
 // blocks, newest documents first) plus the collection figures
-// (searchStatsKey), written by the writer in the same batch as the events
+// (in the commit state), written by the writer in the same batch as the events
 // they index. See docs/storage.md, "Search".
 
 // SupportsSearch implements store.Searcher: it reports whether the store
@@ -28,11 +28,11 @@ const buildBatchEvents = 4096
 // openSearch brings the search index in line with the options before the
 // writer starts: with search off it drops an index that exists; with
 // search on it builds the index when it is missing or was built by
-// another analyzer version or posting layout (searchIndexVersion).
-// upgrade (a formatV1 database) also rewrites the format key, in the same
-// batch that completes the index, so a crash midway leaves a database
-// that is upgraded again at the next Open.
-func (s *Store) openSearch(upgrade bool) error {
+// another analyzer version or posting layout (searchIndexVersion). The
+// version key is written in the batch that completes the index (with its
+// figures in the commit state), so a crash midway leaves a database whose
+// index is built again at the next Open.
+func (s *Store) openSearch() error {
 	have, ok, err := s.getMeta(searchKey)
 	if err != nil {
 		return err
@@ -49,7 +49,11 @@ func (s *Store) openSearch(upgrade bool) error {
 		return nil
 	}
 	if s.opts.DisableSearch {
-		if !ok && !upgrade && !s.anySearchKeys() {
+		c, _, err := readCommit(s.db)
+		if err != nil {
+			return err
+		}
+		if !ok && c.search == (search.Stats{}) && !s.anySearchKeys() {
 			return nil
 		}
 		b := s.db.NewBatch()
@@ -57,10 +61,8 @@ func (s *Store) openSearch(upgrade bool) error {
 		if err := dropSearch(b); err != nil {
 			return err
 		}
-		if upgrade {
-			if err := b.Set(formatKey, []byte(formatVersion), nil); err != nil {
-				return err
-			}
+		if err := s.setSearchStats(b, search.Stats{}); err != nil {
+			return err
 		}
 		if ok {
 			s.log.Info("store: search disabled, search index dropped")
@@ -71,10 +73,10 @@ func (s *Store) openSearch(upgrade bool) error {
 		return b.Commit(pebble.Sync)
 	}
 	s.segments = true
-	if ok && string(have) == searchIndexVersion && !upgrade && !s.opts.RebuildSearch {
+	if ok && string(have) == searchIndexVersion && !s.opts.RebuildSearch {
 		return nil
 	}
-	if ok && (string(have) == searchIndexV2 || string(have) == searchIndexV1) && !upgrade && !s.opts.RebuildSearch {
+	if ok && (string(have) == searchIndexV2 || string(have) == searchIndexV1) && !s.opts.RebuildSearch {
 		// A previous layout: blocks2 is this one whose folds were single
 		// batches (never a searchFoldKey), blocks1 this one without
 		// segments. Upgrade in place: the version key changes (an older
@@ -97,7 +99,7 @@ func (s *Store) openSearch(upgrade bool) error {
 		s.log.Info("store: search index upgraded in place", "from", string(have), "to", searchIndexVersion)
 		return b.Commit(pebble.Sync)
 	}
-	return s.buildSearch(upgrade, string(have))
+	return s.buildSearch(string(have))
 }
 
 // getMeta reads a metadata key from the database.
@@ -145,20 +147,17 @@ func dropSearch(b *pebble.Batch) error {
 	if err := b.Delete(searchSerialKey, nil); err != nil {
 		return err
 	}
-	if err := b.Delete(searchDeadKey, nil); err != nil {
-		return err
-	}
-	return b.Delete(searchStatsKey, nil)
+	return b.Delete(searchDeadKey, nil)
 }
 
 // buildSearch drops any index and builds it from every stored event, in
-// batches committed without sync; the last batch (figures, version key,
-// format key) is synced. Until that batch commits the version key is
+// batches committed without sync; the last batch (the figures in the
+// commit state, the version key) is synced. Until that batch commits the version key is
 // absent, so an interrupted build starts over at the next Open. Bodies
 // are read newest first, so each batch's postings cover a serial range
 // older than the previous batch's: one block per term per batch, as the
 // writer's, with disjoint ranges.
-func (s *Store) buildSearch(upgrade bool, old string) error {
+func (s *Store) buildSearch(old string) error {
 	start := time.Now()
 	b := s.db.NewBatch()
 	if err := dropSearch(b); err != nil {
@@ -233,13 +232,10 @@ func (s *Store) buildSearch(upgrade bool, old string) error {
 		err = pb.flush(b)
 	}
 	if err == nil {
-		err = b.Set(searchStatsKey, appendSearchStats(nil, st), nil)
+		err = s.setSearchStats(b, st)
 	}
 	if err == nil {
 		err = b.Set(searchKey, []byte(searchIndexVersion), nil)
-	}
-	if err == nil && upgrade {
-		err = b.Set(formatKey, []byte(formatVersion), nil)
 	}
 	if err == nil {
 		err = s.spaceFor(int(b.Len()))
@@ -772,8 +768,14 @@ func (q *query) doc(serial uint64) (entry, bool, error) {
 	return entry{createdAt: ts, id: id, m: m}, true, nil
 }
 
-// searchStats reads the collection figures from the query's snapshot.
+// searchStats reads the collection figures from the query's snapshot:
+// from the commit state, or from searchStatsKey in a formatV2 database
+// (open read-only).
 func (q *query) searchStats() (search.Stats, error) {
+	c, full, err := readCommit(q.snap)
+	if full || err != nil {
+		return c.search, err
+	}
 	v, found, err := getValue(q.snap, searchStatsKey)
 	if !found || err != nil {
 		return search.Stats{}, err

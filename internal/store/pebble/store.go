@@ -2,6 +2,7 @@ package pebble
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -220,14 +221,17 @@ func Open(opts Options) (*Store, error) {
 	}
 	metrics := db.Metrics
 	pace.metrics.Store(&metrics)
-	upgrade, err := s.checkFormat()
-	if err == nil {
-		err = s.openSearch(upgrade)
+	from, err := s.checkFormat()
+	if err == nil && from != "" && !o.ReadOnly {
+		err = s.upgradeMeta(from)
 	}
 	if err == nil {
-		var last uint64
-		last, err = s.getMetaU64(commitKey)
-		s.commits.Store(last)
+		err = s.openSearch()
+	}
+	if err == nil {
+		var c commitState
+		c, _, err = readCommit(s.db)
+		s.commits.Store(c.pos)
 	}
 	if err != nil {
 		s.closeDB()
@@ -252,59 +256,139 @@ func Open(opts Options) (*Store, error) {
 	return s, nil
 }
 
-// checkFormat writes the format key (and an empty search index) into an
-// empty database, and refuses a database with another (or no) format key.
-// It reports whether the database is in formatV1, to be upgraded by
-// openSearch.
-func (s *Store) checkFormat() (upgrade bool, err error) {
+// checkFormat writes the format key, the commit state (and an empty
+// search index) into an empty database, and refuses a database with
+// another (or no) format key. It returns the older format a database is
+// in (formatV1 or formatV2, upgraded by upgradeMeta), or "" for the
+// current one. A read-only open reads formatV2 as it is and refuses
+// formatV1 (whose upgrade builds the search index).
+func (s *Store) checkFormat() (from string, err error) {
 	v, closer, err := s.db.Get(formatKey)
 	if err == nil {
 		defer closer.Close()
 		switch string(v) {
 		case formatVersion:
-			return false, nil
+			return "", nil
+		case formatV2:
+			return formatV2, nil
 		case formatV1:
 			if s.opts.ReadOnly {
-				return false, fmt.Errorf("%w: %q needs an upgrade, which a read-only open cannot do (open it once with petrel serve)", ErrFormat, v)
+				return "", fmt.Errorf("%w: %q needs an upgrade, which a read-only open cannot do (open it once with petrel serve)", ErrFormat, v)
 			}
-			return true, nil
+			return formatV1, nil
 		}
-		return false, fmt.Errorf("%w: %q, this build reads %q (and upgrades %q)", ErrFormat, v, formatVersion, formatV1)
+		return "", fmt.Errorf("%w: %q, this build reads %q (and upgrades %q and %q)", ErrFormat, v, formatVersion, formatV2, formatV1)
 	}
 	if !errors.Is(err, pebble.ErrNotFound) {
-		return false, err
+		return "", err
 	}
 	it, err := s.db.NewIter(nil)
 	if err != nil {
-		return false, err
+		return "", err
 	}
 	nonEmpty := it.First()
 	if err := it.Close(); err != nil {
-		return false, err
+		return "", err
 	}
 	if nonEmpty {
-		return false, fmt.Errorf("%w: no format key in a non-empty database", ErrFormat)
+		return "", fmt.Errorf("%w: no format key in a non-empty database", ErrFormat)
 	}
 	if s.opts.ReadOnly {
-		return false, fmt.Errorf("%w: an empty database (no petrel store here yet)", ErrFormat)
+		return "", fmt.Errorf("%w: an empty database (no petrel store here yet)", ErrFormat)
 	}
 	b := s.db.NewBatch()
 	defer b.Close()
 	if err := b.Set(formatKey, []byte(formatVersion), nil); err != nil {
-		return false, err
+		return "", err
+	}
+	if err := b.Set(commitKey, appendCommitState(nil, commitState{}), nil); err != nil {
+		return "", err
 	}
 	if !s.opts.DisableSearch {
 		if err := b.Set(searchKey, []byte(searchIndexVersion), nil); err != nil {
-			return false, err
-		}
-		if err := b.Set(searchStatsKey, appendSearchStats(nil, search.Stats{}), nil); err != nil {
-			return false, err
+			return "", err
 		}
 	}
 	if err := s.spaceFor(int(b.Len())); err != nil {
-		return false, err
+		return "", err
 	}
-	return false, b.Commit(pebble.Sync)
+	return "", b.Commit(pebble.Sync)
+}
+
+// upgradeMeta brings a formatV2 or formatV1 database to the current
+// format in one synced batch: the commit state moves into commitKey from
+// the position it held, eventCountKey (the I keys are counted when it is
+// missing or stale) and searchStatsKey (openSearch then builds, drops or
+// keeps the index as for any database of this format).
+func (s *Store) upgradeMeta(from string) error {
+	pos, _, err := getU64(s.db, commitKey)
+	if err != nil {
+		return err
+	}
+	c := commitState{pos: pos}
+	v, found, err := getValue(s.db, eventCountKey)
+	if err != nil {
+		return err
+	}
+	if found && len(v) == 16 && binary.BigEndian.Uint64(v[8:]) == pos {
+		c.events = binary.BigEndian.Uint64(v)
+	} else {
+		it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{pfxID}, UpperBound: []byte{pfxID + 1}})
+		if err != nil {
+			return err
+		}
+		for it.First(); it.Valid(); it.Next() {
+			c.events++
+		}
+		if err := it.Close(); err != nil {
+			return err
+		}
+		if found || c.events > 0 {
+			s.log.Info("store: counted the stored events once", "events", c.events)
+		}
+	}
+	if v, found, err = getValue(s.db, searchStatsKey); err != nil {
+		return err
+	} else if found {
+		var ok bool
+		if c.search, ok = decodeSearchStats(v); !ok {
+			return fmt.Errorf("%w: search stats %x", errCorrupt, v)
+		}
+	}
+	b := s.db.NewBatch()
+	defer b.Close()
+	for _, err := range []error{
+		b.Set(commitKey, appendCommitState(nil, c), nil),
+		b.Delete(eventCountKey, nil),
+		b.Delete(searchStatsKey, nil),
+		b.Set(formatKey, []byte(formatVersion), nil),
+	} {
+		if err != nil {
+			return err
+		}
+	}
+	if err := s.spaceFor(int(b.Len())); err != nil {
+		return err
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		return fmt.Errorf("upgrade the store format: %w", err)
+	}
+	s.log.Info("store: format upgraded", "from", from, "to", formatVersion, "events", c.events)
+	return nil
+}
+
+// setSearchStats adds to b the commit state with the search figures st.
+// Only before the writer starts (openSearch): the writer owns the state.
+func (s *Store) setSearchStats(b *pebble.Batch, st search.Stats) error {
+	c, full, err := readCommit(s.db)
+	if err != nil {
+		return err
+	}
+	if !full {
+		return fmt.Errorf("%w: no commit state in a %s database", errCorrupt, formatVersion)
+	}
+	c.search = st
+	return b.Set(commitKey, appendCommitState(nil, c), nil)
 }
 
 // purgeLoop purges expired events every interval until the store closes.

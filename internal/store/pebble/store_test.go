@@ -144,10 +144,10 @@ func TestReopen(t *testing.T) {
 }
 
 // TestEventCountCounted: the event count survives a reopen without a
-// recount; a store without it (written before it existed), or whose count
-// is stamped with another commit position (a build without it stored
-// events since), is counted once at open; the count then follows stores
-// and removals.
+// recount; a formatV2 store whose count is missing (written before it
+// existed) or stamped with another commit position (a build without it
+// stored events since) is counted once when it is upgraded, one with a
+// current count is not; the count then follows stores and removals.
 func TestEventCountCounted(t *testing.T) {
 	dir := t.TempDir()
 	ctx := context.Background()
@@ -185,30 +185,24 @@ func TestEventCountCounted(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	// rewrite sets the count key (nil: deletes it) behind the store's back.
-	rewrite := func(v []byte) {
-		t.Helper()
-		db, err := pebble.Open(dir, &pebble.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if v == nil {
-			err = db.Delete(eventCountKey, pebble.Sync)
-		} else {
-			err = db.Set(eventCountKey, v, pebble.Sync)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := db.Close(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, v := range [][]byte{nil, appendU64(appendU64(nil, 7), 0)} {
-		rewrite(v)
+	for i, c := range []struct {
+		count   func(commitState) []byte // formatV2's count key (nil value: absent)
+		recount bool
+	}{
+		{func(commitState) []byte { return nil }, true},
+		{func(c commitState) []byte { return appendU64(appendU64(nil, 7), c.pos-1) }, true}, // stamped at another position
+		{currentCount, false},
+	} {
+		toFormatV2(t, dir, c.count)
 		s = open()
-		if got := s.Stats().Events; got != 40 || !recounted() {
-			t.Fatalf("count key %x: Events = %d after open (want 40), recounted %v", v, got, recounted())
+		if got := s.Stats().Events; got != 40 || recounted() != c.recount {
+			t.Fatalf("count key %d: Events = %d after open (want 40), recounted %v", i, got, recounted())
+		}
+		if !strings.Contains(logs.String(), "format upgraded") {
+			t.Fatalf("count key %d: no upgrade logged: %s", i, logs.String())
+		}
+		if err := checkIntegrity(s.db); err != nil { // formatVersion, one commit state
+			t.Fatal(err)
 		}
 		if err := s.Close(); err != nil {
 			t.Fatal(err)

@@ -102,7 +102,8 @@ type writer struct {
 
 	// Search index (nil analyzer when Options.DisableSearch): the
 	// committed collection figures, and the current batch's change to
-	// them, written to searchStatsKey at the end of the batch.
+	// them, written in the commit state (commitKey) at the end of the
+	// batch.
 	an          *search.Analyzer
 	searchStats search.Stats
 	searchDelta search.Stats
@@ -133,8 +134,8 @@ type writer struct {
 	// dead counts the postings of removed events left in committed
 	// blocks (searchDeadKey); deadDelta is the current batch's share.
 	dead, deadDelta uint64
-	// events counts the stored events (eventCountKey); eventsDelta is
-	// the current batch's change to it.
+	// events counts the stored events (in the commit state); eventsDelta
+	// is the current batch's change to it.
 	events, eventsDelta int64
 
 	// recent spares the duplicate lookup of events checked with HasAt.
@@ -198,18 +199,16 @@ func newWriter(s *Store) (*writer, error) {
 	for i := range dead {
 		w.tombstoned.add(&dead[i])
 	}
+	c, full, err := readCommit(s.db)
+	if err != nil {
+		return nil, err
+	}
+	if !full {
+		return nil, fmt.Errorf("%w: no commit state in a %s database", errCorrupt, formatVersion)
+	}
 	if !s.opts.DisableSearch {
 		w.an = new(search.Analyzer)
-		v, closer, err := s.db.Get(searchStatsKey)
-		if err != nil {
-			return nil, fmt.Errorf("search stats: %w", err)
-		}
-		st, ok := decodeSearchStats(v)
-		closer.Close()
-		if !ok {
-			return nil, fmt.Errorf("%w: search stats %x", errCorrupt, v)
-		}
-		w.searchStats = st
+		w.searchStats = c.search
 	}
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{pfxBody}, UpperBound: []byte{pfxBody + 1}})
 	if err != nil {
@@ -244,46 +243,9 @@ func newWriter(s *Store) (*writer, error) {
 			return nil, err
 		}
 	}
-	if err := w.loadEventCount(); err != nil {
-		return nil, err
-	}
-	return w, nil
-}
-
-// loadEventCount reads eventCountKey into w.events. It counts the I keys
-// (and writes the key) when the count is missing (a store written before
-// it existed) or stale: stamped with another commit position than the
-// store's, because a build that does not keep it stored events since.
-func (w *writer) loadEventCount() error {
-	s := w.s
-	v, found, err := getValue(s.db, eventCountKey)
-	if err != nil {
-		return err
-	}
-	var n uint64
-	if found && len(v) == 16 && binary.BigEndian.Uint64(v[8:]) == s.commits.Load() {
-		n = binary.BigEndian.Uint64(v)
-	} else {
-		it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{pfxID}, UpperBound: []byte{pfxID + 1}})
-		if err != nil {
-			return err
-		}
-		for it.First(); it.Valid(); it.Next() {
-			n++
-		}
-		if err := it.Close(); err != nil {
-			return err
-		}
-		if err := s.db.Set(eventCountKey, appendU64(appendU64(nil, n), s.commits.Load()), pebble.Sync); err != nil {
-			return fmt.Errorf("event count: %w", err)
-		}
-		if found || n > 0 { // not worth a line for a store just made
-			s.log.Info("store: counted the stored events once (later opens read the count)", "events", n)
-		}
-	}
-	w.events = int64(n)
+	w.events = int64(c.events)
 	s.events.Store(w.events)
-	return nil
+	return w, nil
 }
 
 func (w *writer) run() {
@@ -363,23 +325,19 @@ func (w *writer) commit(reqs []*request) {
 	if err == nil && w.deadDelta > 0 {
 		err = w.b.Set(searchDeadKey, appendU64(nil, w.dead+w.deadDelta), nil)
 	}
-	if err == nil && (w.eventsDelta != 0 || len(w.stored) > 0) {
-		// Stamped with the commit position this batch leaves (it moves
-		// on when the batch stores events).
-		pos := w.s.commits.Load()
-		if len(w.stored) > 0 {
-			pos++
+	if err == nil && (len(w.stored) > 0 || w.eventsDelta != 0 || w.searchDelta != (search.Stats{})) {
+		// The position every Stored result of this batch reports (the
+		// counter itself moves on only once the commit is done), with
+		// the figures the batch leaves.
+		c := commitState{
+			pos:    w.s.commits.Load(),
+			events: uint64(w.events + w.eventsDelta),
+			search: search.Stats{Docs: w.searchStats.Docs + w.searchDelta.Docs, TotalLen: w.searchStats.TotalLen + w.searchDelta.TotalLen},
 		}
-		err = w.b.Set(eventCountKey, appendU64(appendU64(nil, uint64(w.events+w.eventsDelta)), pos), nil)
-	}
-	if err == nil && w.searchDelta != (search.Stats{}) {
-		st := search.Stats{Docs: w.searchStats.Docs + w.searchDelta.Docs, TotalLen: w.searchStats.TotalLen + w.searchDelta.TotalLen}
-		err = w.b.Set(searchStatsKey, appendSearchStats(nil, st), nil)
-	}
-	if err == nil && len(w.stored) > 0 {
-		// The position every Stored result of this batch reports; the
-		// counter itself moves on only once the commit is done.
-		err = w.b.Set(commitKey, appendU64(nil, w.s.commits.Load()+1), nil)
+		if len(w.stored) > 0 {
+			c.pos++
+		}
+		err = w.b.Set(commitKey, appendCommitState(nil, c), nil)
 	}
 	if err == nil && !w.b.Empty() {
 		err = w.s.spaceFor(int(w.b.Len()))

@@ -138,7 +138,15 @@ func Open(opts Options) (*Store, error) {
 		MaxOpenFiles:                4096,
 		ReadOnly:                    o.ReadOnly,
 	}
-	popts.TargetFileSizes[0] = 8 << 20
+	// L0 tables (what a flush writes) of 2 MiB, pebble's default: a
+	// table's filter is built, and its index and properties written, in
+	// one stretch when it is finished, without a block write (and so a
+	// yield, yieldfs.go) in between; with 8 MiB tables those stretches
+	// held the processor 7-15 ms, behind which the request path waited
+	// (docs/BENCHMARKS.md, issue 19, thirty-first sitting). Lbase and
+	// below keep 16 MiB, doubling with each level.
+	popts.TargetFileSizes[0] = 2 << 20
+	popts.TargetFileSizes[1] = 16 << 20
 	for i := range popts.Levels {
 		popts.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
 		popts.Levels[i].BlockSize = 16 << 10

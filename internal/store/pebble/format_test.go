@@ -2,6 +2,7 @@ package pebble
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -207,5 +208,30 @@ func TestFormatV2Upgrade(t *testing.T) {
 				t.Fatalf("search after reopening: %v, want %v first", got, ev.ID)
 			}
 		})
+	}
+}
+
+// TestFormatV2UpgradeNeedsFigures: a formatV2 store that has a search
+// index but not its figures is refused as corrupt rather than upgraded
+// with zero figures (every BM25 score would be off until a rebuild).
+func TestFormatV2UpgradeNeedsFigures(t *testing.T) {
+	dir := t.TempDir()
+	formatFixture(t, dir)
+	toFormatV2(t, dir, currentCount)
+	db, err := pebble.Open(dir, &pebble.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Delete(searchStatsKey, pebble.Sync); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := Open(Options{Path: dir, Logger: quiet}); !errors.Is(err, errCorrupt) {
+		if err == nil {
+			s.Close()
+		}
+		t.Fatalf("Open = %v, want errCorrupt", err)
 	}
 }

@@ -14,8 +14,8 @@ import (
 )
 
 // NIP-50 search: the index is a posting list per term (S keys: posting
-// blocks, newest documents first) plus the collection figures
-// (in the commit state), written by the writer in the same batch as the events
+// blocks, newest documents first) plus the collection figures (in the
+// commit state), written by the writer in the same batch as the events
 // they index. See docs/storage.md, "Search".
 
 // SupportsSearch implements store.Searcher: it reports whether the store
@@ -152,11 +152,11 @@ func dropSearch(b *pebble.Batch) error {
 
 // buildSearch drops any index and builds it from every stored event, in
 // batches committed without sync; the last batch (the figures in the
-// commit state, the version key) is synced. Until that batch commits the version key is
-// absent, so an interrupted build starts over at the next Open. Bodies
-// are read newest first, so each batch's postings cover a serial range
-// older than the previous batch's: one block per term per batch, as the
-// writer's, with disjoint ranges.
+// commit state, the version key) is synced. Until that batch commits
+// the version key is absent, so an interrupted build starts over at the
+// next Open. Bodies are read newest first, so each batch's postings
+// cover a serial range older than the previous batch's: one block per
+// term per batch, as the writer's, with disjoint ranges.
 func (s *Store) buildSearch(old string) error {
 	start := time.Now()
 	b := s.db.NewBatch()

@@ -355,6 +355,10 @@ func (s *Store) upgradeMeta(from string) error {
 			s.log.Info("store: counted the stored events once", "events", c.events)
 		}
 	}
+	_, indexed, err := getValue(s.db, searchKey)
+	if err != nil {
+		return err
+	}
 	if v, found, err = getValue(s.db, searchStatsKey); err != nil {
 		return err
 	} else if found {
@@ -362,6 +366,8 @@ func (s *Store) upgradeMeta(from string) error {
 		if c.search, ok = decodeSearchStats(v); !ok {
 			return fmt.Errorf("%w: search stats %x", errCorrupt, v)
 		}
+	} else if indexed {
+		return fmt.Errorf("%w: a search index without its figures", errCorrupt)
 	}
 	b := s.db.NewBatch()
 	defer b.Close()

@@ -108,9 +108,8 @@ type Store struct {
 	// 2-4 bytes per stored event, rounded up to a power of two, built in
 	// the background at the first EVENT after start (and by import, sync
 	// and migrate at their first batch, whose duplicate checks it spares
-	// too);
-	// past the cap it only grows less precise. Default 64 MiB (enough for
-	// 32 million events); negative turns it off.
+	// too); past the cap it only grows less precise. Default 64 MiB
+	// (enough for 32 million events); negative turns it off.
 	IDFilterBytes int `toml:"id_filter_bytes"`
 	// BodyCacheBytes is the memory for the bodies of the most recently
 	// stored events (at most 65,536), which stored queries then read

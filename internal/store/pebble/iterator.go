@@ -50,7 +50,7 @@ func (s *Store) Query(ctx context.Context, filters []nostr.Filter) (store.Iterat
 		it.q = nil
 		return it, nil // reads nothing: the zero Snapshot
 	}
-	c, _, err := readCommit(q.snap)
+	c, _, err := q.commitState()
 	if err != nil {
 		q.close()
 		return nil, err

@@ -25,6 +25,22 @@ type query struct {
 	cands   []*[]cand        // search candidate heaps, recycled at close
 	now     int64
 	keyBuf  []byte
+	// commit is the snapshot's commit state (commitState), read once:
+	// the iterator takes its position, search its figures.
+	commit                 commitState
+	commitFull, commitRead bool
+}
+
+// commitState returns the commit state of the query's snapshot (see
+// readCommit), reading it on first use.
+func (q *query) commitState() (c commitState, full bool, err error) {
+	if !q.commitRead {
+		if q.commit, q.commitFull, err = readCommit(q.snap); err != nil {
+			return commitState{}, false, err
+		}
+		q.commitRead = true
+	}
+	return q.commit, q.commitFull, nil
 }
 
 func (s *Store) newQuery() (*query, error) {

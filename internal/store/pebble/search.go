@@ -772,7 +772,7 @@ func (q *query) doc(serial uint64) (entry, bool, error) {
 // from the commit state, or from searchStatsKey in a formatV2 database
 // (open read-only).
 func (q *query) searchStats() (search.Stats, error) {
-	c, full, err := readCommit(q.snap)
+	c, full, err := q.commitState()
 	if full || err != nil {
 		return c.search, err
 	}

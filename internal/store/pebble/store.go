@@ -238,9 +238,13 @@ func Open(opts Options) (*Store, error) {
 	if err == nil {
 		err = s.openSearch()
 	}
+	var c commitState
 	if err == nil {
-		var c commitState
-		c, _, err = readCommit(s.db)
+		var full bool
+		c, full, err = readCommit(s.db)
+		if err == nil && !full && !o.ReadOnly { // a writable open upgraded it above
+			err = fmt.Errorf("%w: no commit state in a %s database", errCorrupt, formatVersion)
+		}
 		s.commits.Store(c.pos)
 	}
 	if err != nil {
@@ -252,7 +256,7 @@ func Open(opts Options) (*Store, error) {
 		close(s.purgeDone)
 		return s, nil
 	}
-	w, err := newWriter(s)
+	w, err := newWriter(s, c)
 	if err != nil {
 		s.closeDB()
 		return nil, fmt.Errorf("open pebble store %q: %w", o.Path, err)

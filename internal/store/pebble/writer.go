@@ -157,7 +157,9 @@ type storedBody struct {
 	raw    []byte
 }
 
-func newWriter(s *Store) (*writer, error) {
+// newWriter prepares the writer of s, whose commit state (read at Open)
+// is c.
+func newWriter(s *Store, c commitState) (*writer, error) {
 	w := &writer{s: s, serial: 1, vanished: make(map[nostr.PubKey]int64), pendingVanish: make(map[nostr.PubKey]int64),
 		recent: newRecentIDs(s.opts.recentIDs)}
 	// The segments' lists live across many batches: keep them up to a
@@ -198,13 +200,6 @@ func newWriter(s *Store) (*writer, error) {
 	w.tombstoned = newIDBloom(idBloomBytes(int64(len(dead)), seenMinBytes, 1<<40))
 	for i := range dead {
 		w.tombstoned.add(&dead[i])
-	}
-	c, full, err := readCommit(s.db)
-	if err != nil {
-		return nil, err
-	}
-	if !full {
-		return nil, fmt.Errorf("%w: no commit state in a %s database", errCorrupt, formatVersion)
 	}
 	if !s.opts.DisableSearch {
 		w.an = new(search.Analyzer)

@@ -4,9 +4,11 @@
 import re
 
 
-def transitions(path):
+def transitions(path, with_m=False):
     """Yield (t_ns, goid, from_state, to_state, frames) for every goroutine
-    state transition; frames are the stack's function lines, innermost first."""
+    state transition; frames are the stack's function lines, innermost first.
+    With with_m, (..., frames, m): m is the M (on Linux the thread id) that
+    recorded the transition."""
     pend = None
     stk = []
     with open(path) as f:
@@ -18,7 +20,7 @@ def transitions(path):
             if line.rstrip().endswith('Stack='):
                 continue
             if pend is not None:
-                yield pend + ([l.strip() for l in stk if ' @ 0x' in l],)
+                yield _item(pend, stk, with_m)
                 pend, stk = None, []
             if 'StateTransition' not in line or 'GoID=' not in line:
                 continue
@@ -28,8 +30,18 @@ def transitions(path):
             if not (m and g and ab):
                 continue
             pend = (int(m.group(1)), int(g.group(1))) + ab.groups()
+            if with_m:
+                mm = re.match(r'M=(-?\d+)', line)
+                pend = pend + (int(mm.group(1)) if mm else -1,)
     if pend is not None:
-        yield pend + ([l.strip() for l in stk if ' @ 0x' in l],)
+        yield _item(pend, stk, with_m)
+
+
+def _item(pend, stk, with_m):
+    frames = [l.strip() for l in stk if ' @ 0x' in l]
+    if with_m:
+        return pend[:4] + (frames, pend[4])
+    return pend + (frames,)
 
 
 # The goroutine classes of petrel's request path and background work,

@@ -35,15 +35,22 @@ try:
             execs.append((float(m.group(1)) + off, m.group(2).rsplit('/', 1)[-1]))
 except FileNotFoundError:
     pass
-print(f"{'step':>4} {'p50 ms':>7} {'p99 ms':>7} {'max ms':>7} verdict   flushes compactions (ms)  started by others")
+print(f"{'step':>4} {'p50 ms':>7} {'p99 ms':>7} {'max ms':>7} {'µs/ev':>6} {'verdict':9s} flushes compactions compaction-ms  started by others")
+p99s, cpus = [], []
 for line in open(f'{out}/steps.txt'):
     i, s, e = line.split()
     s, e = float(s), float(e)
     st = json.load(open(f'{out}/step{i}.json'))['ladder']['steps'][0]
     lat = st['ok_latency']
+    p99s.append(lat['p99_ms'])
+    cpus.append(st.get('relay_cpu_us_per_event', 0))
     fl = sum(1 for a, b, k, _ in work if k == 'F' and s <= b <= e)
     cs = [t for a, b, k, t in work if k == 'C' and a < e and b > s]
     mine = {'petrel', 'taskset', 'perf', 'curl', 'sleep'}
-    others = sorted({n for t, n in execs if s <= t <= e and n not in mine})
-    print(f"{i:>4} {lat['p50_ms']:7.2f} {lat['p99_ms']:7.2f} {lat['max_ms']:7.1f} {st['verdict']:9s} {fl:7d} "
-          f"{len(cs):5d} ({sum(cs):6.0f})       {' '.join(others)}")
+    others = sorted({n for t, n in execs if s <= t <= e and n not in mine and not n.startswith('petrel')})
+    print(f"{i:>4} {lat['p50_ms']:7.2f} {lat['p99_ms']:7.2f} {lat['max_ms']:7.1f} {st.get('relay_cpu_us_per_event', 0):6.1f} {st['verdict']:9s} {fl:7d} "
+          f"{len(cs):11d} {sum(cs):13.0f}  {' '.join(others)}")
+if p99s:
+    import statistics
+    print(f"{len(p99s)} steps: p99 median {statistics.median(p99s):.2f} ms, mean {statistics.mean(p99s):.2f}, "
+          f"over 15 ms in {sum(x > 15 for x in p99s)}; relay µs/ev median {statistics.median(cpus):.1f}")

@@ -235,3 +235,32 @@ func TestFormatV2UpgradeNeedsFigures(t *testing.T) {
 		t.Fatalf("Open = %v, want errCorrupt", err)
 	}
 }
+
+// TestFormatV3NeedsFullState: a current-format store whose commit key
+// holds the position alone (formatV2's layout under formatV3's name) is
+// refused as corrupt by a writable open instead of written on with a
+// zero count and zero figures.
+func TestFormatV3NeedsFullState(t *testing.T) {
+	dir := t.TempDir()
+	formatFixture(t, dir)
+	db, err := pebble.Open(dir, &pebble.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, full, err := readCommit(db)
+	if err != nil || !full {
+		t.Fatalf("fixture's commit state %+v full %v: %v", c, full, err)
+	}
+	if err := db.Set(commitKey, appendU64(nil, c.pos), pebble.Sync); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := Open(Options{Path: dir, Logger: quiet}); !errors.Is(err, errCorrupt) {
+		if err == nil {
+			s.Close()
+		}
+		t.Fatalf("Open = %v, want errCorrupt", err)
+	}
+}

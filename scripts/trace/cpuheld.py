@@ -7,9 +7,9 @@
 # relay-other the relay's other threads, anything else another process or
 # a kernel thread: a stretch Go counts as running while its thread was off
 # the CPU (issue 19, docs/BENCHMARKS.md, thirty-second sitting).
-import bisect, collections, sys
+import collections, sys
 from traceparse import transitions, classify, label
-from schedparse import slices
+from schedparse import held, slices
 
 minms = float(sys.argv[3]) if len(sys.argv) > 3 else 5.0
 cpu = int(sys.argv[4]) if len(sys.argv) > 4 else 0
@@ -29,18 +29,11 @@ for t, g, a, b, frames, m in transitions(sys.argv[1], with_m=True):
 starts = [s.start for s in c0]
 tot = collections.Counter()
 for s, e, g, m, b, fr in runs:
-    held = collections.Counter()
-    i = max(0, bisect.bisect_left(starts, s) - 8)
-    while i < len(c0) and c0[i].start < e:
-        o = c0[i]
-        i += 1
-        ov = min(o.end, e) - max(o.start, s)
-        if ov > 0:
-            k = 'THIS-M' if o.tid == m else ('relay-other' if o.task.startswith('petrel') else o.task)
-            held[k] += ov / 1e6
+    h = held(c0, starts, s, e, lambda o: 'THIS-M' if o.tid == m else
+             ('relay-other' if o.task.startswith('petrel') else o.task))
     d = (e - s) / 1e6
-    held['idle/unrecorded'] = max(0.0, d - sum(held.values()))
-    tot.update(held)
-    top = ", ".join(f"{k} {v:.1f}" for k, v in held.most_common(4) if v >= 0.05)
+    h['idle/unrecorded'] = max(0.0, d - sum(h.values()))
+    tot.update(h)
+    top = ", ".join(f"{k} {v:.1f}" for k, v in h.most_common(4) if v >= 0.05)
     print(f"{(s - lo) / 1e9:8.3f}s {label.get(g, 'other'):10s} {d:6.1f} ms ->{b:8s} M={m}: {top} | {fr[0] if fr else ''}")
 print(f"{len(runs)} stretches; total ms:", {k: round(v, 1) for k, v in tot.most_common()})

@@ -8,7 +8,7 @@
 # meanwhile. Other processes of the machine show here, the guest's own
 # stalls do not (issue 19, docs/BENCHMARKS.md, thirty-second sitting).
 import collections, sys
-from schedparse import slices
+from schedparse import held, slices
 
 mind = float(sys.argv[2]) if len(sys.argv) > 2 else 3.0
 cpu = int(sys.argv[3]) if len(sys.argv) > 3 else 0
@@ -29,15 +29,11 @@ if not d:
 q = lambda p: d[min(len(d) - 1, int(len(d) * p))]
 print(f"relay slices {len(rel)}; delay p50 {q(.5):.3f} p99 {q(.99):.3f} p99.9 {q(.999):.3f} max {d[-1]:.3f} ms")
 print("delays >= 1/2/3/5/10/20 ms:", [sum(x >= b for x in d) for b in (1, 2, 3, 5, 10, 20)])
+starts = [s.start for s in c0]
 print(f"\nrelay delays >= {mind} ms, and what ran on cpu {cpu} meanwhile (ms):")
 for s in rel:
     if s.delay_ms < mind:
         continue
-    w0, w1 = s.start - int(s.delay_ms * 1e6), s.start
-    held = collections.Counter()
-    for o in c0:
-        if o.end <= w0 or o.start >= w1:
-            continue
-        held[f"{o.task}[{o.tid}]"] += (min(o.end, w1) - max(o.start, w0)) / 1e6
-    top = ", ".join(f"{k} {v:.1f}" for k, v in held.most_common(5))
-    print(f"  {w1 / 1e9:.4f} tid {s.tid} waited {s.delay_ms:.2f}: {top}")
+    h = held(c0, starts, s.start - int(s.delay_ms * 1e6), s.start, lambda o: f"{o.task}[{o.tid}]")
+    top = ", ".join(f"{k} {v:.1f}" for k, v in h.most_common(5))
+    print(f"  {s.start / 1e9:.4f} tid {s.tid} waited {s.delay_ms:.2f}: {top}")

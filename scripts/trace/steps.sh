@@ -15,10 +15,10 @@ DATA=$(mktemp -d ${DATA_ROOT:-/tmp}/petrel-steps.XXXX)
 env "$@" taskset -c 0 $BIN serve --log-level debug --listen 127.0.0.1:$PORT --data $DATA/store >$OUT/serve.log 2>&1 &
 RPID=$!
 for i in $(seq 300); do curl -s -o /dev/null http://127.0.0.1:$PORT/stats && break; sleep 0.05; done
-PPID2=""
+PERFPID=""
 if command -v perf >/dev/null; then
 	perf record -k mono -e sched:sched_process_exec -a -o $OUT/exec.data -- sleep 100000 >/dev/null 2>&1 &
-	PPID2=$!
+	PERFPID=$!
 fi
 for i in $(seq $N); do
 	s=$EPOCHREALTIME
@@ -26,8 +26,8 @@ for i in $(seq $N); do
 		--url ws://127.0.0.1:$PORT --pid $RPID -q --json ${BENCH_ARGS:---text natural} >$OUT/step$i.json 2>/dev/null
 	echo "$i $s $EPOCHREALTIME" >>$OUT/steps.txt
 done
-if [ -n "$PPID2" ]; then
-	kill -INT $PPID2; wait $PPID2 2>/dev/null
+if [ -n "$PERFPID" ]; then
+	kill -INT $PERFPID; wait $PERFPID 2>/dev/null
 	perf script -i $OUT/exec.data -F time,trace >$OUT/exec.txt 2>/dev/null
 fi
 kill $RPID; wait $RPID 2>/dev/null

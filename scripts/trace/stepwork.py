@@ -3,7 +3,7 @@
 # the relay's memtable flushes and compactions (from its debug log; a
 # compaction counts in the step its run overlaps, with the milliseconds it
 # took) and the programs other processes started during the step (exec.txt).
-import datetime, json, re, sys
+import datetime, json, re, statistics, sys, time
 
 out = sys.argv[1]
 
@@ -18,7 +18,6 @@ def dur_ms(s):
 
 # The steps' and the log's times are wall clock, perf's monotonic: convert
 # with the offset now (the clocks' drift over a run is far under a step).
-import time
 off = time.time() - time.monotonic()
 work = []
 for line in open(f'{out}/serve.log'):
@@ -51,6 +50,5 @@ for line in open(f'{out}/steps.txt'):
     print(f"{i:>4} {lat['p50_ms']:7.2f} {lat['p99_ms']:7.2f} {lat['max_ms']:7.1f} {st.get('relay_cpu_us_per_event', 0):6.1f} {st['verdict']:9s} {fl:7d} "
           f"{len(cs):11d} {sum(cs):13.0f}  {' '.join(others)}")
 if p99s:
-    import statistics
     print(f"{len(p99s)} steps: p99 median {statistics.median(p99s):.2f} ms, mean {statistics.mean(p99s):.2f}, "
           f"over 15 ms in {sum(x > 15 for x in p99s)}; relay µs/ev median {statistics.median(cpus):.1f}")

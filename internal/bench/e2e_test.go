@@ -336,6 +336,11 @@ func TestE2ELadder(t *testing.T) {
 		if s.EventsPerCommit < 1 {
 			t.Errorf("step %d: %v events a commit for %d accepted", i, s.EventsPerCommit, s.Accepted)
 		}
+		// The relay's embedded store reported its background work (a
+		// few hundred events: no flush; level 0 is empty).
+		if s.Store == nil || s.Store.Flushes != 0 || s.Store.WriteStalls != 0 || s.Store.L0Sublevels != 0 {
+			t.Errorf("step %d: store background %+v", i, s.Store)
+		}
 		// ... and its OKs were recorded in the relay's histogram.
 		if s.RelayOKP99Ms <= 0 {
 			t.Errorf("step %d: no relay-side OK p99 bound (%v)", i, s.RelayOKP99Ms)

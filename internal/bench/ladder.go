@@ -70,6 +70,10 @@ type LadderStep struct {
 	// client).
 	RelayOKP99Ms    float64 `json:"relay_ok_p99_max_ms,omitempty"`
 	RelayOKP99Above bool    `json:"relay_ok_p99_above,omitempty"`
+	// Store is what a petrel relay's embedded store did in the
+	// background over the step (/stats store_background), nil where not
+	// known: a step's tail often goes with its flushes and compactions.
+	Store *StepStore `json:"store,omitempty"`
 	// OKTrace splits the step's latency with the relay's OK trace
 	// (Options.OKTrace); nil without one.
 	OKTrace *OKSplit `json:"ok_trace,omitempty"`
@@ -336,6 +340,7 @@ func Ladder(o Options) (*Result, error) {
 				if p, above, ok := okP99Bound(figs, now); ok {
 					step.RelayOKP99Ms, step.RelayOKP99Above = p, above
 				}
+				step.Store = stepStore(figs, now)
 				figs = now
 			}
 		}
@@ -475,11 +480,24 @@ func (r *runner) runStep(conns []*Conn, tr *okTracker, actual []atomic.Int64, s 
 	return st
 }
 
+// StepStore is a ladder step's share of the relay store's background
+// work: memtable flushes and compactions finished in it, the megabytes
+// the compactions wrote, write stalls begun in it and the time commits
+// were stalled, and level 0's depth at the step's end.
+type StepStore struct {
+	Flushes      int64   `json:"flushes"`
+	Compactions  int64   `json:"compactions"`
+	CompactionMB float64 `json:"compaction_mb"`
+	WriteStalls  int64   `json:"write_stalls"`
+	WriteStallMs float64 `json:"write_stall_ms"`
+	L0Sublevels  int64   `json:"l0_sublevels_end"`
+}
+
 // table renders the steps for the human report.
 func (l *LadderResult) table() string {
 	var b strings.Builder
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "offered/s\tsent\taccepted/s\trefused\trate-limited\tmissing\terr%\tok p50\tok p99\tp99 from send\tlag p99\tlag end\trelay µs/ev\tev/commit\trelay p99 <=\ttail: before/in/after\tverdict\t")
+	fmt.Fprintln(tw, "offered/s\tsent\taccepted/s\trefused\trate-limited\tmissing\terr%\tok p50\tok p99\tp99 from send\tlag p99\tlag end\trelay µs/ev\tev/commit\tflush/compact/stall ms\trelay p99 <=\ttail: before/in/after\tverdict\t")
 	for i, s := range l.Steps {
 		mark := ""
 		if i == l.KneeIndex {
@@ -500,6 +518,10 @@ func (l *LadderResult) table() string {
 		if s.EventsPerCommit > 0 {
 			perCommit = fmt.Sprintf("%.2f", s.EventsPerCommit)
 		}
+		bg := "-"
+		if st := s.Store; st != nil {
+			bg = fmt.Sprintf("%d/%d/%.0f", st.Flushes, st.Compactions, st.WriteStallMs)
+		}
 		relayP99 := "-"
 		switch {
 		case s.RelayOKP99Above:
@@ -511,9 +533,9 @@ func (l *LadderResult) table() string {
 		if t := s.OKTrace; t != nil {
 			split = fmt.Sprintf("%.1f/%.1f/%.1f ms", t.TailBeforeMs, t.TailInsideMs, t.TailAfterMs)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\t%d\t%.3f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s%s\t\n",
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\t%d\t%.3f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s%s\t\n",
 			human(s.Offered), s.Sent, human(s.Achieved), refused, s.RateLimited, s.Missing, s.ErrorRate*100,
-			ms(s.Latency.P50), ms(s.Latency.P99), ms(s.LatencyFromSend.P99), ms(s.LagP99Ms), ms(s.LagEndMs), cpu, perCommit, relayP99, split, s.Verdict, mark)
+			ms(s.Latency.P50), ms(s.Latency.P99), ms(s.LatencyFromSend.P99), ms(s.LagP99Ms), ms(s.LagEndMs), cpu, perCommit, bg, relayP99, split, s.Verdict, mark)
 	}
 	tw.Flush()
 	knee := "none (the lowest step fails)"

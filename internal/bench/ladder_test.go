@@ -99,11 +99,12 @@ func TestLadderTable(t *testing.T) {
 	steps[0].EventsPerCommit = 2.5
 	steps[0].RelayOKP99Ms = 12.8
 	steps[1].RelayOKP99Ms, steps[1].RelayOKP99Above = 3276.8, true
+	steps[1].Store = &StepStore{Flushes: 2, Compactions: 7, WriteStalls: 1, WriteStallMs: 41.6}
 	Judge(steps, 15*time.Millisecond, 0.001)
 	knee, capacity, capIdx := KneeAndCapacity(steps, 0.001)
 	l := &LadderResult{Steps: steps, KneeIndex: knee, Knee: &steps[knee], Capacity: capacity, CapacityIndex: capIdx, MaxP99Ms: 15, MaxErrorRate: 0.001}
 	out := l.table()
-	for _, want := range []string{"<- knee", "<- capacity", "queueing", "knee: 1,000 events/s", "capacity: 1,500", "ev/commit", " 2.50 ", "relay p99 <=", " 12.80 ms ", " > 3277 ms "} {
+	for _, want := range []string{"<- knee", "<- capacity", "queueing", "knee: 1,000 events/s", "capacity: 1,500", "ev/commit", " 2.50 ", "relay p99 <=", " 12.80 ms ", " > 3277 ms ", "flush/compact/stall ms", " 2/7/42 "} {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q:\n%s", want, out)
 		}

@@ -22,12 +22,26 @@ type relayFigures struct {
 	okBuckets []uint64
 	okCount   uint64
 	haveOK    bool
+	// bg is store_background, the embedded store's flushes, compactions
+	// and write stalls (haveBG: a petrel relay with the embedded store).
+	bg     storeBackground
+	haveBG bool
+}
+
+// storeBackground is the part of /stats store_background a ladder reads.
+type storeBackground struct {
+	Flushes         int64   `json:"flushes"`
+	Compactions     int64   `json:"compactions"`
+	CompactionBytes int64   `json:"compaction_bytes"`
+	L0Sublevels     int64   `json:"l0_sublevels"`
+	WriteStalls     int64   `json:"write_stalls"`
+	WriteStallSecs  float64 `json:"write_stall_seconds"`
 }
 
 // readRelayStats reads a petrel relay's /stats (on the WebSocket URL's
 // host): its commit count, so a ladder step can say how many events
-// shared each commit's fsync (only with the embedded store), and its OK
-// histogram. False for a /stats that cannot be read; a relay that is not
+// shared each commit's fsync, and its store's background work (both only
+// with the embedded store), and its OK histogram. False for a /stats that cannot be read; a relay that is not
 // petrel gives figures with neither part.
 func readRelayStats(ctx context.Context, wsURL string) (relayFigures, bool) {
 	var f relayFigures
@@ -63,12 +77,16 @@ func readRelayStats(ctx context.Context, wsURL string) (relayFigures, bool) {
 			Bounds  []float64 `json:"bucket_bounds_seconds"`
 			Buckets []uint64  `json:"bucket_counts"`
 		} `json:"ok_latency"`
+		Background *storeBackground `json:"store_background"`
 	}
 	if res.StatusCode != http.StatusOK || json.NewDecoder(res.Body).Decode(&st) != nil {
 		return f, false
 	}
 	if st.Commits != nil && st.Backend == "pebble" {
 		f.commits, f.haveCommits = *st.Commits, true
+	}
+	if st.Background != nil && st.Backend == "pebble" {
+		f.bg, f.haveBG = *st.Background, true
 	}
 	if ok := st.OK; ok != nil && len(ok.Bounds) > 0 && len(ok.Bounds) == len(ok.Buckets) {
 		f.okBounds, f.okBuckets, f.okCount, f.haveOK = ok.Bounds, ok.Buckets, ok.Count, true
@@ -101,4 +119,21 @@ func okP99Bound(before, after relayFigures) (ms float64, above, ok bool) {
 		}
 	}
 	return after.okBounds[len(after.okBounds)-1] * 1e3, true, true
+}
+
+// stepStore is the store's background work between two readings; nil
+// when either lacks it.
+func stepStore(before, after relayFigures) *StepStore {
+	if !before.haveBG || !after.haveBG {
+		return nil
+	}
+	b, a := before.bg, after.bg
+	return &StepStore{
+		Flushes:      a.Flushes - b.Flushes,
+		Compactions:  a.Compactions - b.Compactions,
+		CompactionMB: float64(a.CompactionBytes-b.CompactionBytes) / 1e6,
+		WriteStalls:  a.WriteStalls - b.WriteStalls,
+		WriteStallMs: (a.WriteStallSecs - b.WriteStallSecs) * 1e3,
+		L0Sublevels:  a.L0Sublevels,
+	}
 }

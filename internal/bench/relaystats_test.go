@@ -78,3 +78,38 @@ func TestRelayOKHistogram(t *testing.T) {
 		}
 	}
 }
+
+// TestRelayStoreBackground: a ladder reads a petrel relay's store
+// background figures from /stats (only with the embedded store) and
+// gives a step the difference between two readings, with level 0's
+// depth as of the second.
+func TestRelayStoreBackground(t *testing.T) {
+	read := func(body string) relayFigures {
+		t.Helper()
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte(body)) }))
+		defer srv.Close()
+		f, ok := readRelayStats(context.Background(), "ws"+strings.TrimPrefix(srv.URL, "http"))
+		if !ok {
+			t.Fatalf("/stats %s not read", body)
+		}
+		return f
+	}
+	before := read(`{"store_backend":"pebble","store_background":{"flushes":3,"compactions":10,"compaction_bytes":5000000,"l0_sublevels":2,"write_stalls":1,"write_stall_seconds":0.5}}`)
+	after := read(`{"store_backend":"pebble","store_background":{"flushes":5,"compactions":17,"compaction_bytes":47000000,"l0_sublevels":6,"write_stalls":2,"write_stall_seconds":0.5416}}`)
+	got := stepStore(before, after)
+	want := StepStore{Flushes: 2, Compactions: 7, CompactionMB: 42, WriteStalls: 1, L0Sublevels: 6}
+	if got == nil {
+		t.Fatal("no step figures from two readings")
+	}
+	if ms := got.WriteStallMs; ms < 41.5 || ms > 41.7 {
+		t.Fatalf("stall time %v ms, want 41.6", ms)
+	}
+	got.WriteStallMs = 0
+	if *got != want {
+		t.Fatalf("step figures %+v, want %+v", *got, want)
+	}
+	pg := read(`{"store_backend":"postgres"}`)
+	if pg.haveBG || stepStore(before, pg) != nil || stepStore(pg, after) != nil {
+		t.Fatalf("figures for a relay without the embedded store: %+v", pg)
+	}
+}

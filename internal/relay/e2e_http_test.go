@@ -171,6 +171,18 @@ func TestHTTPStatsAndMetrics(t *testing.T) {
 		t.Fatalf("/stats: %v", st)
 	}
 	checkStatsKeys(t, "", st)
+	// The embedded store's background work: every figure is there, and a
+	// store of one event has neither flushed nor stalled.
+	bg, _ := st["store_background"].(map[string]any)
+	for _, k := range []string{"flushes", "flush_bytes", "compactions", "compaction_bytes", "compaction_debt_bytes",
+		"l0_sublevels", "l0_tables", "write_stalls", "write_stall_seconds"} {
+		if _, ok := bg[k].(float64); !ok {
+			t.Fatalf("/stats store_background lacks number %q: %v", k, st["store_background"])
+		}
+	}
+	if bg["flushes"].(float64) != 0 || bg["write_stalls"].(float64) != 0 {
+		t.Fatalf("/stats store_background of a store holding one event: %v", bg)
+	}
 	// The dashboard's figures: stored events, the verify queue, latency.
 	if num("store_events") != 1 || num("verify_queue_depth") != 0 || num("verify_queue_capacity") != float64(relay.Config{}.Normalize().VerifyQueue) {
 		t.Fatalf("/stats store_events %v, verify_queue_depth %v, verify_queue_capacity %v", st["store_events"], st["verify_queue_depth"], st["verify_queue_capacity"])
@@ -228,6 +240,9 @@ func TestHTTPStatsAndMetrics(t *testing.T) {
 		"petrel_query_queued_bytes 0", "petrel_verifier_info{verifier=", "process_start_time_seconds",
 		"petrel_store_events 1", "petrel_verify_queue_depth 0", "petrel_verify_queue_capacity ",
 		"petrel_store_commits_total ",
+		"petrel_store_flushes_total 0", "petrel_store_flush_bytes_total 0", "petrel_store_compactions_total ",
+		"petrel_store_compaction_bytes_total ", "petrel_store_compaction_debt_bytes ", "petrel_store_l0_sublevels ",
+		"petrel_store_l0_tables ", "petrel_store_write_stalls_total 0", "petrel_store_write_stall_seconds_total 0",
 		"petrel_store_disk_free_bytes ", "petrel_store_disk_size_bytes ",
 		"petrel_ok_latency_seconds_bucket", "petrel_ok_latency_seconds_count 1",
 		`petrel_ok_stage_seconds_count{stage="verify"} 1`, `petrel_ok_stage_seconds_count{stage="store"} 1`,

@@ -257,6 +257,16 @@ func (r *Relay) Stats() Snapshot {
 	s.DBSizeBytes = st.SizeBytes
 	s.SearchDeadPostings = st.SearchDeadPostings
 	s.IDFilterBytes = st.IDFilterBytes
+	if bg := st.Background; bg != nil {
+		s.StoreBackground = &StoreBackground{
+			Flushes: bg.Flushes, FlushBytes: bg.FlushBytes,
+			Compactions: bg.Compactions, CompactionBytes: bg.CompactionBytes,
+			CompactionDebtBytes: bg.CompactionDebtBytes,
+			L0Sublevels:         bg.L0Sublevels, L0Tables: bg.L0Tables,
+			WriteStalls:       bg.WriteStalls,
+			WriteStallSeconds: float64(bg.WriteStallNanos) / 1e9,
+		}
+	}
 	s.StoreBackend = st.Backend
 	s.StoreUnavailable, s.StoreErrors = st.Unavailable, st.Errors
 	s.StoreDiskFull, s.StoreFreeBytes = st.DiskFull, -1

@@ -162,6 +162,9 @@ type Snapshot struct {
 	// SearchDeadPostings: search postings of removed events still in the
 	// index (petrel compact --rebuild-search clears them).
 	SearchDeadPostings int64 `json:"search_dead_postings"`
+	// StoreBackground: the embedded store's flushes, compactions and
+	// write stalls (store.Stats.Background); absent for PostgreSQL.
+	StoreBackground *StoreBackground `json:"store_background,omitempty"`
 	// IDFilterBytes: memory of the store's filter of stored ids.
 	IDFilterBytes       int64 `json:"id_filter_bytes"`
 	ConnectionsActive   int64 `json:"connections_active"`
@@ -393,4 +396,18 @@ func (r *Relay) OutQueuesIdle() bool {
 		}
 	}
 	return true
+}
+
+// StoreBackground is store.Background as /stats shows it (the stall time
+// in seconds).
+type StoreBackground struct {
+	Flushes             int64   `json:"flushes"`
+	FlushBytes          int64   `json:"flush_bytes"`
+	Compactions         int64   `json:"compactions"`
+	CompactionBytes     int64   `json:"compaction_bytes"`
+	CompactionDebtBytes int64   `json:"compaction_debt_bytes"`
+	L0Sublevels         int64   `json:"l0_sublevels"`
+	L0Tables            int64   `json:"l0_tables"`
+	WriteStalls         int64   `json:"write_stalls"`
+	WriteStallSeconds   float64 `json:"write_stall_seconds"`
 }

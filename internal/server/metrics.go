@@ -79,6 +79,15 @@ var (
 	dSparesReady  *prometheus.Desc
 	dSparesUsed   *prometheus.Desc
 	dUnspared     *prometheus.Desc
+	dFlushes      *prometheus.Desc
+	dFlushBytes   *prometheus.Desc
+	dCompactions  *prometheus.Desc
+	dCompactBytes *prometheus.Desc
+	dCompactDebt  *prometheus.Desc
+	dL0Sublevels  *prometheus.Desc
+	dL0Tables     *prometheus.Desc
+	dStalls       *prometheus.Desc
+	dStallSecs    *prometheus.Desc
 	dVerifyDepth  *prometheus.Desc
 	dVerifyCap    *prometheus.Desc
 	dDeadPost     *prometheus.Desc
@@ -153,6 +162,15 @@ var makeDescs = sync.OnceFunc(func() {
 	dSparesReady = desc("store_wal_spares_ready", "Write-ahead log spares written and waiting for pebble's next new log.")
 	dSparesUsed = desc("store_wal_spares_used_total", "New write-ahead logs that took a spare.")
 	dUnspared = desc("store_wal_logs_unspared_total", "New write-ahead logs that found no spare ready and were made new files (each commit's sync into one also writes the file's inode).")
+	dFlushes = desc("store_flushes_total", "Memtable flushes of the embedded store.")
+	dFlushBytes = desc("store_flush_bytes_total", "Bytes the embedded store's memtable flushes wrote.")
+	dCompactions = desc("store_compactions_total", "Compactions of the embedded store.")
+	dCompactBytes = desc("store_compaction_bytes_total", "Bytes the embedded store's compactions wrote (over store_flush_bytes_total: how often a flushed byte is written again).")
+	dCompactDebt = desc("store_compaction_debt_bytes", "Bytes the embedded store's compactions must still rewrite to bring every level within its size target (pebble's estimate).")
+	dL0Sublevels = desc("store_l0_sublevels", "Depth of the embedded store's level 0 (a query may read a table of each; commits stall at 24).")
+	dL0Tables = desc("store_l0_tables", "Tables in the embedded store's level 0.")
+	dStalls = desc("store_write_stalls_total", "Times the embedded store stopped commits until a flush or compaction caught up.")
+	dStallSecs = desc("store_write_stall_seconds_total", "Time the embedded store's commits were stopped by write stalls, the one in progress included.")
 	dVerifyDepth = desc("verify_queue_depth", "EVENTs waiting for signature verification.")
 	dVerifyCap = desc("verify_queue_capacity", "Size of the verify queue (relay.verify_queue); EVENTs past it are refused rate-limited.")
 	dDeadPost = desc("search_dead_postings", "Search postings of removed events still in the index (petrel compact --rebuild-search clears them).")
@@ -253,6 +271,17 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 		g(dSparesReady, float64(st.WALSparesReady))
 		k(dSparesUsed, st.WALSparesUsed)
 		k(dUnspared, st.WALLogsUnspared)
+	}
+	if bg := st.StoreBackground; bg != nil {
+		k(dFlushes, bg.Flushes)
+		k(dFlushBytes, bg.FlushBytes)
+		k(dCompactions, bg.Compactions)
+		k(dCompactBytes, bg.CompactionBytes)
+		g(dCompactDebt, float64(bg.CompactionDebtBytes))
+		g(dL0Sublevels, float64(bg.L0Sublevels))
+		g(dL0Tables, float64(bg.L0Tables))
+		k(dStalls, bg.WriteStalls)
+		ch <- prometheus.MustNewConstMetric(dStallSecs, prometheus.CounterValue, bg.WriteStallSeconds)
 	}
 	g(dVerifyDepth, float64(st.VerifyQueueDepth))
 	g(dVerifyCap, float64(st.VerifyQueueCapacity))

@@ -234,6 +234,35 @@ type Stats struct {
 	// files (each commit's fdatasync into one also writes the file's
 	// inode: docs/storage.md).
 	WALSpares, WALSparesReady, WALSparesUsed, WALLogsUnspared int64
+	// Background is the embedded store's background work (nil for
+	// PostgreSQL).
+	Background *Background
+}
+
+// Background is what the embedded store's LSM (pebble) does beside the
+// commits: memtable flushes and compactions, and the write stalls it
+// imposes when they fall behind. The counters run from the store's
+// open; the gauges are as of the call.
+type Background struct {
+	Flushes     int64 // memtable flushes finished
+	FlushBytes  int64 // bytes of tables (and blob files) the flushes wrote
+	Compactions int64 // compactions finished
+	// CompactionBytes is the bytes of tables (and blob files) the
+	// compactions wrote; over FlushBytes, what each byte flushed is
+	// written again (write amplification past the log and the flush).
+	CompactionBytes int64
+	// CompactionDebtBytes is pebble's estimate of the bytes compactions
+	// must still rewrite to bring every level within its size target.
+	CompactionDebtBytes int64
+	// L0Sublevels is the depth of level 0 (each query may read a table
+	// of every sublevel; commits stall at 24, store.Options).
+	L0Sublevels int64
+	L0Tables    int64 // tables in level 0
+	// WriteStalls counts the times pebble stopped commits until a flush
+	// or compaction caught up; WriteStallNanos is how long they were
+	// stopped in all, the stall in progress included.
+	WriteStalls     int64
+	WriteStallNanos int64
 }
 
 // Store is an event store. All methods are safe for concurrent use.

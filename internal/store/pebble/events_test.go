@@ -7,8 +7,11 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/petrel-relay/petrel/internal/store"
 )
 
 // syncBuffer is a bytes.Buffer safe for pebble's goroutines to log into.
@@ -91,5 +94,69 @@ func TestFlushYields(t *testing.T) {
 	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestStatsBackground: Stats reports pebble's background work as it
+// happens: a flush (its count and bytes, the table it leaves in L0), a
+// compaction that rewrites two overlapping L0 tables (its count and
+// bytes, L0 empty after it), and a write stall, counted when it begins
+// and timed while it lasts.
+func TestStatsBackground(t *testing.T) {
+	s := openTest(t, Options{Path: t.TempDir(), PurgeInterval: -1})
+	defer s.Close()
+	bg := func() store.Background {
+		t.Helper()
+		b := s.Stats().Background
+		if b == nil {
+			t.Fatal("no Background in the stats of an open pebble store")
+		}
+		return *b
+	}
+	if b := bg(); b != (store.Background{}) {
+		t.Fatalf("a new store reports background work: %+v", b)
+	}
+	put := func(v byte) {
+		for i := 0; i < 2000; i++ {
+			if err := s.db.Set([]byte{0xff, byte(i >> 8), byte(i)}, bytes.Repeat([]byte{v}, 100), nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.db.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put(1)
+	b := bg()
+	if b.Flushes != 1 || b.FlushBytes <= 0 || b.L0Tables != 1 || b.L0Sublevels != 1 || b.Compactions != 0 || b.CompactionBytes != 0 {
+		t.Fatalf("after one flush: %+v", b)
+	}
+	put(2)
+	if err := s.db.Compact(context.Background(), []byte{0xff}, []byte{0xff, 0xff, 0xff}, false); err != nil {
+		t.Fatal(err)
+	}
+	b = bg()
+	if b.Flushes != 2 || b.Compactions < 1 || b.CompactionBytes <= 0 || b.L0Tables != 0 || b.L0Sublevels != 0 {
+		t.Fatalf("after two flushes and a compaction: %+v", b)
+	}
+	// The compaction kept the newer value of each of the 2,000 keys only.
+	if b.CompactionBytes >= b.FlushBytes {
+		t.Fatalf("the compaction wrote %d bytes, the two flushes %d: it did not drop the older values", b.CompactionBytes, b.FlushBytes)
+	}
+
+	l := s.pebbleEvents.listener()
+	l.WriteStallBegin(pebble.WriteStallBeginInfo{Reason: "test"})
+	time.Sleep(2 * time.Millisecond)
+	during := bg()
+	if during.WriteStalls != 1 || during.WriteStallNanos < int64(2*time.Millisecond) {
+		t.Fatalf("during a stall: %+v", during)
+	}
+	l.WriteStallEnd()
+	after := bg()
+	if after.WriteStalls != 1 || after.WriteStallNanos < during.WriteStallNanos {
+		t.Fatalf("after the stall: %+v (during it: %+v)", after, during)
+	}
+	if again := bg(); again.WriteStallNanos != after.WriteStallNanos {
+		t.Fatalf("the stall time grows after the stall ended: %d then %d", after.WriteStallNanos, again.WriteStallNanos)
 	}
 }

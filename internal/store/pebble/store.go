@@ -615,9 +615,35 @@ func (s *Store) Stats() store.Stats {
 		st.SizeBytes = s.lastSize.Load()
 		return st
 	}
-	st.SizeBytes = int64(s.db.Metrics().DiskSpaceUsage())
+	m := s.db.Metrics()
+	st.SizeBytes = int64(m.DiskSpaceUsage())
 	s.lastSize.Store(st.SizeBytes)
+	st.Background = s.background(m)
 	return st
+}
+
+// background is store.Stats.Background from pebble's metrics and the
+// store's event listener.
+func (s *Store) background(m *pebble.Metrics) *store.Background {
+	ev := s.pebbleEvents
+	bg := &store.Background{
+		Flushes:             m.Flush.Count,
+		Compactions:         m.Compact.Count,
+		CompactionDebtBytes: int64(m.Compact.EstimatedDebt),
+		L0Sublevels:         int64(m.Levels[0].Sublevels),
+		L0Tables:            m.Levels[0].TablesCount,
+		WriteStalls:         int64(ev.stalls.Load()),
+		WriteStallNanos:     ev.stalledNs.Load(),
+	}
+	if start := ev.stallStart.Load(); start != 0 {
+		bg.WriteStallNanos += max(0, time.Now().UnixNano()-start)
+	}
+	for i := range m.Levels {
+		l := &m.Levels[i]
+		bg.FlushBytes += int64(l.TableBytesFlushed + l.BlobBytesFlushed)
+		bg.CompactionBytes += int64(l.TableBytesCompacted + l.BlobBytesCompacted)
+	}
+	return bg
 }
 
 // Close implements store.Store: it stops accepting work, lets the writer

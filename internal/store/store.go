@@ -254,8 +254,9 @@ type Background struct {
 	// CompactionDebtBytes is pebble's estimate of the bytes compactions
 	// must still rewrite to bring every level within its size target.
 	CompactionDebtBytes int64
-	// L0Sublevels is the depth of level 0 (each query may read a table
-	// of every sublevel; commits stall at 24, store.Options).
+	// L0Sublevels is the depth of level 0 (a query may read a table of
+	// every sublevel; pebble stalls commits at 24, the store's
+	// L0StopWritesThreshold).
 	L0Sublevels int64
 	L0Tables    int64 // tables in level 0
 	// WriteStalls counts the times pebble stopped commits until a flush

@@ -11,16 +11,15 @@ import (
 // events is pebble's EventListener for the store: what pebble does in the
 // background that may delay commits, written to the log so that a latency
 // spike can be matched with its cause. Write stalls (commits blocked
-// until a flush or compaction catches up) and slow disk operations are
-// warnings; flushes and compactions are logged at debug level with their
-// durations (petrel serve --log-level debug), and counted.
+// until a flush or compaction catches up) are warnings, counted and timed
+// for Store.Stats; slow disk operations are warnings too; flushes and
+// compactions (which pebble's metrics count) are logged at debug level
+// with their durations (petrel serve --log-level debug).
 type events struct {
-	log         *slog.Logger
-	stallStart  atomic.Int64 // unix ns of the current write stall's start; 0: none
-	flushes     atomic.Uint64
-	compactions atomic.Uint64
-	stalls      atomic.Uint64
-	stalledNs   atomic.Int64 // total time commits were stalled
+	log        *slog.Logger
+	stallStart atomic.Int64 // unix ns of the current write stall's start; 0: none
+	stalls     atomic.Uint64
+	stalledNs  atomic.Int64 // total time commits were stalled
 }
 
 func (e *events) listener() *pebble.EventListener {
@@ -29,12 +28,10 @@ func (e *events) listener() *pebble.EventListener {
 			e.log.Error("store: pebble background error", "err", err)
 		},
 		FlushEnd: func(i pebble.FlushInfo) {
-			e.flushes.Add(1)
 			e.log.Debug("store: memtable flushed", "job", i.JobID, "reason", i.Reason, "memtables", i.Input,
 				"bytes", i.InputBytes, "took", i.TotalDuration.Round(time.Microsecond), "err", i.Err)
 		},
 		CompactionEnd: func(i pebble.CompactionInfo) {
-			e.compactions.Add(1)
 			from := -1
 			if len(i.Input) > 0 {
 				from = i.Input[0].Level

@@ -33,7 +33,7 @@ func (b *syncBuffer) String() string {
 }
 
 // TestEventListenerLogsFlushes: pebble's flushes reach the store's log
-// (at debug level) and are counted, so a latency spike can be matched
+// (at debug level) and its stats, so a latency spike can be matched
 // with the background work that caused it.
 func TestEventListenerLogsFlushes(t *testing.T) {
 	var buf syncBuffer
@@ -46,7 +46,7 @@ func TestEventListenerLogsFlushes(t *testing.T) {
 	if err := s.db.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	if n := s.pebbleEvents.flushes.Load(); n == 0 {
+	if n := s.Stats().Background.Flushes; n == 0 {
 		t.Fatal("no flush counted")
 	}
 	if !strings.Contains(buf.String(), "store: memtable flushed") {

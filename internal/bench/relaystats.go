@@ -40,9 +40,10 @@ type storeBackground struct {
 
 // readRelayStats reads a petrel relay's /stats (on the WebSocket URL's
 // host): its commit count, so a ladder step can say how many events
-// shared each commit's fsync, and its store's background work (both only
-// with the embedded store), and its OK histogram. False for a /stats that cannot be read; a relay that is not
-// petrel gives figures with neither part.
+// shared each commit's fsync, and its store's flushes, compactions and
+// stalls (both only with the embedded store), and its OK histogram.
+// False for a /stats that cannot be read; a relay that is not petrel
+// gives figures with none of these.
 func readRelayStats(ctx context.Context, wsURL string) (relayFigures, bool) {
 	var f relayFigures
 	u, err := url.Parse(wsURL)

@@ -5,6 +5,7 @@ import (
 	"embed"
 	"encoding/json"
 	"io"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -41,8 +42,21 @@ type seriesField struct {
 	get  func(*Stats) int64
 }
 
-// seriesFields lists the figures the dashboard charts. Every value is an
-// integer in /stats (counters, gauges, bucket counts).
+// seriesScale lists the fields the series holds scaled: the /stats
+// value times the scale, rounded (the series carries integers, and a few
+// /stats figures are seconds).
+var seriesScale = map[string]int64{"store_background.write_stall_seconds": stallScale}
+
+// stallScale holds the store's write-stall time in milliseconds: a
+// stall's length is what an operator reads off its chart, and a second
+// is too coarse.
+const stallScale = 1000
+
+// seriesFields lists the figures the dashboard charts: integers in
+// /stats (counters, gauges, bucket counts), or seconds scaled to
+// integers. The embedded store's background work is in it when st has
+// it (only the pebble store reports it; st is the relay's first /stats
+// document, and the store does not change while the relay runs).
 func seriesFields(st *Stats) []seriesField {
 	fs := []seriesField{
 		{"uptime_seconds", func(s *Stats) int64 { return int64(s.UptimeSeconds) }},
@@ -73,6 +87,25 @@ func seriesFields(st *Stats) []seriesField {
 	}
 	lat("ok_latency", func(s *Stats) *relay.LatencySummary { return &s.OKLatency })
 	lat("query_latency", func(s *Stats) *relay.LatencySummary { return &s.QueryLatency })
+	if st.StoreBackground != nil {
+		bg := func(name string, pick func(*relay.StoreBackground) int64) {
+			fs = append(fs, seriesField{path: "store_background." + name, get: func(s *Stats) int64 {
+				if s.StoreBackground == nil {
+					return 0
+				}
+				return pick(s.StoreBackground)
+			}})
+		}
+		bg("flush_bytes", func(b *relay.StoreBackground) int64 { return b.FlushBytes })
+		bg("compaction_bytes", func(b *relay.StoreBackground) int64 { return b.CompactionBytes })
+		bg("compaction_debt_bytes", func(b *relay.StoreBackground) int64 { return b.CompactionDebtBytes })
+		bg("l0_sublevels", func(b *relay.StoreBackground) int64 { return b.L0Sublevels })
+		bg("l0_tables", func(b *relay.StoreBackground) int64 { return b.L0Tables })
+		bg("write_stalls", func(b *relay.StoreBackground) int64 { return b.WriteStalls })
+		bg("write_stall_seconds", func(b *relay.StoreBackground) int64 {
+			return int64(math.Round(b.WriteStallSeconds * stallScale))
+		})
+	}
 	return fs
 }
 
@@ -81,6 +114,7 @@ func seriesFields(st *Stats) []seriesField {
 type series struct {
 	fields []seriesField
 	bounds map[string][]float64 // latency histograms' bucket bounds, by /stats key
+	scale  map[string]int64     // the scaled fields' scales, by path
 
 	mu    sync.Mutex
 	times []int64   // unix milliseconds; ring, next at pos
@@ -96,6 +130,12 @@ func newSeries(st *Stats) *series {
 		bounds: map[string][]float64{"ok_latency": st.OKLatency.Bounds, "query_latency": st.QueryLatency.Bounds},
 		times:  make([]int64, seriesLen),
 		rows:   make([][]int64, seriesLen),
+		scale:  map[string]int64{},
+	}
+	for _, f := range fs {
+		if k, ok := seriesScale[f.path]; ok {
+			sr.scale[f.path] = k
+		}
 	}
 	return sr
 }
@@ -120,13 +160,16 @@ type seriesDoc struct {
 	IntervalMS int64                `json:"interval_ms"`
 	Fields     []string             `json:"fields"`
 	Bounds     map[string][]float64 `json:"bucket_bounds_seconds"`
-	Times      []int64              `json:"t"`
-	Columns    [][]int64            `json:"columns"`
+	// Scale lists the fields held scaled: a value divided by its scale
+	// is the /stats figure.
+	Scale   map[string]int64 `json:"scale,omitempty"`
+	Times   []int64          `json:"t"`
+	Columns [][]int64        `json:"columns"`
 }
 
 // since returns the samples taken after unix millisecond after.
 func (sr *series) since(after int64) seriesDoc {
-	d := seriesDoc{IntervalMS: seriesInterval.Milliseconds(), Bounds: sr.bounds,
+	d := seriesDoc{IntervalMS: seriesInterval.Milliseconds(), Bounds: sr.bounds, Scale: sr.scale,
 		Fields: make([]string, len(sr.fields)), Columns: make([][]int64, len(sr.fields))}
 	for i, f := range sr.fields {
 		d.Fields[i] = f.path

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +16,7 @@ import (
 	"time"
 
 	"github.com/petrel-relay/petrel/internal/relaytest"
+	"github.com/petrel-relay/petrel/internal/store/pebble"
 )
 
 // chromium finds Debian's chromium (scripts/setup.sh installs it) or
@@ -68,6 +71,17 @@ func attr(t *testing.T, dom, tagRE, name string) string {
 	return m[1]
 }
 
+// isHidden reports whether the first tag of dom matching tagRE has the
+// hidden attribute.
+func isHidden(t *testing.T, dom, tagRE string) bool {
+	t.Helper()
+	tag := regexp.MustCompile(tagRE).FindString(dom)
+	if tag == "" {
+		t.Fatalf("no element %s in the page", tagRE)
+	}
+	return regexp.MustCompile(`\shidden[\s=>]`).MatchString(tag)
+}
+
 func attrNum(t *testing.T, dom, tagRE, name string) float64 {
 	t.Helper()
 	v, err := strconv.ParseFloat(attr(t, dom, tagRE, name), 64)
@@ -83,7 +97,15 @@ func attrNum(t *testing.T, dom, tagRE, name string) float64 {
 // and phone widths) and prints where.
 func TestDashboardInBrowser(t *testing.T) {
 	bin := chromium(t)
-	r := relaytest.Start(t, relaytest.Options{})
+	// Memtables of 64 KiB: the burst's events fill a few, so the store
+	// flushes and the store charts have something to draw.
+	st, err := pebble.Open(pebble.Options{Path: t.TempDir(), MemTableSize: 64 << 10,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	r := relaytest.Start(t, relaytest.Options{Store: st})
 	sub := relaytest.Dial(t, r.URL)
 	sub.Req("all", `{}`)
 	c := relaytest.Dial(t, r.URL)
@@ -106,7 +128,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	deadline := time.Now().Add(relaytest.DefaultTimeout)
 	for {
 		_, last := getSeries(t, r, 0).last()
-		if last["store_events"] == n && last["events_rejected.invalid"] == 5 {
+		if last["store_events"] == n && last["events_rejected.invalid"] == 5 && last["store_background.l0_tables"] > 0 {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -120,7 +142,7 @@ func TestDashboardInBrowser(t *testing.T) {
 		t.Fatalf("dashboard state %q, want live:\n%s", st, dom)
 	}
 	chart := func(id string) string { return `<figure[^>]*id="chart-` + id + `"[^>]*>` }
-	for _, id := range []string{"accepted", "refused", "deliveries", "connections", "ok-latency", "query-latency", "verify-queue", "store-events", "store-size"} {
+	for _, id := range []string{"accepted", "refused", "deliveries", "connections", "ok-latency", "query-latency", "verify-queue", "store-events", "store-size", "store-writes", "store-l0"} {
 		if pts := attrNum(t, dom, chart(id), "data-points"); pts < 2 {
 			t.Fatalf("chart %s drew %v samples, want >= 2", id, pts)
 		}
@@ -152,6 +174,22 @@ func TestDashboardInBrowser(t *testing.T) {
 	if v := pathAttr("connections", "connections", "data-last"); v < 2 {
 		t.Fatalf("connections drawn last %v, want >= 2", v)
 	}
+	// The store charts are shown; the stall chart draws its samples
+	// (zeros: nothing stalled).
+	for _, id := range []string{"store-writes", "store-stalls", "store-l0"} {
+		if isHidden(t, dom, chart(id)) {
+			t.Fatalf("chart %s hidden with the embedded store", id)
+		}
+	}
+	if pts := attrNum(t, dom, chart("store-stalls"), "data-points"); pts < 2 {
+		t.Fatalf("chart store-stalls drew %v samples, want >= 2", pts)
+	}
+	if v := pathAttr("store-writes", "flushes", "data-max"); v <= 0 {
+		t.Fatalf("no flush drawn (data-max %v)", v)
+	}
+	if v := pathAttr("store-l0", "tables", "data-last"); v <= 0 {
+		t.Fatalf("level 0 tables drawn last %v, want > 0", v)
+	}
 	// The tiles show the latest sample: every stored event.
 	if v := attrNum(t, dom, `<div[^>]*id="tile-events"[^>]*><b[^>]*>`, "data-value"); v != n {
 		t.Fatalf("stored events tile %v, want %d", v, n)
@@ -173,5 +211,39 @@ func TestDashboardInBrowser(t *testing.T) {
 			t.Fatalf("screenshot %s: %d bytes, %v", p, len(b), err)
 		}
 		t.Logf("screenshot: %s", p)
+	}
+}
+
+// TestDashboardWithoutStoreBackground: with a store that reports no
+// background work (PostgreSQL), the page hides the store's background
+// charts, the stall tile and the compaction-debt line, and shows the
+// rest.
+func TestDashboardWithoutStoreBackground(t *testing.T) {
+	bin := chromium(t)
+	r := startWithoutBackground(t)
+	dom := string(runChromium(t, bin, r.HTTPURL()+"/", "--dump-dom"))
+	if st := attr(t, dom, `<main[^>]*id="dash"[^>]*>`, "data-state"); st != "live" {
+		t.Fatalf("dashboard state %q, want live:\n%s", st, dom)
+	}
+	chart := func(id string) string { return `<figure[^>]*id="chart-` + id + `"[^>]*>` }
+	for _, id := range []string{"store-writes", "store-stalls", "store-l0"} {
+		if !isHidden(t, dom, chart(id)) {
+			t.Fatalf("chart %s shown without the store's figures", id)
+		}
+	}
+	for _, id := range []string{"accepted", "store-size", "store-events"} {
+		if isHidden(t, dom, chart(id)) {
+			t.Fatalf("chart %s hidden", id)
+		}
+	}
+	if !isHidden(t, dom, `<div[^>]*id="tile-stalls"[^>]*>`) || isHidden(t, dom, `<div[^>]*id="tile-events"[^>]*>`) {
+		t.Fatal("stall tile shown or stored-events tile hidden without the store's figures")
+	}
+	debt := regexp.MustCompile(chart("store-size") + `(?s:.*?)<span[^>]*>(?:<i></i>)?compaction debt`).FindString(dom)
+	if debt == "" {
+		t.Fatal("store-size chart has no compaction-debt key")
+	}
+	if !isHidden(t, debt[strings.LastIndex(debt, "<span"):], `<span[^>]*>`) {
+		t.Fatalf("compaction-debt key shown without the store's figures: %s", debt)
 	}
 }

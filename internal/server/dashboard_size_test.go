@@ -32,6 +32,8 @@ func TestDashboardFirstLoadSize(t *testing.T) {
 		EventsRejected: map[string]int64{},
 		OKLatency:      relay.LatencySummary{Bounds: bounds, Cumulative: make([]uint64, 16)},
 		QueryLatency:   relay.LatencySummary{Bounds: bounds, Cumulative: make([]uint64, 16)},
+		// The embedded store's background work (the default store).
+		StoreBackground: &relay.StoreBackground{},
 	}}
 	sr := newSeries(&st)
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -58,6 +60,25 @@ func TestDashboardFirstLoadSize(t *testing.T) {
 				l.Cumulative[k] += c
 			}
 			l.Count = l.Cumulative[15] + uint64(rng.Int64N(3))
+		}
+		// A flush of 64 MiB every half minute or so, compactions
+		// writing 1.5 times that, now and then a stall.
+		bg := s.StoreBackground
+		if rng.Int64N(30) == 0 {
+			bg.Flushes++
+			bg.FlushBytes += 60<<20 + rng.Int64N(8<<20)
+			bg.L0Tables += 30
+			bg.L0Sublevels++
+		}
+		if rng.Int64N(20) == 0 {
+			bg.Compactions++
+			bg.CompactionBytes += 90<<20 + rng.Int64N(30<<20)
+			bg.L0Tables, bg.L0Sublevels = rng.Int64N(4), rng.Int64N(2)
+		}
+		bg.CompactionDebtBytes = 200<<20 + rng.Int64N(100<<20)
+		if rng.Int64N(300) == 0 {
+			bg.WriteStalls++
+			bg.WriteStallSeconds += rng.Float64() / 2
 		}
 		sr.add(t0.Add(time.Duration(i)*time.Second), &st)
 	}

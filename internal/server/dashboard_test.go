@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/petrel-relay/petrel/internal/relay"
 	"github.com/petrel-relay/petrel/internal/relaytest"
+	"github.com/petrel-relay/petrel/internal/store"
 )
 
 // get fetches path from r with the given headers, without keep-alive (an
@@ -105,6 +107,7 @@ type seriesDoc struct {
 	IntervalMS int64                `json:"interval_ms"`
 	Fields     []string             `json:"fields"`
 	Bounds     map[string][]float64 `json:"bucket_bounds_seconds"`
+	Scale      map[string]int64     `json:"scale"`
 	Times      []int64              `json:"t"`
 	Columns    [][]int64            `json:"columns"`
 }
@@ -138,7 +141,7 @@ func getSeries(t testing.TB, r *relaytest.Relay, after int64) seriesDoc {
 	}
 	for k := range raw {
 		switch k {
-		case "interval_ms", "fields", "bucket_bounds_seconds", "t", "columns":
+		case "interval_ms", "fields", "bucket_bounds_seconds", "scale", "t", "columns":
 		default:
 			t.Fatalf("/stats/series has %q, not described by the test", k)
 		}
@@ -239,10 +242,25 @@ func TestSeriesOnlyStats(t *testing.T) {
 				t.Fatalf("series %s = %d, past /stats's %v", f, last[f], x)
 			}
 		default:
-			if float64(last[f]) != x {
+			if k := d.Scale[f]; k != 0 {
+				// Held scaled: rounded to 1/k of the /stats unit.
+				if got := float64(last[f]) / float64(k); math.Abs(got-x) > 0.5/float64(k) {
+					t.Fatalf("series %s = %d / %d, /stats %v", f, last[f], k, x)
+				}
+			} else if float64(last[f]) != x {
 				t.Fatalf("series %s = %d, /stats %v", f, last[f], x)
 			}
 		}
+	}
+	// The embedded store's background work is in it, the stall time
+	// held in milliseconds.
+	for _, f := range []string{"store_background.flush_bytes", "store_background.l0_sublevels", "store_background.write_stall_seconds"} {
+		if _, ok := last[f]; !ok {
+			t.Fatalf("series has no %s: %v", f, d.Fields)
+		}
+	}
+	if k := d.Scale["store_background.write_stall_seconds"]; k != 1000 || len(d.Scale) != 1 {
+		t.Fatalf("series scales %v, want the stall time's 1000", d.Scale)
 	}
 	for h, b := range d.Bounds {
 		sb, ok := lookup(st, h+".bucket_bounds_seconds")
@@ -263,4 +281,49 @@ func toAny(b []float64) []any {
 		out[i] = v
 	}
 	return out
+}
+
+// noBackground is a store that reports no background work, as the
+// PostgreSQL store does.
+type noBackground struct{ store.Store }
+
+func (s noBackground) Stats() store.Stats {
+	st := s.Store.Stats()
+	st.Background = nil
+	return st
+}
+
+// startWithoutBackground starts a relay over a pebble store that hides
+// its background work.
+func startWithoutBackground(t *testing.T) *relaytest.Relay {
+	t.Helper()
+	st, err := relaytest.OpenStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return relaytest.Start(t, relaytest.Options{Store: noBackground{st}})
+}
+
+// TestSeriesWithoutStoreBackground: with a store that has no background
+// work to report, neither /stats nor the series names any, and nothing
+// is held scaled.
+func TestSeriesWithoutStoreBackground(t *testing.T) {
+	r := startWithoutBackground(t)
+	_, body := get(t, r, "/stats")
+	if strings.Contains(string(body), "store_background") {
+		t.Fatalf("/stats names store_background: %s", body)
+	}
+	d := getSeries(t, r, 0)
+	for _, f := range d.Fields {
+		if strings.HasPrefix(f, "store_background.") {
+			t.Fatalf("series field %s without the embedded store's figures", f)
+		}
+	}
+	if len(d.Scale) != 0 {
+		t.Fatalf("series scales %v with no scaled field", d.Scale)
+	}
+	if len(d.Fields) == 0 {
+		t.Fatal("series has no fields")
+	}
 }

@@ -9,7 +9,7 @@
   const POLL = 1000;             // ms between polls
   const REASONS = ['invalid', 'duplicate', 'blocked', 'rate-limited', 'pow', 'restricted', 'auth-required', 'mute', 'error'];
 
-  const S = { t: [], cols: {}, fields: [], bounds: {}, last: 0 };
+  const S = { t: [], cols: {}, fields: [], bounds: {}, scale: {}, last: 0 };
 
   // Series kinds: a counter's rate per second, a gauge, a latency
   // percentile in ms.
@@ -29,6 +29,7 @@
     const cum = b.map((_, k) => S.cols[h + '.bucket_counts.' + k][i] - S.cols[h + '.bucket_counts.' + k][j]);
     return quantile(q, b, cum, count) * 1000;
   };
+  const times = (f, k) => (i) => { const v = f(i); return v === null ? null : v * k; };
   const sum = (fs) => (i) => {
     let v = null;
     for (const f of fs) { const x = f(i); if (x !== null) v = (v || 0) + x; }
@@ -50,6 +51,7 @@
     return bounds[bounds.length - 1];
   }
 
+  const BG = 'store_background.';
   const refused = REASONS.map((r) => ({ name: r, f: rate('events_rejected.' + r), hideZero: true }));
   const CHARTS = [
     { id: 'accepted', title: 'Events accepted per second', fmt: num, lines: [
@@ -66,7 +68,17 @@
     { id: 'verify-queue', title: 'Verify queue', fmt: num, lines: [
       { name: 'waiting', f: gauge('verify_queue_depth') }, { name: 'capacity', f: gauge('verify_queue_capacity'), dash: true }] },
     { id: 'store-events', title: 'Stored events', fmt: num, lines: [{ name: 'events', f: gauge('store_events') }] },
-    { id: 'store-size', title: 'Store size', fmt: bytes, lines: [{ name: 'size', f: gauge('db_size_bytes') }] },
+    { id: 'store-size', title: 'Store size', fmt: bytes, lines: [{ name: 'size', f: gauge('db_size_bytes') },
+      { name: 'compaction debt', f: gauge(BG + 'compaction_debt_bytes'), dash: true, needs: BG + 'compaction_debt_bytes' }] },
+    // The embedded store's background work (absent with PostgreSQL).
+    { id: 'store-writes', title: 'Store: bytes written by flushes and compactions', fmt: byteRate,
+      needs: BG + 'flush_bytes', lines: [
+        { name: 'flushes', f: rate(BG + 'flush_bytes') }, { name: 'compactions', f: rate(BG + 'compaction_bytes') }] },
+    { id: 'store-stalls', title: 'Store: write stalls (time stalled per second)', fmt: ms,
+      needs: BG + 'write_stall_seconds', lines: [{ name: 'stalled', f: times(rate(BG + 'write_stall_seconds'), 1000) }] },
+    { id: 'store-l0', title: 'Store: level 0 (sublevels and tables)', fmt: num,
+      needs: BG + 'l0_sublevels', lines: [
+        { name: 'sublevels', f: gauge(BG + 'l0_sublevels') }, { name: 'tables', f: gauge(BG + 'l0_tables'), dash: true }] },
   ];
   const TILES = [
     { id: 'accepted', label: 'accepted /s', f: sum([rate('events_accepted'), rate('events_ephemeral')]), fmt: num },
@@ -77,6 +89,7 @@
     { id: 'ok-p99', label: 'OK p99, last 10 s', f: pct('ok_latency', 0.99), fmt: ms },
     { id: 'events', label: 'stored events', f: gauge('store_events'), fmt: num },
     { id: 'size', label: 'store size', fmt: bytes, f: gauge('db_size_bytes') },
+    { id: 'stalls', label: 'store write stalls', f: gauge(BG + 'write_stalls'), fmt: num, needs: BG + 'write_stalls' },
     { id: 'uptime', label: 'uptime', f: gauge('uptime_seconds'), fmt: dur },
   ];
 
@@ -89,6 +102,7 @@
     if (a >= 100 || Number.isInteger(v)) return Math.round(v).toString();
     return v.toFixed(a >= 10 ? 1 : 2);
   }
+  function byteRate(v) { return v === null ? '–' : bytes(v) + '/s'; }
   function ms(v) { return v === null ? '–' : (v >= 100 ? Math.round(v) : v.toFixed(v >= 10 ? 1 : 2)) + ' ms'; }
   function bytes(v) {
     if (v === null) return '–';
@@ -121,9 +135,9 @@
   function build() {
     const tiles = document.getElementById('tiles');
     for (const t of TILES) {
-      const d = el('div', { class: 'tile', id: 'tile-' + t.id }, tiles);
-      t.v = el('b', {}, d);
-      el('span', {}, d).textContent = t.label;
+      t.d = el('div', { class: 'tile', id: 'tile-' + t.id }, tiles);
+      t.v = el('b', {}, t.d);
+      el('span', {}, t.d).textContent = t.label;
     }
     const charts = document.getElementById('charts');
     for (const c of CHARTS) {
@@ -167,8 +181,9 @@
         l.path.setAttribute('data-last', last === null ? '' : last);
         l.path.setAttribute('data-max', lmax);
         l.val.textContent = c.fmt(last);
-        l.key.hidden = !!l.hideZero && lmax === 0;
+        l.key.hidden = (!!l.hideZero && lmax === 0) || (!!l.needs && !S.cols[l.needs]);
       });
+      c.fig.hidden = !!c.needs && !S.cols[c.needs];
       c.ymax.textContent = c.fmt(top);
       c.fig.setAttribute('data-max', max);
       c.fig.setAttribute('data-points', n - first);
@@ -177,19 +192,24 @@
       const v = n ? t.f(n - 1) : null;
       t.v.textContent = t.fmt(v);
       t.v.setAttribute('data-value', v === null ? '' : v);
+      t.d.hidden = !!t.needs && !S.cols[t.needs];
     }
   }
 
   // ingest appends a /stats/series document: columns delta-encoded.
   function ingest(doc) {
-    if (!S.fields.length) { S.fields = doc.fields; S.bounds = doc.bucket_bounds_seconds; for (const f of doc.fields) S.cols[f] = []; }
-    // Each document's first value is absolute, the others differences.
+    if (!S.fields.length) {
+      S.fields = doc.fields; S.bounds = doc.bucket_bounds_seconds; S.scale = doc.scale || {};
+      for (const f of doc.fields) S.cols[f] = [];
+    }
+    // Each document's first value is absolute, the others differences;
+    // a scaled field is divided back into its /stats unit.
     let t = 0;
     doc.t.forEach((d, i) => { t = i === 0 ? d : t + d; S.t.push(t); });
     doc.fields.forEach((f, k) => {
-      const c = S.cols[f], col = doc.columns[k];
+      const c = S.cols[f], col = doc.columns[k], sc = S.scale[f] || 1;
       let v = 0;
-      col.forEach((d, i) => { v = i === 0 ? d : v + d; c.push(v); });
+      col.forEach((d, i) => { v = i === 0 ? d : v + d; c.push(v / sc); });
     });
     if (S.t.length) S.last = S.t[S.t.length - 1];
     // Keep the window plus what the latency percentiles look back on.

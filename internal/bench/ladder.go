@@ -56,9 +56,9 @@ type LadderStep struct {
 	RelayCPUSeconds        float64 `json:"relay_cpu_s,omitempty"`
 	RelayCPUMicrosPerEvent float64 `json:"relay_cpu_us_per_event,omitempty"`
 	// EventsPerCommit is the step's accepted events over the synced
-	// commits the relay's store made meanwhile (a petrel relay with the
-	// embedded store: /stats store_commits), 0 where not known: how many
-	// events shared each commit's fsync.
+	// commits the relay's store made meanwhile (a petrel relay: /stats
+	// store_commits, with PostgreSQL its write transactions), 0 where
+	// not known: how many events shared each commit's fsync.
 	EventsPerCommit float64 `json:"events_per_commit,omitempty"`
 	// RelayOKP99Ms bounds the relay's own OK p99 over the step: the
 	// upper bound of the bucket of a petrel relay's ok_latency histogram

@@ -11,8 +11,8 @@ import (
 // relayFigures is what a ladder reads from a petrel relay's /stats
 // between steps.
 type relayFigures struct {
-	// commits is store_commits, the embedded store's synced group
-	// commits (haveCommits: a petrel relay with the embedded store).
+	// commits is store_commits, the store's synced group commits (with
+	// PostgreSQL, its write transactions; haveCommits: a petrel relay).
 	commits     int64
 	haveCommits bool
 	// okBounds, okBuckets and okCount are ok_latency's histogram: bucket
@@ -83,7 +83,7 @@ func readRelayStats(ctx context.Context, wsURL string) (relayFigures, bool) {
 	if res.StatusCode != http.StatusOK || json.NewDecoder(res.Body).Decode(&st) != nil {
 		return f, false
 	}
-	if st.Commits != nil && st.Backend == "pebble" {
+	if st.Commits != nil && st.Backend != "" {
 		f.commits, f.haveCommits = *st.Commits, true
 	}
 	if st.Background != nil && st.Backend == "pebble" {

@@ -6,6 +6,7 @@ package relay_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"strings"
@@ -182,6 +183,9 @@ func TestHTTPStatsAndMetrics(t *testing.T) {
 	}
 	if bg["flushes"].(float64) != 0 || bg["write_stalls"].(float64) != 0 {
 		t.Fatalf("/stats store_background of a store holding one event: %v", bg)
+	}
+	if _, ok := st["store_postgres"]; ok {
+		t.Fatalf("/stats store_postgres with the embedded store: %v", st["store_postgres"])
 	}
 	// The dashboard's figures: stored events, the verify queue, latency.
 	if num("store_events") != 1 || num("verify_queue_depth") != 0 || num("verify_queue_capacity") != float64(relay.Config{}.Normalize().VerifyQueue) {
@@ -428,5 +432,65 @@ func TestStatsDuplicates(t *testing.T) {
 	if st["events_duplicate"] != float64(2) || rej["duplicate"] != float64(1) || st["events_accepted"] != float64(1) {
 		t.Fatalf("events_duplicate %v, events_rejected.duplicate %v, events_accepted %v; want 2, 1, 1",
 			st["events_duplicate"], rej["duplicate"], st["events_accepted"])
+	}
+}
+
+// TestHTTPStatsPostgres: a relay on PostgreSQL reports its write
+// transactions and its connection pool in /stats and /metrics, and no
+// embedded store's background work.
+func TestHTTPStatsPostgres(t *testing.T) {
+	t.Parallel()
+	r := relaytest.Start(t, relaytest.Options{Store: openPostgres(t)})
+	alice := relaytest.NewKey("stats postgres")
+	c := relaytest.Dial(t, r.URL)
+	for i := range 3 {
+		c.MustPublish(alice.Note(fmt.Sprint("counted ", i)))
+	}
+	if evs := c.Req("s", authorFilter(alice, "")); len(evs) != 3 {
+		t.Fatalf("REQ: %d events, want 3", len(evs))
+	}
+
+	st := statsJSON(t, r)
+	checkStatsKeys(t, "", st)
+	if _, ok := st["store_background"]; ok || st["store_backend"] != "postgres" {
+		t.Fatalf("/stats store_backend %v, store_background %v", st["store_backend"], st["store_background"])
+	}
+	if v, _ := st["store_commits"].(float64); v != 3 {
+		t.Fatalf("/stats store_commits %v for 3 events published one after another", st["store_commits"])
+	}
+	pg, _ := st["store_postgres"].(map[string]any)
+	for k, want := range map[string]float64{"pool_max_conns": 8, "write_retries": 0, "commits_in_doubt_committed": 0,
+		"late_committed_events": 0, "pool_acquires_canceled": 0} {
+		if v, ok := pg[k].(float64); !ok || v != want {
+			t.Fatalf("/stats store_postgres.%s = %v, want %v: %v", k, pg[k], want, pg)
+		}
+	}
+	for _, k := range []string{"pool_conns", "pool_acquires", "pool_acquire_waits", "pool_acquire_wait_seconds", "pool_conns_opened"} {
+		if v, ok := pg[k].(float64); !ok || v <= 0 {
+			t.Fatalf("/stats store_postgres.%s = %v, want > 0: %v", k, pg[k], pg)
+		}
+	}
+	for _, k := range []string{"pool_acquired_conns", "pool_idle_conns"} {
+		if _, ok := pg[k].(float64); !ok {
+			t.Fatalf("/stats store_postgres lacks number %q: %v", k, pg)
+		}
+	}
+
+	_, body := getHTTP(t, r, "GET", "/metrics", nil)
+	m := string(body)
+	for _, name := range []string{
+		"petrel_store_commits_total ", "petrel_store_write_retries_total 0",
+		"petrel_store_commits_in_doubt_committed_total 0", "petrel_store_late_committed_events_total 0",
+		"petrel_store_pool_max_conns 8", "petrel_store_pool_conns ", "petrel_store_pool_acquired_conns ",
+		"petrel_store_pool_idle_conns ", "petrel_store_pool_acquires_total ", "petrel_store_pool_acquire_waits_total ",
+		"petrel_store_pool_acquire_wait_seconds_total ", "petrel_store_pool_acquires_canceled_total 0",
+		"petrel_store_pool_conns_opened_total ",
+	} {
+		if !strings.Contains(m, name) {
+			t.Fatalf("/metrics lacks %q", name)
+		}
+	}
+	if strings.Contains(m, "petrel_store_flushes_total") {
+		t.Fatal("/metrics has the embedded store's flushes with PostgreSQL")
 	}
 }

@@ -267,6 +267,16 @@ func (r *Relay) Stats() Snapshot {
 			WriteStallSeconds: float64(bg.WriteStallNanos) / 1e9,
 		}
 	}
+	if pg := st.Postgres; pg != nil {
+		s.StorePostgres = &StorePostgres{
+			WriteRetries: pg.WriteRetries, InDoubtCommitted: pg.InDoubtCommitted, LateCommitted: pg.LateCommitted,
+			PoolMaxConns: pg.PoolMaxConns, PoolConns: pg.PoolConns,
+			PoolAcquiredConns: pg.PoolAcquiredConns, PoolIdleConns: pg.PoolIdleConns,
+			PoolAcquires: pg.PoolAcquires, PoolAcquireWaits: pg.PoolAcquireWaits,
+			PoolAcquireWaitSeconds: float64(pg.PoolAcquireWaitNanos) / 1e9,
+			PoolAcquiresCanceled:   pg.PoolAcquiresCanceled, PoolConnsOpened: pg.PoolConnsOpened,
+		}
+	}
 	s.StoreBackend = st.Backend
 	s.StoreUnavailable, s.StoreErrors = st.Unavailable, st.Errors
 	s.StoreDiskFull, s.StoreFreeBytes = st.DiskFull, -1

@@ -132,8 +132,8 @@ type Snapshot struct {
 	// StoreEvents is the number of stored events (store.Stats.Events:
 	// exact for pebble, an estimate for a large PostgreSQL table).
 	StoreEvents int64 `json:"store_events"`
-	// StoreCommits: the embedded store's synced (group) commits since
-	// start (store.Stats.Commits); 0 for PostgreSQL.
+	// StoreCommits: the store's synced (group) commits since start
+	// (store.Stats.Commits; with PostgreSQL, its write transactions).
 	StoreCommits int64 `json:"store_commits"`
 	// DiskFreeBytes and DiskSizeBytes: the file system holding an
 	// embedded store (store.Stats). In /metrics only (a public /stats
@@ -165,6 +165,9 @@ type Snapshot struct {
 	// StoreBackground: the embedded store's flushes, compactions and
 	// write stalls (store.Stats.Background); absent for PostgreSQL.
 	StoreBackground *StoreBackground `json:"store_background,omitempty"`
+	// StorePostgres: the PostgreSQL store's write retries and connection
+	// pool (store.Stats.Postgres); absent for the embedded store.
+	StorePostgres *StorePostgres `json:"store_postgres,omitempty"`
 	// IDFilterBytes: memory of the store's filter of stored ids.
 	IDFilterBytes       int64 `json:"id_filter_bytes"`
 	ConnectionsActive   int64 `json:"connections_active"`
@@ -396,6 +399,23 @@ func (r *Relay) OutQueuesIdle() bool {
 		}
 	}
 	return true
+}
+
+// StorePostgres is store.Postgres as /stats shows it (the wait time in
+// seconds).
+type StorePostgres struct {
+	WriteRetries           int64   `json:"write_retries"`
+	InDoubtCommitted       int64   `json:"commits_in_doubt_committed"`
+	LateCommitted          int64   `json:"late_committed_events"`
+	PoolMaxConns           int64   `json:"pool_max_conns"`
+	PoolConns              int64   `json:"pool_conns"`
+	PoolAcquiredConns      int64   `json:"pool_acquired_conns"`
+	PoolIdleConns          int64   `json:"pool_idle_conns"`
+	PoolAcquires           int64   `json:"pool_acquires"`
+	PoolAcquireWaits       int64   `json:"pool_acquire_waits"`
+	PoolAcquireWaitSeconds float64 `json:"pool_acquire_wait_seconds"`
+	PoolAcquiresCanceled   int64   `json:"pool_acquires_canceled"`
+	PoolConnsOpened        int64   `json:"pool_conns_opened"`
 }
 
 // StoreBackground is store.Background as /stats shows it (the stall time

@@ -45,18 +45,22 @@ type seriesField struct {
 // seriesScale lists the fields the series holds scaled: the /stats
 // value times the scale, rounded (the series carries integers, and a few
 // /stats figures are seconds).
-var seriesScale = map[string]int64{"store_background.write_stall_seconds": stallScale}
+var seriesScale = map[string]int64{
+	"store_background.write_stall_seconds":     msScale,
+	"store_postgres.pool_acquire_wait_seconds": msScale,
+}
 
-// stallScale holds the store's write-stall time in milliseconds: a
-// stall's length is what an operator reads off its chart, and a second
-// is too coarse.
-const stallScale = 1000
+// msScale holds a time in milliseconds (the store's write stalls, the
+// waits for a PostgreSQL connection): a stall's or a wait's length is
+// what an operator reads off its chart, and a second is too coarse.
+const msScale = 1000
 
 // seriesFields lists the figures the dashboard charts: integers in
 // /stats (counters, gauges, bucket counts), or seconds scaled to
 // integers. The embedded store's background work is in it when st has
-// it (only the pebble store reports it; st is the relay's first /stats
-// document, and the store does not change while the relay runs).
+// it (only the pebble store reports it), the PostgreSQL store's pool
+// and retries likewise (st is the relay's first /stats document, and the
+// store does not change while the relay runs).
 func seriesFields(st *Stats) []seriesField {
 	fs := []seriesField{
 		{"uptime_seconds", func(s *Stats) int64 { return int64(s.UptimeSeconds) }},
@@ -70,6 +74,7 @@ func seriesFields(st *Stats) []seriesField {
 		{"verify_queue_capacity", func(s *Stats) int64 { return s.VerifyQueueCapacity }},
 		{"db_size_bytes", func(s *Stats) int64 { return s.DBSizeBytes }},
 		{"store_events", func(s *Stats) int64 { return s.StoreEvents }},
+		{"store_commits", func(s *Stats) int64 { return s.StoreCommits }},
 	}
 	for _, r := range relay.ReasonNames() {
 		fs = append(fs, seriesField{"events_rejected." + r, func(s *Stats) int64 { return s.EventsRejected[r] }})
@@ -103,7 +108,24 @@ func seriesFields(st *Stats) []seriesField {
 		bg("l0_tables", func(b *relay.StoreBackground) int64 { return b.L0Tables })
 		bg("write_stalls", func(b *relay.StoreBackground) int64 { return b.WriteStalls })
 		bg("write_stall_seconds", func(b *relay.StoreBackground) int64 {
-			return int64(math.Round(b.WriteStallSeconds * stallScale))
+			return int64(math.Round(b.WriteStallSeconds * msScale))
+		})
+	}
+	if st.StorePostgres != nil {
+		pg := func(name string, pick func(*relay.StorePostgres) int64) {
+			fs = append(fs, seriesField{path: "store_postgres." + name, get: func(s *Stats) int64 {
+				if s.StorePostgres == nil {
+					return 0
+				}
+				return pick(s.StorePostgres)
+			}})
+		}
+		pg("write_retries", func(p *relay.StorePostgres) int64 { return p.WriteRetries })
+		pg("pool_max_conns", func(p *relay.StorePostgres) int64 { return p.PoolMaxConns })
+		pg("pool_conns", func(p *relay.StorePostgres) int64 { return p.PoolConns })
+		pg("pool_acquired_conns", func(p *relay.StorePostgres) int64 { return p.PoolAcquiredConns })
+		pg("pool_acquire_wait_seconds", func(p *relay.StorePostgres) int64 {
+			return int64(math.Round(p.PoolAcquireWaitSeconds * msScale))
 		})
 	}
 	return fs

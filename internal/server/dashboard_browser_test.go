@@ -128,7 +128,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	deadline := time.Now().Add(relaytest.DefaultTimeout)
 	for {
 		_, last := getSeries(t, r, 0).last()
-		if last["store_events"] == n && last["events_rejected.invalid"] == 5 && last["store_background.l0_tables"] > 0 {
+		if last["store_events"] == n && last["events_rejected.invalid"] == 5 && last["store_background.flush_bytes"] > 0 {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -142,7 +142,7 @@ func TestDashboardInBrowser(t *testing.T) {
 		t.Fatalf("dashboard state %q, want live:\n%s", st, dom)
 	}
 	chart := func(id string) string { return `<figure[^>]*id="chart-` + id + `"[^>]*>` }
-	for _, id := range []string{"accepted", "refused", "deliveries", "connections", "ok-latency", "query-latency", "verify-queue", "store-events", "store-size", "store-writes", "store-l0"} {
+	for _, id := range []string{"accepted", "refused", "deliveries", "connections", "ok-latency", "query-latency", "verify-queue", "store-events", "store-size", "store-writes"} {
 		if pts := attrNum(t, dom, chart(id), "data-points"); pts < 2 {
 			t.Fatalf("chart %s drew %v samples, want >= 2", id, pts)
 		}
@@ -174,21 +174,26 @@ func TestDashboardInBrowser(t *testing.T) {
 	if v := pathAttr("connections", "connections", "data-last"); v < 2 {
 		t.Fatalf("connections drawn last %v, want >= 2", v)
 	}
-	// The store charts are shown; the stall chart draws its samples
-	// (zeros: nothing stalled).
+	// The store charts are shown, the PostgreSQL ones hidden.
 	for _, id := range []string{"store-writes", "store-stalls", "store-l0"} {
 		if isHidden(t, dom, chart(id)) {
 			t.Fatalf("chart %s hidden with the embedded store", id)
 		}
 	}
-	if pts := attrNum(t, dom, chart("store-stalls"), "data-points"); pts < 2 {
-		t.Fatalf("chart store-stalls drew %v samples, want >= 2", pts)
+	for _, id := range []string{"pg-pool", "pg-waits", "pg-writes"} {
+		if !isHidden(t, dom, chart(id)) {
+			t.Fatalf("chart %s shown with the embedded store", id)
+		}
+	}
+	// Stalls and level 0 may well be zero by now (a compaction empties
+	// level 0): drawn, whatever their value.
+	for _, id := range []string{"store-stalls", "store-l0"} {
+		if pts := attrNum(t, dom, chart(id), "data-points"); pts < 2 {
+			t.Fatalf("chart %s drew %v samples, want >= 2", id, pts)
+		}
 	}
 	if v := pathAttr("store-writes", "flushes", "data-max"); v <= 0 {
 		t.Fatalf("no flush drawn (data-max %v)", v)
-	}
-	if v := pathAttr("store-l0", "tables", "data-last"); v <= 0 {
-		t.Fatalf("level 0 tables drawn last %v, want > 0", v)
 	}
 	// The tiles show the latest sample: every stored event.
 	if v := attrNum(t, dom, `<div[^>]*id="tile-events"[^>]*><b[^>]*>`, "data-value"); v != n {
@@ -226,7 +231,7 @@ func TestDashboardWithoutStoreBackground(t *testing.T) {
 		t.Fatalf("dashboard state %q, want live:\n%s", st, dom)
 	}
 	chart := func(id string) string { return `<figure[^>]*id="chart-` + id + `"[^>]*>` }
-	for _, id := range []string{"store-writes", "store-stalls", "store-l0"} {
+	for _, id := range []string{"store-writes", "store-stalls", "store-l0", "pg-pool", "pg-waits", "pg-writes"} {
 		if !isHidden(t, dom, chart(id)) {
 			t.Fatalf("chart %s shown without the store's figures", id)
 		}
@@ -245,5 +250,70 @@ func TestDashboardWithoutStoreBackground(t *testing.T) {
 	}
 	if !isHidden(t, debt[strings.LastIndex(debt, "<span"):], `<span[^>]*>`) {
 		t.Fatalf("compaction-debt key shown without the store's figures: %s", debt)
+	}
+}
+
+// TestDashboardPostgres: on PostgreSQL the page shows the connection
+// pool, the waits for a connection and the write transactions, and
+// hides the embedded store's charts.
+func TestDashboardPostgres(t *testing.T) {
+	bin := chromium(t)
+	r := startPostgres(t)
+	c := relaytest.Dial(t, r.URL)
+	alice := relaytest.NewKey("browser postgres")
+	const n = 20
+	for i := range n {
+		c.MustPublish(alice.Note(fmt.Sprint("burst ", i)))
+	}
+	// Wait for a sample that saw every commit (the first, taken at
+	// start, saw none, so the commit rate is non-zero between the two).
+	deadline := time.Now().Add(relaytest.DefaultTimeout)
+	for {
+		_, last := getSeries(t, r, 0).last()
+		if last["store_commits"] >= n {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no sample with the burst: %v", last)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	dom := string(runChromium(t, bin, r.HTTPURL()+"/", "--dump-dom"))
+	if st := attr(t, dom, `<main[^>]*id="dash"[^>]*>`, "data-state"); st != "live" {
+		t.Fatalf("dashboard state %q, want live:\n%s", st, dom)
+	}
+	chart := func(id string) string { return `<figure[^>]*id="chart-` + id + `"[^>]*>` }
+	for _, id := range []string{"store-writes", "store-stalls", "store-l0"} {
+		if !isHidden(t, dom, chart(id)) {
+			t.Fatalf("chart %s shown on PostgreSQL", id)
+		}
+	}
+	for _, id := range []string{"pg-pool", "pg-waits", "pg-writes"} {
+		if isHidden(t, dom, chart(id)) {
+			t.Fatalf("chart %s hidden on PostgreSQL", id)
+		}
+		if pts := attrNum(t, dom, chart(id), "data-points"); pts < 2 {
+			t.Fatalf("chart %s drew %v samples, want >= 2", id, pts)
+		}
+	}
+	line := func(id, name, a string) float64 {
+		t.Helper()
+		m := regexp.MustCompile(chart(id) + `(?s:.*?)<path[^>]*data-line="` + regexp.QuoteMeta(name) + `"[^>]*>`).FindString(dom)
+		if m == "" {
+			t.Fatalf("chart %s has no line %s", id, name)
+		}
+		return attrNum(t, m[strings.LastIndex(m, "<path"):], `<path[^>]*>`, a)
+	}
+	if v := line("pg-pool", "limit", "data-last"); v != 8 {
+		t.Fatalf("pool limit drawn last %v, want the default 8", v)
+	}
+	if v := line("pg-pool", "open", "data-last"); v < 1 || v > 8 {
+		t.Fatalf("open connections drawn last %v, want 1..8", v)
+	}
+	if v := line("pg-writes", "committed", "data-max"); v <= 0 {
+		t.Fatalf("no write transaction drawn (data-max %v)", v)
+	}
+	if !isHidden(t, dom, `<div[^>]*id="tile-stalls"[^>]*>`) {
+		t.Fatal("store write stalls tile shown on PostgreSQL")
 	}
 }

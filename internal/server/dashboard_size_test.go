@@ -111,3 +111,33 @@ func TestDashboardFirstLoadSize(t *testing.T) {
 		t.Fatalf("first load transfers %d bytes, want < 150 KB", total)
 	}
 }
+
+// TestSeriesScaled: the series holds each time /stats gives in seconds
+// in whole milliseconds (seriesScale), rounded, and only those scaled.
+func TestSeriesScaled(t *testing.T) {
+	st := Stats{Snapshot: relay.Snapshot{
+		StoreBackground: &relay.StoreBackground{WriteStalls: 2, WriteStallSeconds: 0.0416},
+		StorePostgres:   &relay.StorePostgres{PoolMaxConns: 8, PoolAcquireWaitSeconds: 1.2344},
+	}}
+	want := map[string]int64{
+		"store_background.write_stall_seconds":     42,
+		"store_background.write_stalls":            2,
+		"store_postgres.pool_acquire_wait_seconds": 1234,
+		"store_postgres.pool_max_conns":            8,
+	}
+	sr := newSeries(&st)
+	for _, f := range sr.fields {
+		if w, ok := want[f.path]; ok {
+			if got := f.get(&st); got != w {
+				t.Errorf("%s = %d, want %d", f.path, got, w)
+			}
+			delete(want, f.path)
+		}
+	}
+	if len(want) != 0 {
+		t.Fatalf("series lacks %v", want)
+	}
+	if len(sr.scale) != 2 || sr.scale["store_background.write_stall_seconds"] != 1000 || sr.scale["store_postgres.pool_acquire_wait_seconds"] != 1000 {
+		t.Fatalf("scales %v", sr.scale)
+	}
+}

@@ -1,19 +1,25 @@
 package server_test
 
 import (
+	"cmp"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/petrel-relay/petrel/internal/relay"
 	"github.com/petrel-relay/petrel/internal/relaytest"
 	"github.com/petrel-relay/petrel/internal/store"
+	"github.com/petrel-relay/petrel/internal/store/postgres"
 )
 
 // get fetches path from r with the given headers, without keep-alive (an
@@ -325,5 +331,92 @@ func TestSeriesWithoutStoreBackground(t *testing.T) {
 	}
 	if len(d.Fields) == 0 {
 		t.Fatal("series has no fields")
+	}
+}
+
+// startPostgres starts a relay on PostgreSQL (the real server:
+// PETREL_TEST_POSTGRES_URL or the local one), in a fresh schema dropped
+// when the test ends.
+func startPostgres(t *testing.T) *relaytest.Relay {
+	t.Helper()
+	url := cmp.Or(os.Getenv("PETREL_TEST_POSTGRES_URL"), "postgres://postgres@127.0.0.1:5432/test?sslmode=disable")
+	schema := fmt.Sprintf("petrel_dashboard_%d_%d", os.Getpid(), time.Now().UnixNano())
+	ctx := context.Background()
+	st, err := postgres.Open(ctx, postgres.Options{URL: url, Schema: schema, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatalf("PostgreSQL at %s (set PETREL_TEST_POSTGRES_URL): %v", url, err)
+	}
+	t.Cleanup(func() {
+		st.Close()
+		c, err := pgx.Connect(ctx, url)
+		if err != nil {
+			t.Errorf("drop schema: %v", err)
+			return
+		}
+		defer c.Close(ctx)
+		if _, err := c.Exec(ctx, "DROP SCHEMA IF EXISTS "+schema+" CASCADE"); err != nil {
+			t.Errorf("drop schema: %v", err)
+		}
+	})
+	return relaytest.Start(t, relaytest.Options{Store: st})
+}
+
+// TestSeriesPostgres: on PostgreSQL the series holds the store's pool
+// and write figures (the wait time in milliseconds), each equal to
+// /stats once the relay is quiet, and none of the embedded store's.
+func TestSeriesPostgres(t *testing.T) {
+	r := startPostgres(t)
+	c := relaytest.Dial(t, r.URL)
+	alice := relaytest.NewKey("series postgres")
+	for i := range 3 {
+		c.MustPublish(alice.Note(fmt.Sprint("counted ", i)))
+	}
+	var d seriesDoc
+	var last map[string]int64
+	deadline := time.Now().Add(relaytest.DefaultTimeout)
+	for {
+		d = getSeries(t, r, 0)
+		_, last = d.last()
+		if last["store_commits"] == 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no sample with the 3 commits: %v", last)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	_, body := get(t, r, "/stats")
+	var st map[string]any
+	if err := json.Unmarshal(body, &st); err != nil {
+		t.Fatal(err)
+	}
+	// The pool's gauges and its wait move with the store's own
+	// background queries (the size refresh); the rest holds still.
+	moving := map[string]bool{"store_postgres.pool_conns": true, "store_postgres.pool_acquired_conns": true,
+		"store_postgres.pool_acquire_wait_seconds": true}
+	for _, f := range []string{"store_postgres.pool_max_conns", "store_postgres.pool_conns", "store_postgres.pool_acquired_conns",
+		"store_postgres.write_retries", "store_postgres.pool_acquire_wait_seconds", "store_commits"} {
+		v, ok := lookup(st, f)
+		got, in := last[f]
+		if !ok || !in {
+			t.Fatalf("%s: in /stats %v, in the series %v", f, ok, in)
+		}
+		x, _ := v.(float64)
+		k := max(d.Scale[f], 1)
+		if g := float64(got) / float64(k); moving[f] && (g < 0 || x < 0) || !moving[f] && g != x {
+			t.Fatalf("series %s = %d / %d, /stats %v", f, got, k, x)
+		}
+	}
+
+	if last["store_postgres.pool_max_conns"] != 8 {
+		t.Fatalf("series pool_max_conns %d, want the default 8", last["store_postgres.pool_max_conns"])
+	}
+	for _, f := range d.Fields {
+		if strings.HasPrefix(f, "store_background.") {
+			t.Fatalf("series field %s on PostgreSQL", f)
+		}
+	}
+	if k := d.Scale["store_postgres.pool_acquire_wait_seconds"]; k != 1000 || len(d.Scale) != 1 {
+		t.Fatalf("series scales %v, want the wait time's 1000", d.Scale)
 	}
 }

@@ -88,6 +88,18 @@ var (
 	dL0Tables     *prometheus.Desc
 	dStalls       *prometheus.Desc
 	dStallSecs    *prometheus.Desc
+	dPGRetries    *prometheus.Desc
+	dPGInDoubt    *prometheus.Desc
+	dPGLate       *prometheus.Desc
+	dPoolMax      *prometheus.Desc
+	dPoolConns    *prometheus.Desc
+	dPoolAcquired *prometheus.Desc
+	dPoolIdle     *prometheus.Desc
+	dPoolAcquires *prometheus.Desc
+	dPoolWaits    *prometheus.Desc
+	dPoolWaitSecs *prometheus.Desc
+	dPoolCanceled *prometheus.Desc
+	dPoolOpened   *prometheus.Desc
 	dVerifyDepth  *prometheus.Desc
 	dVerifyCap    *prometheus.Desc
 	dDeadPost     *prometheus.Desc
@@ -155,7 +167,7 @@ var makeDescs = sync.OnceFunc(func() {
 	dOutQBytes = desc("out_queue_bytes", "Bytes waiting to be written to clients, relay-wide: out-queues, live events held for subscriptions in their stored phase, and bytes handed to the transport.")
 	dDBSize = desc("db_size_bytes", "Bytes used by the store.")
 	dStoreEvents = desc("store_events", "Events in the store (exact for pebble; PostgreSQL: the planner's estimate above 100,000).")
-	dCommits = desc("store_commits_total", "Synced group commits of the embedded store's writer (stored events over commits: the events sharing a commit's fsync).")
+	dCommits = desc("store_commits_total", "Synced group commits of the store's writer, with PostgreSQL its write transactions (stored events over commits: the events sharing a commit's fsync).")
 	dDiskFree = desc("store_disk_free_bytes", "Space available on the file system of the embedded store (absent for PostgreSQL).")
 	dDiskSize = desc("store_disk_size_bytes", "Size of the file system of the embedded store (absent for PostgreSQL).")
 	dSpares = desc("store_wal_spares", "Write-ahead log spares the embedded store keeps (store.wal_spares; absent when it keeps none).")
@@ -171,6 +183,18 @@ var makeDescs = sync.OnceFunc(func() {
 	dL0Tables = desc("store_l0_tables", "Tables in the embedded store's level 0.")
 	dStalls = desc("store_write_stalls_total", "Times the embedded store stopped commits until a flush or compaction caught up.")
 	dStallSecs = desc("store_write_stall_seconds_total", "Time the embedded store's commits were stopped by write stalls, the one in progress included.")
+	dPGRetries = desc("store_write_retries_total", "PostgreSQL write transactions tried again (a deadlock, a serialization failure, a unique violation between nodes, a lost connection).")
+	dPGInDoubt = desc("store_commits_in_doubt_committed_total", "PostgreSQL write transactions whose COMMIT reply was lost with the connection, found committed in time to answer their events stored.")
+	dPGLate = desc("store_late_committed_events_total", "Events answered failed (their commit in doubt) that PostgreSQL reported committed later; they are fanned out then.")
+	dPoolMax = desc("store_pool_max_conns", "Size limit of the PostgreSQL store's connection pool (store.postgres_max_conns).")
+	dPoolConns = desc("store_pool_conns", "Connections the PostgreSQL store's pool holds open.")
+	dPoolAcquired = desc("store_pool_acquired_conns", "Connections of the PostgreSQL store's pool in use.")
+	dPoolIdle = desc("store_pool_idle_conns", "Idle connections of the PostgreSQL store's pool.")
+	dPoolAcquires = desc("store_pool_acquires_total", "Connections taken from the PostgreSQL store's pool (each query, count and write transaction takes one).")
+	dPoolWaits = desc("store_pool_acquire_waits_total", "Connections taken from the PostgreSQL store's pool that found none idle and waited for one to be made or given back.")
+	dPoolWaitSecs = desc("store_pool_acquire_wait_seconds_total", "Time spent waiting for a connection of the PostgreSQL store's pool.")
+	dPoolCanceled = desc("store_pool_acquires_canceled_total", "Waits for a connection of the PostgreSQL store's pool given up (a query's deadline passed).")
+	dPoolOpened = desc("store_pool_conns_opened_total", "Connections the PostgreSQL store's pool made (beyond its size: the database or the network closed some).")
 	dVerifyDepth = desc("verify_queue_depth", "EVENTs waiting for signature verification.")
 	dVerifyCap = desc("verify_queue_capacity", "Size of the verify queue (relay.verify_queue); EVENTs past it are refused rate-limited.")
 	dDeadPost = desc("search_dead_postings", "Search postings of removed events still in the index (petrel compact --rebuild-search clears them).")
@@ -259,8 +283,20 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 	g(dOutQBytes, float64(st.OutQueueBytes))
 	g(dDBSize, float64(st.DBSizeBytes))
 	g(dStoreEvents, float64(st.StoreEvents))
-	if st.StoreBackend == "pebble" {
-		k(dCommits, st.StoreCommits)
+	k(dCommits, st.StoreCommits)
+	if pg := st.StorePostgres; pg != nil {
+		k(dPGRetries, pg.WriteRetries)
+		k(dPGInDoubt, pg.InDoubtCommitted)
+		k(dPGLate, pg.LateCommitted)
+		g(dPoolMax, float64(pg.PoolMaxConns))
+		g(dPoolConns, float64(pg.PoolConns))
+		g(dPoolAcquired, float64(pg.PoolAcquiredConns))
+		g(dPoolIdle, float64(pg.PoolIdleConns))
+		k(dPoolAcquires, pg.PoolAcquires)
+		k(dPoolWaits, pg.PoolAcquireWaits)
+		ch <- prometheus.MustNewConstMetric(dPoolWaitSecs, prometheus.CounterValue, pg.PoolAcquireWaitSeconds)
+		k(dPoolCanceled, pg.PoolAcquiresCanceled)
+		k(dPoolOpened, pg.PoolConnsOpened)
 	}
 	if st.DiskSizeBytes > 0 {
 		g(dDiskFree, float64(st.DiskFreeBytes))

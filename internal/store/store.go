@@ -221,10 +221,11 @@ type Stats struct {
 	// DiskFull is set while the store refuses writes for lack of disk
 	// space (ErrDiskFull; DiskFreeBytes then says how much is left).
 	DiskFull bool
-	// Commits counts the synced commits of the embedded store's writer
-	// since open, each a group commit of what queued meanwhile: events
-	// stored over commits is how many events share a commit's fsync. 0
-	// for PostgreSQL.
+	// Commits counts the synced commits of the store's writer since
+	// open, each a group commit of what queued meanwhile (with
+	// PostgreSQL, a write transaction, whose COMMIT waits for the
+	// server's WAL flush): events stored over commits is how many events
+	// share a commit's fsync.
 	Commits int64
 	// WALSpares is how many write-ahead log spares the embedded store
 	// keeps (store.wal_spares; 0 when off, read-only, or on a tmpfs, and
@@ -237,6 +238,37 @@ type Stats struct {
 	// Background is the embedded store's background work (nil for
 	// PostgreSQL).
 	Background *Background
+	// Postgres is the PostgreSQL store's writer and connection pool (nil
+	// for the embedded store).
+	Postgres *Postgres
+}
+
+// Postgres is what the PostgreSQL store's writer and connection pool
+// report. The counters run from the store's open; the gauges are as of
+// the call.
+type Postgres struct {
+	// WriteRetries counts write transactions tried again after a
+	// failure worth retrying (a deadlock, a serialization failure, a
+	// unique violation between nodes, a lost connection).
+	WriteRetries int64
+	// InDoubtCommitted counts write transactions whose COMMIT reply was
+	// lost with the connection and which the database reported
+	// committed in time for their events to be answered stored;
+	// LateCommitted counts the events of those it reported committed
+	// only after they were answered failed (Options.OnLateCommit).
+	InDoubtCommitted, LateCommitted int64
+	// The connection pool (pgxpool's Stat): its size limit, the
+	// connections open, of those the ones in use and the idle ones.
+	PoolMaxConns, PoolConns, PoolAcquiredConns, PoolIdleConns int64
+	// PoolAcquires counts connections taken from the pool (each query,
+	// count and write transaction takes one); PoolAcquireWaits those
+	// that found none idle and waited for one to be made or given back,
+	// PoolAcquireWaitNanos the time they waited, PoolAcquiresCanceled
+	// those given up (a query's deadline passed while it waited);
+	// PoolConnsOpened the connections made (more than the pool's size:
+	// the database or the network closed some).
+	PoolAcquires, PoolAcquireWaits, PoolAcquireWaitNanos int64
+	PoolAcquiresCanceled, PoolConnsOpened                int64
 }
 
 // Background is what the embedded store's LSM (pebble) does beside the

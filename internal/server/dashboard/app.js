@@ -51,7 +51,7 @@
     return bounds[bounds.length - 1];
   }
 
-  const BG = 'store_background.';
+  const BG = 'store_background.', PG = 'store_postgres.';
   const refused = REASONS.map((r) => ({ name: r, f: rate('events_rejected.' + r), hideZero: true }));
   const CHARTS = [
     { id: 'accepted', title: 'Events accepted per second', fmt: num, lines: [
@@ -79,6 +79,15 @@
     { id: 'store-l0', title: 'Store: level 0 (sublevels and tables)', fmt: num,
       needs: BG + 'l0_sublevels', lines: [
         { name: 'sublevels', f: gauge(BG + 'l0_sublevels') }, { name: 'tables', f: gauge(BG + 'l0_tables'), dash: true }] },
+    // The PostgreSQL store's connection pool and write transactions
+    // (absent with the embedded store).
+    { id: 'pg-pool', title: 'PostgreSQL: connections', fmt: num, needs: PG + 'pool_max_conns', lines: [
+      { name: 'in use', f: gauge(PG + 'pool_acquired_conns') }, { name: 'open', f: gauge(PG + 'pool_conns') },
+      { name: 'limit', f: gauge(PG + 'pool_max_conns'), dash: true }] },
+    { id: 'pg-waits', title: 'PostgreSQL: waits for a connection (time waited per second)', fmt: ms,
+      needs: PG + 'pool_acquire_wait_seconds', lines: [{ name: 'waited', f: times(rate(PG + 'pool_acquire_wait_seconds'), 1000) }] },
+    { id: 'pg-writes', title: 'PostgreSQL: write transactions per second', fmt: num, needs: PG + 'write_retries', lines: [
+      { name: 'committed', f: rate('store_commits') }, { name: 'retried', f: rate(PG + 'write_retries') }] },
   ];
   const TILES = [
     { id: 'accepted', label: 'accepted /s', f: sum([rate('events_accepted'), rate('events_ephemeral')]), fmt: num },

@@ -304,6 +304,12 @@ func TestTerminatedBackends(t *testing.T) {
 	if n, err := s.Count(ctx, []nostr.Filter{{}}); err != nil || n != 3 {
 		t.Fatalf("Count = %d, %v", n, err)
 	}
+	// Each round's ended connections were replaced, at the cost of at
+	// most one retry (none when the pool found the connection dead
+	// before handing it out: it checks those idle for a second).
+	if pg := s.Stats().Postgres; pg.PoolConnsOpened < 4 || pg.WriteRetries > 3 {
+		t.Fatalf("after 3 rounds of ended connections: %d made, %d write retries", pg.PoolConnsOpened, pg.WriteRetries)
+	}
 }
 
 // TestCommitInDoubt: the COMMIT reaches the database but its reply is lost
@@ -344,7 +350,7 @@ func TestCommitInDoubt(t *testing.T) {
 			t.Fatalf("event %d reported Stored but not in the database: %v %v", i, ok, err)
 		}
 	}
-	if n := s.inDoubtCommitted.Load(); n != 1 {
+	if n := s.Stats().Postgres.InDoubtCommitted; n != 1 {
 		t.Fatalf("%d in-doubt commits resolved as committed, want 1", n)
 	}
 	// The position is the committed transaction's: a query's snapshot
@@ -419,7 +425,7 @@ func TestCommitInDoubtLate(t *testing.T) {
 			t.Fatalf("event %d reported late-committed but not stored: %v %v", i, has, err)
 		}
 	}
-	if n := s.lateCommitted.Load(); n != int64(len(evs)) {
-		t.Fatalf("lateCommitted = %d, want %d", n, len(evs))
+	if n := s.Stats().Postgres.LateCommitted; n != int64(len(evs)) {
+		t.Fatalf("LateCommitted = %d, want %d", n, len(evs))
 	}
 }

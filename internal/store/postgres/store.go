@@ -59,10 +59,12 @@ type Store struct {
 	events      atomic.Int64 // refreshSize's count of stored events
 	errs        atomic.Int64
 	unavailable atomic.Bool
+	commits     atomic.Int64 // write transactions committed
+	retries     atomic.Int64 // write transactions tried again
 	// inDoubtCommitted counts batches whose COMMIT failed on a lost
-	// connection but which the database reported committed in time (for
-	// tests); lateCommitted the events of those it reported committed
-	// only after they were answered Failed (indoubt.go).
+	// connection but which the database reported committed in time;
+	// lateCommitted the events of those it reported committed only
+	// after they were answered Failed (indoubt.go).
 	inDoubtCommitted atomic.Int64
 	lateCommitted    atomic.Int64
 	late             inDoubtList
@@ -493,14 +495,32 @@ func (s *Store) SupportsSearch() bool { return !s.opts.DisableSearch }
 
 // Stats implements store.Store. SizeBytes is the size of the store's
 // tables with their indexes, refreshed every Options.StatsInterval;
-// Unavailable and Errors tell whether the database is reachable.
+// Unavailable and Errors tell whether the database is reachable;
+// Commits and Postgres count the writer's transactions and report the
+// connection pool, as of the call.
 func (s *Store) Stats() store.Stats {
+	ps := s.pool.Stat()
 	return store.Stats{
 		Backend:     "postgres",
 		SizeBytes:   s.sizeBytes.Load(),
 		Events:      s.events.Load(),
 		Unavailable: s.unavailable.Load(),
 		Errors:      s.errs.Load(),
+		Commits:     s.commits.Load(),
+		Postgres: &store.Postgres{
+			WriteRetries:         s.retries.Load(),
+			InDoubtCommitted:     s.inDoubtCommitted.Load(),
+			LateCommitted:        s.lateCommitted.Load(),
+			PoolMaxConns:         int64(ps.MaxConns()),
+			PoolConns:            int64(ps.TotalConns()),
+			PoolAcquiredConns:    int64(ps.AcquiredConns()),
+			PoolIdleConns:        int64(ps.IdleConns()),
+			PoolAcquires:         ps.AcquireCount(),
+			PoolAcquireWaits:     ps.EmptyAcquireCount(),
+			PoolAcquireWaitNanos: int64(ps.EmptyAcquireWaitTime()),
+			PoolAcquiresCanceled: ps.CanceledAcquireCount(),
+			PoolConnsOpened:      ps.NewConnsCount(),
+		},
 	}
 }
 

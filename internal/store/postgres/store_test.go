@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/petrel-relay/petrel/internal/nostr"
 	"github.com/petrel-relay/petrel/internal/store"
 	"github.com/petrel-relay/petrel/internal/store/storetest"
@@ -127,5 +128,111 @@ func TestStatsEvents(t *testing.T) {
 			t.Fatalf("Events = %d after 25 stored, want 25", s.Stats().Events)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestStatsWriterAndPool: Stats counts the writer's transactions and
+// reports the connection pool: its size, what is in use, and a query
+// that had to wait for a connection (the pool full) counted with its
+// wait.
+func TestStatsWriterAndPool(t *testing.T) {
+	// No periodic size refresh to take a connection meanwhile.
+	s := openTest(t, Options{MaxConns: 3, StatsInterval: time.Hour})
+	defer s.Close()
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(7, 7))
+	before := s.Stats()
+	if before.Postgres == nil {
+		t.Fatal("no PostgreSQL figures")
+	}
+	if pg := before.Postgres; pg.PoolMaxConns != 3 || pg.WriteRetries != 0 || pg.InDoubtCommitted != 0 || pg.LateCommitted != 0 {
+		t.Fatalf("a new store's figures: %+v", *pg)
+	}
+	if before.Background != nil {
+		t.Fatalf("background figures for PostgreSQL: %+v", *before.Background)
+	}
+	const saves = 4
+	for i := range saves {
+		ev := storetest.NewEvent(rng, storetest.Key(1), 1, storetest.BaseTime+int64(i), nil, "counted")
+		if res, err := s.Save(ctx, []*nostr.Event{ev}); err != nil || res[0].Outcome != store.Stored {
+			t.Fatalf("Save: %+v, %v", res, err)
+		}
+	}
+	st := s.Stats()
+	if n := st.Commits - before.Commits; n != saves {
+		t.Fatalf("%d commits for %d saves one after another", n, saves)
+	}
+	pg := st.Postgres
+	if pg.PoolAcquires < before.Postgres.PoolAcquires+saves || pg.PoolConns < 1 || pg.PoolConnsOpened < 1 ||
+		pg.PoolConns != pg.PoolAcquiredConns+pg.PoolIdleConns || pg.PoolConns > 3 {
+		t.Fatalf("pool after %d saves: %+v", saves, *pg)
+	}
+	// One operation at a time never fills the pool: the only
+	// acquisitions that waited are those that made a connection.
+	if pg.PoolAcquireWaits != pg.PoolConnsOpened {
+		t.Fatalf("%d acquisitions waited, %d connections made, the pool never full", pg.PoolAcquireWaits, pg.PoolConnsOpened)
+	}
+
+	// Hold every connection: a count whose deadline passes first gives
+	// up (canceled); one that gets a connection given back has waited.
+	var held []*pgxpool.Conn
+	hold := func() {
+		t.Helper()
+		for range 3 {
+			c, err := s.pool.Acquire(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			held = append(held, c)
+		}
+	}
+	release := func() {
+		for _, c := range held {
+			c.Release()
+		}
+		held = nil
+	}
+	defer release() // before Close, which waits for them
+	hold()
+	pg = s.Stats().Postgres
+	if pg.PoolAcquiredConns != 3 || pg.PoolIdleConns != 0 {
+		t.Fatalf("pool with every connection held: %+v", *pg)
+	}
+	waits, waited := pg.PoolAcquireWaits, pg.PoolAcquireWaitNanos
+	tctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	if _, err := s.Count(tctx, []nostr.Filter{{}}); err == nil {
+		t.Fatal("a count ran with every connection held")
+	}
+	cancel()
+	if pg := s.Stats().Postgres; pg.PoolAcquiresCanceled != 1 || pg.PoolAcquireWaits != waits {
+		t.Fatalf("pool after a count gave up: %+v", *pg)
+	}
+	// Nothing says when the count has begun to wait: give it longer each
+	// round until it has (it then waits however long it is given).
+	for wait := 20 * time.Millisecond; ; wait *= 2 {
+		done := make(chan error, 1)
+		go func() {
+			_, err := s.Count(ctx, []nostr.Filter{{}})
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			t.Fatalf("a count ran with every connection held: %v", err)
+		case <-time.After(wait):
+		}
+		held[0].Release()
+		held = held[1:]
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		release()
+		if s.Stats().Postgres.PoolAcquireWaits > waits || wait > 5*time.Second {
+			break
+		}
+		hold()
+	}
+	pg = s.Stats().Postgres
+	if pg.PoolAcquireWaits != waits+1 || pg.PoolAcquireWaitNanos <= waited || pg.PoolAcquiresCanceled != 1 {
+		t.Fatalf("pool after one count waited: %+v", *pg)
 	}
 }

@@ -125,7 +125,11 @@ func (w *writer) commit(reqs []*request) {
 				break
 			}
 			w.s.log.Warn("store: write batch failed, retrying", "events", len(b.items), "attempt", attempt+1, "err", err)
+			w.s.retries.Add(1)
 			time.Sleep(backoff(attempt))
+		}
+		if err == nil {
+			w.s.commits.Add(1)
 		}
 	}
 	if err != nil {

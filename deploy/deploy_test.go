@@ -16,13 +16,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/petrel-relay/petrel/internal/cluster"
 	"github.com/petrel-relay/petrel/internal/config"
 	"github.com/petrel-relay/petrel/internal/relaytest"
-	"github.com/petrel-relay/petrel/internal/store/postgres"
 )
 
 // prometheusOwn are series Prometheus makes itself, not found in any
@@ -85,26 +83,11 @@ func scrape(t *testing.T) exposition {
 // PETREL_TEST_POSTGRES_URL, PETREL_TEST_NATS_URL, or the local ones).
 func startClusterNode(t *testing.T) *relaytest.Relay {
 	t.Helper()
-	pgURL := cmp.Or(os.Getenv("PETREL_TEST_POSTGRES_URL"), "postgres://postgres@127.0.0.1:5432/test?sslmode=disable")
 	natsURL := cmp.Or(os.Getenv("PETREL_TEST_NATS_URL"), "nats://127.0.0.1:4222")
-	schema := fmt.Sprintf("petrel_deploy_%d", os.Getpid())
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	st, err := postgres.Open(ctx, postgres.Options{URL: pgURL, Schema: schema, Logger: quiet})
-	if err != nil {
-		t.Fatalf("PostgreSQL at %s (set PETREL_TEST_POSTGRES_URL): %v", pgURL, err)
-	}
-	t.Cleanup(func() {
-		st.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if c, err := pgx.Connect(ctx, pgURL); err == nil {
-			c.Exec(ctx, "DROP SCHEMA IF EXISTS "+schema+" CASCADE")
-			c.Close(ctx)
-		}
-	})
-	b, err := cluster.New(cluster.Options{URL: natsURL, Node: "deploy-test", Subject: schema, Feed: st, Logger: quiet})
+	st := relaytest.OpenPostgres(t)
+	subject := fmt.Sprintf("petrel_deploy_%d", os.Getpid())
+	b, err := cluster.New(cluster.Options{URL: natsURL, Node: "deploy-test", Subject: subject, Feed: st, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -440,7 +440,7 @@ func TestStatsDuplicates(t *testing.T) {
 // embedded store's background work.
 func TestHTTPStatsPostgres(t *testing.T) {
 	t.Parallel()
-	r := relaytest.Start(t, relaytest.Options{Store: openPostgres(t)})
+	r := relaytest.Start(t, relaytest.Options{Store: relaytest.OpenPostgres(t)})
 	alice := relaytest.NewKey("stats postgres")
 	c := relaytest.Dial(t, r.URL)
 	for i := range 3 {

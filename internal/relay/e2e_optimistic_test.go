@@ -6,11 +6,7 @@ package relay_test
 // checks back, so that it can look at the relay while events are held.
 
 import (
-	"context"
 	"fmt"
-	"io"
-	"log/slog"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -21,9 +17,6 @@ import (
 	"github.com/petrel-relay/petrel/internal/relay"
 	"github.com/petrel-relay/petrel/internal/relaytest"
 	"github.com/petrel-relay/petrel/internal/store"
-	"github.com/petrel-relay/petrel/internal/store/postgres"
-
-	"github.com/jackc/pgx/v5"
 )
 
 // gateVerifier is the default verifier behind a gate: while the gate is
@@ -96,36 +89,7 @@ func TestOptimisticServesOnlyVerified(t *testing.T) {
 // PostgreSQL store (the real server; its held events are rows of
 // unverified_events, its hand-off a transaction snapshot).
 func TestOptimisticServesOnlyVerifiedPostgres(t *testing.T) {
-	testServesOnlyVerified(t, openPostgres(t))
-}
-
-// openPostgres opens a PostgreSQL store in a fresh schema, closed and
-// dropped when the test ends (after the relay stops).
-func openPostgres(t *testing.T) store.Store {
-	t.Helper()
-	url := os.Getenv("PETREL_TEST_POSTGRES_URL")
-	if url == "" {
-		url = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-	}
-	schema := fmt.Sprintf("petrel_relay_test_%d_%d", os.Getpid(), time.Now().UnixNano())
-	ctx := context.Background()
-	st, err := postgres.Open(ctx, postgres.Options{URL: url, Schema: schema, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatalf("PostgreSQL at %s: %v", url, err)
-	}
-	t.Cleanup(func() {
-		st.Close()
-		c, err := pgx.Connect(ctx, url)
-		if err != nil {
-			t.Errorf("drop schema: %v", err)
-			return
-		}
-		defer c.Close(ctx)
-		if _, err := c.Exec(ctx, "DROP SCHEMA IF EXISTS "+schema+" CASCADE"); err != nil {
-			t.Errorf("drop schema: %v", err)
-		}
-	})
-	return st
+	testServesOnlyVerified(t, relaytest.OpenPostgres(t))
 }
 
 func testServesOnlyVerified(t *testing.T, backend store.Store) {
@@ -387,7 +351,7 @@ func TestOptimisticPendingLimit(t *testing.T) {
 func TestOptimisticRace(t *testing.T) { testRace(t, nil) }
 
 // TestOptimisticRacePostgres is the same over the PostgreSQL store.
-func TestOptimisticRacePostgres(t *testing.T) { testRace(t, openPostgres(t)) }
+func TestOptimisticRacePostgres(t *testing.T) { testRace(t, relaytest.OpenPostgres(t)) }
 
 func testRace(t *testing.T, backend store.Store) {
 	r := relaytest.Start(t, relaytest.Options{Relay: relay.Config{VerifyMode: relay.VerifyOptimistic}, Store: backend})

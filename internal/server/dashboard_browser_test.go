@@ -125,17 +125,9 @@ func TestDashboardInBrowser(t *testing.T) {
 	}
 	// Wait for a sample that saw the burst (the first, taken at start,
 	// saw none of it, so the rates are non-zero between the two).
-	deadline := time.Now().Add(relaytest.DefaultTimeout)
-	for {
-		_, last := getSeries(t, r, 0).last()
-		if last["store_events"] == n && last["events_rejected.invalid"] == 5 && last["store_background.flush_bytes"] > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no sample with the burst: %v", last)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	awaitSample(t, r, "the burst and a flush", func(last map[string]int64) bool {
+		return last["store_events"] == n && last["events_rejected.invalid"] == 5 && last["store_background.flush_bytes"] > 0
+	})
 
 	dom := string(runChromium(t, bin, r.HTTPURL()+"/", "--dump-dom"))
 	if st := attr(t, dom, `<main[^>]*id="dash"[^>]*>`, "data-state"); st != "live" {
@@ -267,17 +259,7 @@ func TestDashboardPostgres(t *testing.T) {
 	}
 	// Wait for a sample that saw every commit (the first, taken at
 	// start, saw none, so the commit rate is non-zero between the two).
-	deadline := time.Now().Add(relaytest.DefaultTimeout)
-	for {
-		_, last := getSeries(t, r, 0).last()
-		if last["store_commits"] >= n {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no sample with the burst: %v", last)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	awaitSample(t, r, "the burst", func(last map[string]int64) bool { return last["store_commits"] >= n })
 	dom := string(runChromium(t, bin, r.HTTPURL()+"/", "--dump-dom"))
 	if st := attr(t, dom, `<main[^>]*id="dash"[^>]*>`, "data-state"); st != "live" {
 		t.Fatalf("dashboard state %q, want live:\n%s", st, dom)

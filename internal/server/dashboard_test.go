@@ -1,25 +1,19 @@
 package server_test
 
 import (
-	"cmp"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"math"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/petrel-relay/petrel/internal/relay"
 	"github.com/petrel-relay/petrel/internal/relaytest"
 	"github.com/petrel-relay/petrel/internal/store"
-	"github.com/petrel-relay/petrel/internal/store/postgres"
 )
 
 // get fetches path from r with the given headers, without keep-alive (an
@@ -167,6 +161,22 @@ func getSeries(t testing.TB, r *relaytest.Relay, after int64) seriesDoc {
 	return d
 }
 
+// awaitSample polls /stats/series until its last sample satisfies ok
+// (what says what it waits for), and returns the feed and that sample.
+func awaitSample(t testing.TB, r *relaytest.Relay, what string, ok func(last map[string]int64) bool) (seriesDoc, map[string]int64) {
+	t.Helper()
+	deadline := time.Now().Add(relaytest.DefaultTimeout)
+	for {
+		d := getSeries(t, r, 0)
+		if _, last := d.last(); ok(last) {
+			return d, last
+		} else if time.Now().After(deadline) {
+			t.Fatalf("no sample with %s: %v", what, last)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // lookup resolves a dotted /stats path ("events_rejected.invalid",
 // "ok_latency.bucket_counts.3") in a decoded /stats document.
 func lookup(doc any, path string) (any, bool) {
@@ -211,20 +221,9 @@ func TestSeriesOnlyStats(t *testing.T) {
 		sub.ExpectType("EVENT")
 	}
 	// Wait for a sample that saw all of it.
-	var d seriesDoc
-	var last map[string]int64
-	deadline := time.Now().Add(relaytest.DefaultTimeout)
-	for {
-		d = getSeries(t, r, 0)
-		_, last = d.last()
-		if last["store_events"] == n && last["events_rejected.invalid"] == 1 && last["live_deliveries"] == n {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no sample with the %d events: %v", n, last)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	d, last := awaitSample(t, r, "the events", func(last map[string]int64) bool {
+		return last["store_events"] == n && last["events_rejected.invalid"] == 1 && last["live_deliveries"] == n
+	})
 	_, body := get(t, r, "/stats")
 	var st map[string]any
 	if err := json.Unmarshal(body, &st); err != nil {
@@ -334,31 +333,10 @@ func TestSeriesWithoutStoreBackground(t *testing.T) {
 	}
 }
 
-// startPostgres starts a relay on PostgreSQL (the real server:
-// PETREL_TEST_POSTGRES_URL or the local one), in a fresh schema dropped
-// when the test ends.
+// startPostgres starts a relay on PostgreSQL (relaytest.OpenPostgres).
 func startPostgres(t *testing.T) *relaytest.Relay {
 	t.Helper()
-	url := cmp.Or(os.Getenv("PETREL_TEST_POSTGRES_URL"), "postgres://postgres@127.0.0.1:5432/test?sslmode=disable")
-	schema := fmt.Sprintf("petrel_dashboard_%d_%d", os.Getpid(), time.Now().UnixNano())
-	ctx := context.Background()
-	st, err := postgres.Open(ctx, postgres.Options{URL: url, Schema: schema, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatalf("PostgreSQL at %s (set PETREL_TEST_POSTGRES_URL): %v", url, err)
-	}
-	t.Cleanup(func() {
-		st.Close()
-		c, err := pgx.Connect(ctx, url)
-		if err != nil {
-			t.Errorf("drop schema: %v", err)
-			return
-		}
-		defer c.Close(ctx)
-		if _, err := c.Exec(ctx, "DROP SCHEMA IF EXISTS "+schema+" CASCADE"); err != nil {
-			t.Errorf("drop schema: %v", err)
-		}
-	})
-	return relaytest.Start(t, relaytest.Options{Store: st})
+	return relaytest.Start(t, relaytest.Options{Store: relaytest.OpenPostgres(t)})
 }
 
 // TestSeriesPostgres: on PostgreSQL the series holds the store's pool
@@ -371,20 +349,7 @@ func TestSeriesPostgres(t *testing.T) {
 	for i := range 3 {
 		c.MustPublish(alice.Note(fmt.Sprint("counted ", i)))
 	}
-	var d seriesDoc
-	var last map[string]int64
-	deadline := time.Now().Add(relaytest.DefaultTimeout)
-	for {
-		d = getSeries(t, r, 0)
-		_, last = d.last()
-		if last["store_commits"] == 3 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no sample with the 3 commits: %v", last)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	d, last := awaitSample(t, r, "the 3 commits", func(last map[string]int64) bool { return last["store_commits"] == 3 })
 	_, body := get(t, r, "/stats")
 	var st map[string]any
 	if err := json.Unmarshal(body, &st); err != nil {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/petrel-relay/petrel/internal/cluster"
 	"github.com/petrel-relay/petrel/internal/config"
+	"github.com/petrel-relay/petrel/internal/pgtest"
 	"github.com/petrel-relay/petrel/internal/relaytest"
 )
 
@@ -85,7 +86,7 @@ func startClusterNode(t *testing.T) *relaytest.Relay {
 	t.Helper()
 	natsURL := cmp.Or(os.Getenv("PETREL_TEST_NATS_URL"), "nats://127.0.0.1:4222")
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	st := relaytest.OpenPostgres(t)
+	st := pgtest.Open(t)
 	subject := fmt.Sprintf("petrel_deploy_%d", os.Getpid())
 	b, err := cluster.New(cluster.Options{URL: natsURL, Node: "deploy-test", Subject: subject, Feed: st, Logger: quiet})
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/petrel-relay/petrel/internal/pgtest"
 	"github.com/petrel-relay/petrel/internal/relay"
 	"github.com/petrel-relay/petrel/internal/relaytest"
 	"github.com/petrel-relay/petrel/internal/store/pebble"
@@ -440,7 +441,7 @@ func TestStatsDuplicates(t *testing.T) {
 // embedded store's background work.
 func TestHTTPStatsPostgres(t *testing.T) {
 	t.Parallel()
-	r := relaytest.Start(t, relaytest.Options{Store: relaytest.OpenPostgres(t)})
+	r := relaytest.Start(t, relaytest.Options{Store: pgtest.Open(t)})
 	alice := relaytest.NewKey("stats postgres")
 	c := relaytest.Dial(t, r.URL)
 	for i := range 3 {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/petrel-relay/petrel/internal/nostr"
+	"github.com/petrel-relay/petrel/internal/pgtest"
 	"github.com/petrel-relay/petrel/internal/relay"
 	"github.com/petrel-relay/petrel/internal/relaytest"
 	"github.com/petrel-relay/petrel/internal/store"
@@ -89,7 +90,7 @@ func TestOptimisticServesOnlyVerified(t *testing.T) {
 // PostgreSQL store (the real server; its held events are rows of
 // unverified_events, its hand-off a transaction snapshot).
 func TestOptimisticServesOnlyVerifiedPostgres(t *testing.T) {
-	testServesOnlyVerified(t, relaytest.OpenPostgres(t))
+	testServesOnlyVerified(t, pgtest.Open(t))
 }
 
 func testServesOnlyVerified(t *testing.T, backend store.Store) {
@@ -351,7 +352,7 @@ func TestOptimisticPendingLimit(t *testing.T) {
 func TestOptimisticRace(t *testing.T) { testRace(t, nil) }
 
 // TestOptimisticRacePostgres is the same over the PostgreSQL store.
-func TestOptimisticRacePostgres(t *testing.T) { testRace(t, relaytest.OpenPostgres(t)) }
+func TestOptimisticRacePostgres(t *testing.T) { testRace(t, pgtest.Open(t)) }
 
 func testRace(t *testing.T, backend store.Store) {
 	r := relaytest.Start(t, relaytest.Options{Relay: relay.Config{VerifyMode: relay.VerifyOptimistic}, Store: backend})

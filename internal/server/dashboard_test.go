@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/petrel-relay/petrel/internal/pgtest"
 	"github.com/petrel-relay/petrel/internal/relay"
 	"github.com/petrel-relay/petrel/internal/relaytest"
 	"github.com/petrel-relay/petrel/internal/store"
@@ -333,10 +334,10 @@ func TestSeriesWithoutStoreBackground(t *testing.T) {
 	}
 }
 
-// startPostgres starts a relay on PostgreSQL (relaytest.OpenPostgres).
+// startPostgres starts a relay on PostgreSQL (pgtest.Open).
 func startPostgres(t *testing.T) *relaytest.Relay {
 	t.Helper()
-	return relaytest.Start(t, relaytest.Options{Store: relaytest.OpenPostgres(t)})
+	return relaytest.Start(t, relaytest.Options{Store: pgtest.Open(t)})
 }
 
 // TestSeriesPostgres: on PostgreSQL the series holds the store's pool

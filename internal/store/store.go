@@ -255,7 +255,7 @@ type Postgres struct {
 	// lost with the connection and which the database reported
 	// committed in time for their events to be answered stored;
 	// LateCommitted counts the events of those it reported committed
-	// only after they were answered failed (Options.OnLateCommit).
+	// only after they were answered failed (postgres.Options.OnLateCommit).
 	InDoubtCommitted, LateCommitted int64
 	// The connection pool (pgxpool's Stat): its size limit, the
 	// connections open, of those the ones in use and the idle ones.

@@ -1,4 +1,8 @@
-package relaytest
+// Package pgtest opens PostgreSQL stores for tests, on the real server
+// (PETREL_TEST_POSTGRES_URL, or the local one). It is apart from
+// relaytest so that the modules that import relaytest (the interop
+// tests) do not need the PostgreSQL driver.
+package pgtest
 
 import (
 	"cmp"
@@ -15,19 +19,19 @@ import (
 	"github.com/petrel-relay/petrel/internal/store/postgres"
 )
 
-// PostgresURL is the PostgreSQL server the tests use:
+// URL is the PostgreSQL server the tests use:
 // PETREL_TEST_POSTGRES_URL, or the local one with trust authentication.
-func PostgresURL() string {
+func URL() string {
 	return cmp.Or(os.Getenv("PETREL_TEST_POSTGRES_URL"), "postgres://postgres@127.0.0.1:5432/test?sslmode=disable")
 }
 
-// OpenPostgres opens a PostgreSQL store (the real server, PostgresURL)
+// Open opens a PostgreSQL store (the real server, URL)
 // in a fresh schema, closed and dropped when the test ends (after a
 // relay started later stops: cleanups run last first). The test fails
 // when the server cannot be reached.
-func OpenPostgres(t testing.TB) *postgres.Store {
+func Open(t testing.TB) *postgres.Store {
 	t.Helper()
-	url := PostgresURL()
+	url := URL()
 	schema := fmt.Sprintf("petrel_test_%d_%d", os.Getpid(), time.Now().UnixNano())
 	ctx := context.Background()
 	st, err := postgres.Open(ctx, postgres.Options{URL: url, Schema: schema, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})

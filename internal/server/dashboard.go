@@ -93,42 +93,40 @@ func seriesFields(st *Stats) []seriesField {
 	lat("ok_latency", func(s *Stats) *relay.LatencySummary { return &s.OKLatency })
 	lat("query_latency", func(s *Stats) *relay.LatencySummary { return &s.QueryLatency })
 	if st.StoreBackground != nil {
-		bg := func(name string, pick func(*relay.StoreBackground) int64) {
-			fs = append(fs, seriesField{path: "store_background." + name, get: func(s *Stats) int64 {
-				if s.StoreBackground == nil {
-					return 0
-				}
-				return pick(s.StoreBackground)
-			}})
-		}
-		bg("flush_bytes", func(b *relay.StoreBackground) int64 { return b.FlushBytes })
-		bg("compaction_bytes", func(b *relay.StoreBackground) int64 { return b.CompactionBytes })
-		bg("compaction_debt_bytes", func(b *relay.StoreBackground) int64 { return b.CompactionDebtBytes })
-		bg("l0_sublevels", func(b *relay.StoreBackground) int64 { return b.L0Sublevels })
-		bg("l0_tables", func(b *relay.StoreBackground) int64 { return b.L0Tables })
-		bg("write_stalls", func(b *relay.StoreBackground) int64 { return b.WriteStalls })
-		bg("write_stall_seconds", func(b *relay.StoreBackground) int64 {
+		bg := func(s *Stats) *relay.StoreBackground { return s.StoreBackground }
+		fs = storeField(fs, "store_background.flush_bytes", bg, func(b *relay.StoreBackground) int64 { return b.FlushBytes })
+		fs = storeField(fs, "store_background.compaction_bytes", bg, func(b *relay.StoreBackground) int64 { return b.CompactionBytes })
+		fs = storeField(fs, "store_background.compaction_debt_bytes", bg, func(b *relay.StoreBackground) int64 { return b.CompactionDebtBytes })
+		fs = storeField(fs, "store_background.l0_sublevels", bg, func(b *relay.StoreBackground) int64 { return b.L0Sublevels })
+		fs = storeField(fs, "store_background.l0_tables", bg, func(b *relay.StoreBackground) int64 { return b.L0Tables })
+		fs = storeField(fs, "store_background.write_stalls", bg, func(b *relay.StoreBackground) int64 { return b.WriteStalls })
+		fs = storeField(fs, "store_background.write_stall_seconds", bg, func(b *relay.StoreBackground) int64 {
 			return int64(math.Round(b.WriteStallSeconds * msScale))
 		})
 	}
 	if st.StorePostgres != nil {
-		pg := func(name string, pick func(*relay.StorePostgres) int64) {
-			fs = append(fs, seriesField{path: "store_postgres." + name, get: func(s *Stats) int64 {
-				if s.StorePostgres == nil {
-					return 0
-				}
-				return pick(s.StorePostgres)
-			}})
-		}
-		pg("write_retries", func(p *relay.StorePostgres) int64 { return p.WriteRetries })
-		pg("pool_max_conns", func(p *relay.StorePostgres) int64 { return p.PoolMaxConns })
-		pg("pool_conns", func(p *relay.StorePostgres) int64 { return p.PoolConns })
-		pg("pool_acquired_conns", func(p *relay.StorePostgres) int64 { return p.PoolAcquiredConns })
-		pg("pool_acquire_wait_seconds", func(p *relay.StorePostgres) int64 {
+		pg := func(s *Stats) *relay.StorePostgres { return s.StorePostgres }
+		fs = storeField(fs, "store_postgres.write_retries", pg, func(p *relay.StorePostgres) int64 { return p.WriteRetries })
+		fs = storeField(fs, "store_postgres.pool_max_conns", pg, func(p *relay.StorePostgres) int64 { return p.PoolMaxConns })
+		fs = storeField(fs, "store_postgres.pool_conns", pg, func(p *relay.StorePostgres) int64 { return p.PoolConns })
+		fs = storeField(fs, "store_postgres.pool_acquired_conns", pg, func(p *relay.StorePostgres) int64 { return p.PoolAcquiredConns })
+		fs = storeField(fs, "store_postgres.pool_acquire_wait_seconds", pg, func(p *relay.StorePostgres) int64 {
 			return int64(math.Round(p.PoolAcquireWaitSeconds * msScale))
 		})
 	}
 	return fs
+}
+
+// storeField appends the field at path, read by get from the block of
+// a store's own figures that block picks from a document (0 when the
+// document has none).
+func storeField[T any](fs []seriesField, path string, block func(*Stats) *T, get func(*T) int64) []seriesField {
+	return append(fs, seriesField{path, func(s *Stats) int64 {
+		if b := block(s); b != nil {
+			return get(b)
+		}
+		return 0
+	}})
 }
 
 // series is the ring of samples the dashboard reads. Safe for

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"net/url"
 	"time"
+
+	"github.com/petrel-relay/petrel/internal/store"
 )
 
 // relayFigures is what a ladder reads from a petrel relay's /stats
@@ -24,18 +26,8 @@ type relayFigures struct {
 	haveOK    bool
 	// bg is store_background, the embedded store's flushes, compactions
 	// and write stalls (haveBG: a petrel relay with the embedded store).
-	bg     storeBackground
+	bg     store.Background
 	haveBG bool
-}
-
-// storeBackground is the part of /stats store_background a ladder reads.
-type storeBackground struct {
-	Flushes         int64   `json:"flushes"`
-	Compactions     int64   `json:"compactions"`
-	CompactionBytes int64   `json:"compaction_bytes"`
-	L0Sublevels     int64   `json:"l0_sublevels"`
-	WriteStalls     int64   `json:"write_stalls"`
-	WriteStallSecs  float64 `json:"write_stall_seconds"`
 }
 
 // readRelayStats reads a petrel relay's /stats (on the WebSocket URL's
@@ -78,7 +70,7 @@ func readRelayStats(ctx context.Context, wsURL string) (relayFigures, bool) {
 			Bounds  []float64 `json:"bucket_bounds_seconds"`
 			Buckets []uint64  `json:"bucket_counts"`
 		} `json:"ok_latency"`
-		Background *storeBackground `json:"store_background"`
+		Background *store.Background `json:"store_background"`
 	}
 	if res.StatusCode != http.StatusOK || json.NewDecoder(res.Body).Decode(&st) != nil {
 		return f, false
@@ -134,7 +126,7 @@ func stepStore(before, after relayFigures) *StepStore {
 		Compactions:  a.Compactions - b.Compactions,
 		CompactionMB: float64(a.CompactionBytes-b.CompactionBytes) / 1e6,
 		WriteStalls:  a.WriteStalls - b.WriteStalls,
-		WriteStallMs: (a.WriteStallSecs - b.WriteStallSecs) * 1e3,
+		WriteStallMs: (a.WriteStallSeconds - b.WriteStallSeconds) * 1e3,
 		L0Sublevels:  a.L0Sublevels,
 	}
 }

@@ -257,26 +257,7 @@ func (r *Relay) Stats() Snapshot {
 	s.DBSizeBytes = st.SizeBytes
 	s.SearchDeadPostings = st.SearchDeadPostings
 	s.IDFilterBytes = st.IDFilterBytes
-	if bg := st.Background; bg != nil {
-		s.StoreBackground = &StoreBackground{
-			Flushes: bg.Flushes, FlushBytes: bg.FlushBytes,
-			Compactions: bg.Compactions, CompactionBytes: bg.CompactionBytes,
-			CompactionDebtBytes: bg.CompactionDebtBytes,
-			L0Sublevels:         bg.L0Sublevels, L0Tables: bg.L0Tables,
-			WriteStalls:       bg.WriteStalls,
-			WriteStallSeconds: float64(bg.WriteStallNanos) / 1e9,
-		}
-	}
-	if pg := st.Postgres; pg != nil {
-		s.StorePostgres = &StorePostgres{
-			WriteRetries: pg.WriteRetries, InDoubtCommitted: pg.InDoubtCommitted, LateCommitted: pg.LateCommitted,
-			PoolMaxConns: pg.PoolMaxConns, PoolConns: pg.PoolConns,
-			PoolAcquiredConns: pg.PoolAcquiredConns, PoolIdleConns: pg.PoolIdleConns,
-			PoolAcquires: pg.PoolAcquires, PoolAcquireWaits: pg.PoolAcquireWaits,
-			PoolAcquireWaitSeconds: float64(pg.PoolAcquireWaitNanos) / 1e9,
-			PoolAcquiresCanceled:   pg.PoolAcquiresCanceled, PoolConnsOpened: pg.PoolConnsOpened,
-		}
-	}
+	s.StoreBackground, s.StorePostgres = st.Background, st.Postgres
 	s.StoreBackend = st.Backend
 	s.StoreUnavailable, s.StoreErrors = st.Unavailable, st.Errors
 	s.StoreDiskFull, s.StoreFreeBytes = st.DiskFull, -1

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/petrel-relay/petrel/internal/nostr"
+	"github.com/petrel-relay/petrel/internal/store"
 )
 
 // Rejection reasons counted in Stats.Rejected, by NIP-01 prefix.
@@ -164,10 +165,10 @@ type Snapshot struct {
 	SearchDeadPostings int64 `json:"search_dead_postings"`
 	// StoreBackground: the embedded store's flushes, compactions and
 	// write stalls (store.Stats.Background); absent for PostgreSQL.
-	StoreBackground *StoreBackground `json:"store_background,omitempty"`
+	StoreBackground *store.Background `json:"store_background,omitempty"`
 	// StorePostgres: the PostgreSQL store's write retries and connection
 	// pool (store.Stats.Postgres); absent for the embedded store.
-	StorePostgres *StorePostgres `json:"store_postgres,omitempty"`
+	StorePostgres *store.Postgres `json:"store_postgres,omitempty"`
 	// IDFilterBytes: memory of the store's filter of stored ids.
 	IDFilterBytes       int64 `json:"id_filter_bytes"`
 	ConnectionsActive   int64 `json:"connections_active"`
@@ -399,35 +400,4 @@ func (r *Relay) OutQueuesIdle() bool {
 		}
 	}
 	return true
-}
-
-// StorePostgres is store.Postgres as /stats shows it (the wait time in
-// seconds).
-type StorePostgres struct {
-	WriteRetries           int64   `json:"write_retries"`
-	InDoubtCommitted       int64   `json:"commits_in_doubt_committed"`
-	LateCommitted          int64   `json:"late_committed_events"`
-	PoolMaxConns           int64   `json:"pool_max_conns"`
-	PoolConns              int64   `json:"pool_conns"`
-	PoolAcquiredConns      int64   `json:"pool_acquired_conns"`
-	PoolIdleConns          int64   `json:"pool_idle_conns"`
-	PoolAcquires           int64   `json:"pool_acquires"`
-	PoolAcquireWaits       int64   `json:"pool_acquire_waits"`
-	PoolAcquireWaitSeconds float64 `json:"pool_acquire_wait_seconds"`
-	PoolAcquiresCanceled   int64   `json:"pool_acquires_canceled"`
-	PoolConnsOpened        int64   `json:"pool_conns_opened"`
-}
-
-// StoreBackground is store.Background as /stats shows it (the stall time
-// in seconds).
-type StoreBackground struct {
-	Flushes             int64   `json:"flushes"`
-	FlushBytes          int64   `json:"flush_bytes"`
-	Compactions         int64   `json:"compactions"`
-	CompactionBytes     int64   `json:"compaction_bytes"`
-	CompactionDebtBytes int64   `json:"compaction_debt_bytes"`
-	L0Sublevels         int64   `json:"l0_sublevels"`
-	L0Tables            int64   `json:"l0_tables"`
-	WriteStalls         int64   `json:"write_stalls"`
-	WriteStallSeconds   float64 `json:"write_stall_seconds"`
 }

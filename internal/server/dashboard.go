@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/petrel-relay/petrel/internal/relay"
+	"github.com/petrel-relay/petrel/internal/store"
 )
 
 // The dashboard is what GET / shows a browser (a request that accepts
@@ -93,24 +94,24 @@ func seriesFields(st *Stats) []seriesField {
 	lat("ok_latency", func(s *Stats) *relay.LatencySummary { return &s.OKLatency })
 	lat("query_latency", func(s *Stats) *relay.LatencySummary { return &s.QueryLatency })
 	if st.StoreBackground != nil {
-		bg := func(s *Stats) *relay.StoreBackground { return s.StoreBackground }
-		fs = storeField(fs, "store_background.flush_bytes", bg, func(b *relay.StoreBackground) int64 { return b.FlushBytes })
-		fs = storeField(fs, "store_background.compaction_bytes", bg, func(b *relay.StoreBackground) int64 { return b.CompactionBytes })
-		fs = storeField(fs, "store_background.compaction_debt_bytes", bg, func(b *relay.StoreBackground) int64 { return b.CompactionDebtBytes })
-		fs = storeField(fs, "store_background.l0_sublevels", bg, func(b *relay.StoreBackground) int64 { return b.L0Sublevels })
-		fs = storeField(fs, "store_background.l0_tables", bg, func(b *relay.StoreBackground) int64 { return b.L0Tables })
-		fs = storeField(fs, "store_background.write_stalls", bg, func(b *relay.StoreBackground) int64 { return b.WriteStalls })
-		fs = storeField(fs, "store_background.write_stall_seconds", bg, func(b *relay.StoreBackground) int64 {
+		bg := func(s *Stats) *store.Background { return s.StoreBackground }
+		fs = storeField(fs, "store_background.flush_bytes", bg, func(b *store.Background) int64 { return b.FlushBytes })
+		fs = storeField(fs, "store_background.compaction_bytes", bg, func(b *store.Background) int64 { return b.CompactionBytes })
+		fs = storeField(fs, "store_background.compaction_debt_bytes", bg, func(b *store.Background) int64 { return b.CompactionDebtBytes })
+		fs = storeField(fs, "store_background.l0_sublevels", bg, func(b *store.Background) int64 { return b.L0Sublevels })
+		fs = storeField(fs, "store_background.l0_tables", bg, func(b *store.Background) int64 { return b.L0Tables })
+		fs = storeField(fs, "store_background.write_stalls", bg, func(b *store.Background) int64 { return b.WriteStalls })
+		fs = storeField(fs, "store_background.write_stall_seconds", bg, func(b *store.Background) int64 {
 			return int64(math.Round(b.WriteStallSeconds * msScale))
 		})
 	}
 	if st.StorePostgres != nil {
-		pg := func(s *Stats) *relay.StorePostgres { return s.StorePostgres }
-		fs = storeField(fs, "store_postgres.write_retries", pg, func(p *relay.StorePostgres) int64 { return p.WriteRetries })
-		fs = storeField(fs, "store_postgres.pool_max_conns", pg, func(p *relay.StorePostgres) int64 { return p.PoolMaxConns })
-		fs = storeField(fs, "store_postgres.pool_conns", pg, func(p *relay.StorePostgres) int64 { return p.PoolConns })
-		fs = storeField(fs, "store_postgres.pool_acquired_conns", pg, func(p *relay.StorePostgres) int64 { return p.PoolAcquiredConns })
-		fs = storeField(fs, "store_postgres.pool_acquire_wait_seconds", pg, func(p *relay.StorePostgres) int64 {
+		pg := func(s *Stats) *store.Postgres { return s.StorePostgres }
+		fs = storeField(fs, "store_postgres.write_retries", pg, func(p *store.Postgres) int64 { return p.WriteRetries })
+		fs = storeField(fs, "store_postgres.pool_max_conns", pg, func(p *store.Postgres) int64 { return p.PoolMaxConns })
+		fs = storeField(fs, "store_postgres.pool_conns", pg, func(p *store.Postgres) int64 { return p.PoolConns })
+		fs = storeField(fs, "store_postgres.pool_acquired_conns", pg, func(p *store.Postgres) int64 { return p.PoolAcquiredConns })
+		fs = storeField(fs, "store_postgres.pool_acquire_wait_seconds", pg, func(p *store.Postgres) int64 {
 			return int64(math.Round(p.PoolAcquireWaitSeconds * msScale))
 		})
 	}

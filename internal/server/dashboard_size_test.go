@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/petrel-relay/petrel/internal/relay"
+	"github.com/petrel-relay/petrel/internal/store"
 )
 
 // TestDashboardFirstLoadSize: the page, its script and style and a full
@@ -33,7 +34,7 @@ func TestDashboardFirstLoadSize(t *testing.T) {
 		OKLatency:      relay.LatencySummary{Bounds: bounds, Cumulative: make([]uint64, 16)},
 		QueryLatency:   relay.LatencySummary{Bounds: bounds, Cumulative: make([]uint64, 16)},
 		// The embedded store's background work (the default store).
-		StoreBackground: &relay.StoreBackground{},
+		StoreBackground: &store.Background{},
 	}}
 	sr := newSeries(&st)
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -116,8 +117,8 @@ func TestDashboardFirstLoadSize(t *testing.T) {
 // in whole milliseconds (seriesScale), rounded, and only those scaled.
 func TestSeriesScaled(t *testing.T) {
 	st := Stats{Snapshot: relay.Snapshot{
-		StoreBackground: &relay.StoreBackground{WriteStalls: 2, WriteStallSeconds: 0.0416},
-		StorePostgres:   &relay.StorePostgres{PoolMaxConns: 8, PoolAcquireWaitSeconds: 1.2344},
+		StoreBackground: &store.Background{WriteStalls: 2, WriteStallSeconds: 0.0416},
+		StorePostgres:   &store.Postgres{PoolMaxConns: 8, PoolAcquireWaitSeconds: 1.2344},
 	}}
 	want := map[string]int64{
 		"store_background.write_stall_seconds":     42,

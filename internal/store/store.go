@@ -245,57 +245,65 @@ type Stats struct {
 
 // Postgres is what the PostgreSQL store's writer and connection pool
 // report. The counters run from the store's open; the gauges are as of
-// the call.
+// the call. The JSON names are /stats's (store_postgres).
 type Postgres struct {
 	// WriteRetries counts write transactions tried again after a
 	// failure worth retrying (a deadlock, a serialization failure, a
 	// unique violation between nodes, a lost connection).
-	WriteRetries int64
+	WriteRetries int64 `json:"write_retries"`
 	// InDoubtCommitted counts write transactions whose COMMIT reply was
 	// lost with the connection and which the database reported
 	// committed in time for their events to be answered stored;
 	// LateCommitted counts the events of those it reported committed
 	// only after they were answered failed (postgres.Options.OnLateCommit).
-	InDoubtCommitted, LateCommitted int64
+	InDoubtCommitted int64 `json:"commits_in_doubt_committed"`
+	LateCommitted    int64 `json:"late_committed_events"`
 	// The connection pool (pgxpool's Stat): its size limit, the
 	// connections open, of those the ones in use and the idle ones.
-	PoolMaxConns, PoolConns, PoolAcquiredConns, PoolIdleConns int64
+	PoolMaxConns      int64 `json:"pool_max_conns"`
+	PoolConns         int64 `json:"pool_conns"`
+	PoolAcquiredConns int64 `json:"pool_acquired_conns"`
+	PoolIdleConns     int64 `json:"pool_idle_conns"`
 	// PoolAcquires counts connections taken from the pool (each query,
 	// count and write transaction takes one); PoolAcquireWaits those
 	// that found none idle and waited for one to be made or given back,
-	// PoolAcquireWaitNanos the time they waited, PoolAcquiresCanceled
+	// PoolAcquireWaitSeconds the time they waited, PoolAcquiresCanceled
 	// those given up (a query's deadline passed while it waited);
 	// PoolConnsOpened the connections made (more than the pool's size:
 	// the database or the network closed some).
-	PoolAcquires, PoolAcquireWaits, PoolAcquireWaitNanos int64
-	PoolAcquiresCanceled, PoolConnsOpened                int64
+	PoolAcquires           int64   `json:"pool_acquires"`
+	PoolAcquireWaits       int64   `json:"pool_acquire_waits"`
+	PoolAcquireWaitSeconds float64 `json:"pool_acquire_wait_seconds"`
+	PoolAcquiresCanceled   int64   `json:"pool_acquires_canceled"`
+	PoolConnsOpened        int64   `json:"pool_conns_opened"`
 }
 
 // Background is what the embedded store's LSM (pebble) does beside the
 // commits: memtable flushes and compactions, and the write stalls it
 // imposes when they fall behind. The counters run from the store's
-// open; the gauges are as of the call.
+// open; the gauges are as of the call. The JSON names are /stats's
+// (store_background).
 type Background struct {
-	Flushes     int64 // memtable flushes finished
-	FlushBytes  int64 // bytes of tables (and blob files) the flushes wrote
-	Compactions int64 // compactions finished
+	Flushes     int64 `json:"flushes"`     // memtable flushes finished
+	FlushBytes  int64 `json:"flush_bytes"` // bytes of tables (and blob files) the flushes wrote
+	Compactions int64 `json:"compactions"` // compactions finished
 	// CompactionBytes is the bytes of tables (and blob files) the
 	// compactions wrote; over FlushBytes, what each byte flushed is
 	// written again (write amplification past the log and the flush).
-	CompactionBytes int64
+	CompactionBytes int64 `json:"compaction_bytes"`
 	// CompactionDebtBytes is pebble's estimate of the bytes compactions
 	// must still rewrite to bring every level within its size target.
-	CompactionDebtBytes int64
+	CompactionDebtBytes int64 `json:"compaction_debt_bytes"`
 	// L0Sublevels is the depth of level 0 (a query may read a table of
 	// every sublevel; pebble stalls commits at 24, the store's
 	// L0StopWritesThreshold).
-	L0Sublevels int64
-	L0Tables    int64 // tables in level 0
+	L0Sublevels int64 `json:"l0_sublevels"`
+	L0Tables    int64 `json:"l0_tables"` // tables in level 0
 	// WriteStalls counts the times pebble stopped commits until a flush
-	// or compaction caught up; WriteStallNanos is how long they were
+	// or compaction caught up; WriteStallSeconds is how long they were
 	// stopped in all, the stall in progress included.
-	WriteStalls     int64
-	WriteStallNanos int64
+	WriteStalls       int64   `json:"write_stalls"`
+	WriteStallSeconds float64 `json:"write_stall_seconds"`
 }
 
 // Store is an event store. All methods are safe for concurrent use.

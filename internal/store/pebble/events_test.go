@@ -148,15 +148,15 @@ func TestStatsBackground(t *testing.T) {
 	l.WriteStallBegin(pebble.WriteStallBeginInfo{Reason: "test"})
 	time.Sleep(2 * time.Millisecond)
 	during := bg()
-	if during.WriteStalls != 1 || during.WriteStallNanos < int64(2*time.Millisecond) {
+	if during.WriteStalls != 1 || during.WriteStallSeconds < 0.002 {
 		t.Fatalf("during a stall: %+v", during)
 	}
 	l.WriteStallEnd()
 	after := bg()
-	if after.WriteStalls != 1 || after.WriteStallNanos < during.WriteStallNanos {
+	if after.WriteStalls != 1 || after.WriteStallSeconds < during.WriteStallSeconds {
 		t.Fatalf("after the stall: %+v (during it: %+v)", after, during)
 	}
-	if again := bg(); again.WriteStallNanos != after.WriteStallNanos {
-		t.Fatalf("the stall time grows after the stall ended: %d then %d", after.WriteStallNanos, again.WriteStallNanos)
+	if again := bg(); again.WriteStallSeconds != after.WriteStallSeconds {
+		t.Fatalf("the stall time grows after the stall ended: %v then %v s", after.WriteStallSeconds, again.WriteStallSeconds)
 	}
 }

@@ -633,11 +633,12 @@ func (s *Store) background(m *pebble.Metrics) *store.Background {
 		L0Sublevels:         int64(m.Levels[0].Sublevels),
 		L0Tables:            m.Levels[0].TablesCount,
 		WriteStalls:         int64(ev.stalls.Load()),
-		WriteStallNanos:     ev.stalledNs.Load(),
 	}
+	stalled := ev.stalledNs.Load()
 	if start := ev.stallStart.Load(); start != 0 {
-		bg.WriteStallNanos += max(0, time.Now().UnixNano()-start)
+		stalled += max(0, time.Now().UnixNano()-start)
 	}
+	bg.WriteStallSeconds = float64(stalled) / 1e9
 	for i := range m.Levels {
 		l := &m.Levels[i]
 		bg.FlushBytes += int64(l.TableBytesFlushed + l.BlobBytesFlushed)

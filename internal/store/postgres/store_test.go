@@ -198,7 +198,7 @@ func TestStatsWriterAndPool(t *testing.T) {
 	if pg.PoolAcquiredConns != 3 || pg.PoolIdleConns != 0 {
 		t.Fatalf("pool with every connection held: %+v", *pg)
 	}
-	waits, waited := pg.PoolAcquireWaits, pg.PoolAcquireWaitNanos
+	waits, waited := pg.PoolAcquireWaits, pg.PoolAcquireWaitSeconds
 	tctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 	if _, err := s.Count(tctx, []nostr.Filter{{}}); err == nil {
 		t.Fatal("a count ran with every connection held")
@@ -232,7 +232,7 @@ func TestStatsWriterAndPool(t *testing.T) {
 		hold()
 	}
 	pg = s.Stats().Postgres
-	if pg.PoolAcquireWaits != waits+1 || pg.PoolAcquireWaitNanos <= waited || pg.PoolAcquiresCanceled != 1 {
+	if pg.PoolAcquireWaits != waits+1 || pg.PoolAcquireWaitSeconds <= waited || pg.PoolAcquiresCanceled != 1 {
 		t.Fatalf("pool after one count waited: %+v", *pg)
 	}
 }

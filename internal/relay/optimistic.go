@@ -72,8 +72,13 @@ func newBehind(r *Relay, st store.Unverified) *behind {
 		b.workers.Add(1)
 		go b.run()
 	}
+	// The held events are listed here, before the relay takes any event:
+	// listed later, the list could include events held by this run,
+	// which would then be checked twice (harmless, but counted as
+	// recovered and holding two slots).
+	held := b.listHeld()
 	b.recovery.Add(1)
-	go b.recover()
+	go b.recover(held)
 	return b
 }
 
@@ -129,10 +134,10 @@ func (b *behind) addQuarantine(pk *nostr.PubKey) {
 	b.qmu.Unlock()
 }
 
-// recover feeds the held events the store has at start to the pool,
-// waiting for slots, until they are all queued or the relay stops.
-func (b *behind) recover() {
-	defer b.recovery.Done()
+// listHeld returns the held events the store has at start: at most
+// verify_pending for each run that held them (each held event had a
+// slot; on PostgreSQL, the other nodes' held events are listed too).
+func (b *behind) listHeld() []*nostr.Event {
 	var evs []*nostr.Event
 	err := b.st.Unverified(b.r.ctx, func(ev *nostr.Event) error {
 		evs = append(evs, ev)
@@ -144,6 +149,13 @@ func (b *behind) recover() {
 	if len(evs) > 0 {
 		b.r.log.Info("relay: verifying events held unverified by an earlier run", "events", len(evs))
 	}
+	return evs
+}
+
+// recover feeds the held events listed at start to the pool, waiting for
+// slots, until they are all queued or the relay stops.
+func (b *behind) recover(evs []*nostr.Event) {
+	defer b.recovery.Done()
 	for _, ev := range evs {
 		select {
 		case b.slots <- struct{}{}:

@@ -32,6 +32,10 @@ echo "== third_party/nbio (-race)"
 echo "== third_party/client_golang, third_party/procfs (-race)"
 (cd third_party/client_golang && "$tp" ./... -- -count=1 -race)
 (cd third_party/procfs && "$tp" ./... -- -count=1 -race)
+# The bleve comparison (its own module; run by hand, see its doc.go) is
+# only vetted, so that it keeps building against petrel as petrel moves.
+echo "== internal/search/blevebench (vet only)"
+(cd internal/search/blevebench && go vet ./...)
 echo "== relay, cluster and store packages (-race)"
 "$tp" ./internal/relay/... ./internal/server/... ./internal/nostr/... ./internal/negentropy/... ./internal/cluster/... ./internal/store/... -- -count=1 -race -timeout 30m
 # The reliability battery, short (about 2 minutes: hostile inputs, kill -9

@@ -1,8 +1,10 @@
 package relay
 
 import (
+	"context"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/petrel-relay/petrel/internal/nostr"
 	"github.com/petrel-relay/petrel/internal/store"
@@ -34,9 +36,10 @@ import (
 // OK:true).
 //
 // Held events the store still has at start (the relay stopped, or was
-// killed, with events in the pool) are fed to the pool by recover before
-// anything else: they are checked and released or rejected like the
-// others (and were never served meanwhile).
+// killed, with events in the pool) are listed by listHeld before the
+// relay takes any event, and fed to the pool by recover: they are
+// checked and released or rejected like the others (and were never
+// served meanwhile).
 
 // maxQuarantined bounds the quarantine list; past it the list forgets an
 // arbitrary entry for each new one.
@@ -138,8 +141,13 @@ func (b *behind) addQuarantine(pk *nostr.PubKey) {
 // verify_pending for each run that held them (each held event had a
 // slot; on PostgreSQL, the other nodes' held events are listed too).
 func (b *behind) listHeld() []*nostr.Event {
+	// Bounded as initPolicy's reads are: a store that does not answer
+	// must not hold the start for ever (the events stay held, and are
+	// listed at the next start).
+	ctx, cancel := context.WithTimeout(b.r.ctx, 30*time.Second)
+	defer cancel()
 	var evs []*nostr.Event
-	err := b.st.Unverified(b.r.ctx, func(ev *nostr.Event) error {
+	err := b.st.Unverified(ctx, func(ev *nostr.Event) error {
 		evs = append(evs, ev)
 		return nil
 	})

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -81,6 +82,7 @@ func newLoggerTo(w io.Writer, c config.Log) (*slog.Logger, error) {
 func serveCmd() *cobra.Command {
 	var cf commonFlags
 	var listen string
+	var check bool
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the relay (zero config: 127.0.0.1:7447, store in ./petrel-data)",
@@ -93,12 +95,69 @@ func serveCmd() *cobra.Command {
 			if listen != "" {
 				cfg.Server.Listen = listen
 			}
+			if check {
+				if err := checkConfig(cfg); err != nil {
+					return err
+				}
+				fmt.Fprintln(cmd.OutOrStdout(), checkedLine(cf.configPath, cfg))
+				return nil
+			}
 			return serve(cfg)
 		},
 	}
 	cf.register(cmd)
 	cmd.Flags().StringVarP(&listen, "listen", "l", "", "address to listen on (overrides server.listen)")
+	cmd.Flags().BoolVar(&check, "check", false, "check the configuration (file, environment and flags) and exit: 0 and one line if serve would take it, 1 and every problem if not; opens no store, listens on nothing, connects to nothing")
 	return cmd
+}
+
+// checkConfig reports, all together, what serve would refuse in cfg
+// (loaded: config.Load has checked its numbers and names) before it
+// serves, without opening the store, listening or connecting: what
+// server.New, relay.New, the policy, the plugin's start, the PostgreSQL
+// store's Open and newBridge check first. What only the running system
+// can tell (the data directory held by another relay, the database or
+// NATS unreachable, the address in use) is not checked.
+func checkConfig(cfg config.Config) error {
+	var errs []error
+	add := func(err error) {
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	add(cfg.Server.Check())
+	add(cfg.Relay.Check())
+	add(cfg.Policy.Validate())
+	add(policy.CheckPlugin(cfg.Policy))
+	if cfg.Store.Backend == "postgres" {
+		if cfg.Store.PostgresURL == "" {
+			add(errNoPostgresURL)
+		} else {
+			add(postgresOptions(cfg, nil).Check())
+		}
+	}
+	add(checkCluster(cfg))
+	return errors.Join(errs...)
+}
+
+// checkedLine is what serve --check prints for a configuration it takes:
+// where it came from and what it sets up (no secret: the PostgreSQL URL
+// is left out).
+func checkedLine(path string, cfg config.Config) string {
+	from := "no config file (defaults, PETREL_* environment and flags)"
+	if path != "" {
+		from = path
+	}
+	st := "store pebble at " + cfg.Store.Path
+	if cfg.Store.Backend == "postgres" {
+		st = "store postgres, schema " + cfg.Store.PostgresSchema
+	}
+	node := "one node"
+	if cfg.Cluster.NATSURL != "" {
+		node = "cluster on " + cfg.Cluster.NATSURL + ", subject " + cfg.Cluster.Subject
+	}
+	return fmt.Sprintf("config OK: %s: listen %s, %s, %s, verify_mode %s",
+		from, cfg.Server.Normalize().Listen, st, node, cfg.Relay.Normalize().VerifyMode)
 }
 
 func serve(cfg config.Config) error {
@@ -268,6 +327,19 @@ func (p storePersister) Save(ctx context.Context, key string, value []byte) erro
 	return p.SaveMeta(ctx, key, value)
 }
 
+// checkCluster reports a cluster (cluster.nats_url) over a store the
+// nodes cannot share; newBridge refuses it by the store it is given.
+func checkCluster(cfg config.Config) error {
+	if cfg.Cluster.NATSURL != "" && cfg.Store.Backend != "postgres" {
+		return errNotShared(cfg)
+	}
+	return nil
+}
+
+func errNotShared(cfg config.Config) error {
+	return fmt.Errorf("cluster.nats_url is set but store backend %q is not shared: a cluster needs store.backend = \"postgres\"", cfg.Store.Backend)
+}
+
 // newBridge returns the cluster's live bus when cluster.nats_url is set,
 // or nil for a single node. A cluster needs a store the nodes share.
 func newBridge(cfg config.Config, st store.Store, log *slog.Logger) (*cluster.Bridge, error) {
@@ -280,7 +352,7 @@ func newBridge(cfg config.Config, st store.Store, log *slog.Logger) (*cluster.Br
 	}
 	feed, ok := st.(store.Feed)
 	if !ok {
-		return nil, fmt.Errorf("cluster.nats_url is set but store backend %q is not shared: a cluster needs store.backend = \"postgres\"", cfg.Store.Backend)
+		return nil, errNotShared(cfg)
 	}
 	node := c.Node
 	if node == "" {

@@ -27,6 +27,8 @@ func openStoreWith(cfg config.Config, log *slog.Logger, lateCommit func(*nostr.E
 	return openStoreFor(cfg, log, lateCommit, backgroundPause(cfg.Store, servingProcs(cfg.Runtime)))
 }
 
+var errNoPostgresURL = errors.New("store backend postgres: store.postgres_url (PETREL_STORE_POSTGRES_URL) is required")
+
 // openStoreFor opens the configured store; a pebble store's flushes and
 // compactions pause for pause after each block while it commits (petrel
 // serve's store.background_pause; a tool's run at full speed: 0).
@@ -42,7 +44,7 @@ func openStoreFor(cfg config.Config, log *slog.Logger, lateCommit func(*nostr.Ev
 		return st, nil
 	case "postgres":
 		if cfg.Store.PostgresURL == "" {
-			return nil, errors.New("store backend postgres: store.postgres_url (PETREL_STORE_POSTGRES_URL) is required")
+			return nil, errNoPostgresURL
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()

@@ -187,6 +187,8 @@ are comma-separated), then flags (` + "`--listen`, `--data`, `--log-level`" + `)
 Every key is optional. Unknown keys in the file are an error, so a typo
 never silently leaves a default in place. ` + "[`petrel.example.toml`](../petrel.example.toml)" + `
 lists the same keys, commented out with their defaults.
+` + "`petrel serve --check`" + ` checks a configuration (file, environment and
+flags) as ` + "`serve`" + ` would, without starting (docs/operations.md).
 
 Where a limit can be switched off, a negative value means "no limit".
 `)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -117,6 +118,25 @@ func StartPlugin(cfg Config, log *slog.Logger) (*Plugin, error) {
 		return nil, err
 	}
 	return p, nil
+}
+
+// CheckPlugin reports a plugin given as a path (cfg.Plugin without a
+// space or tab) that is not an executable file, without starting it
+// (petrel serve --check). A shell command is not checked: only the shell
+// can tell.
+func CheckPlugin(cfg Config) error {
+	cmd := strings.TrimSpace(cfg.Plugin)
+	if cmd == "" || strings.ContainsAny(cmd, " \t") {
+		return nil
+	}
+	abs, err := filepath.Abs(cmd)
+	if err == nil {
+		_, err = exec.LookPath(abs)
+	}
+	if err != nil {
+		return fmt.Errorf("policy: plugin %q: %w", cmd, err)
+	}
+	return nil
 }
 
 // newPlugin builds a Plugin without starting it.

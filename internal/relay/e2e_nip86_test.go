@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/petrel-relay/petrel/internal/nip19"
 	"github.com/petrel-relay/petrel/internal/nip98"
 	"github.com/petrel-relay/petrel/internal/policy"
 	"github.com/petrel-relay/petrel/internal/relay"
@@ -221,5 +222,26 @@ func TestNIP86NoAdmins(t *testing.T) {
 	}
 	if nips := nip11Doc(t, r)["supported_nips"].([]any); containsAny(nips, 86) {
 		t.Fatalf("supported_nips %v lists 86 without admins", nips)
+	}
+}
+
+// TestNIP86AdminsAsNpub: server.admins takes npub and nprofile as every
+// pubkey list of the config does; the admin so named is let in, another
+// key is not.
+func TestNIP86AdminsAsNpub(t *testing.T) {
+	t.Parallel()
+	admin, other, alice := relaytest.NewKey("npub admin"), relaytest.NewKey("nprofile admin"), relaytest.NewKey("alice")
+	prof, err := nip19.EncodeProfile(nip19.Profile{PubKey: other.PK, Relays: []string{"wss://relay.example.com"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := relaytest.Start(t, relaytest.Options{Server: server.Config{Admins: []string{nip19.EncodePubKey(admin.PK), prof}}})
+	for _, k := range []relaytest.Key{admin, other} {
+		if code, out := nip86(t, r, k, "banpubkey", alice.PK.Hex()); code != 200 || out["result"] != true {
+			t.Fatalf("an admin named by npub or nprofile: %d %v", code, out)
+		}
+	}
+	if code, _ := nip86(t, r, alice, "banpubkey", admin.PK.Hex()); code != 401 {
+		t.Fatalf("a key that is not an admin: %d, want 401", code)
 	}
 }

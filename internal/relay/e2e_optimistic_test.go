@@ -489,7 +489,8 @@ func testRace(t *testing.T, backend store.Store) {
 	}
 }
 
-// TestVerifyModeConfig: an unknown verify_mode is refused at start.
+// TestVerifyModeConfig: an unknown verify_mode is refused at start, and
+// by Config.Check (petrel serve --check) with a bad url beside it.
 func TestVerifyModeConfig(t *testing.T) {
 	st, err := relaytest.OpenStore(t.TempDir())
 	if err != nil {
@@ -498,6 +499,15 @@ func TestVerifyModeConfig(t *testing.T) {
 	defer st.Close()
 	if _, err := relay.New(relay.Config{VerifyMode: "later"}, relay.Options{Store: st}); err == nil || !strings.Contains(err.Error(), "verify_mode") {
 		t.Fatalf("verify_mode later: %v", err)
+	}
+	for _, c := range []relay.Config{{}, {VerifyMode: relay.VerifySync}, {VerifyMode: relay.VerifyOptimistic, URL: "wss://relay.example.com"}} {
+		if err := c.Check(); err != nil {
+			t.Errorf("%+v: %v", c, err)
+		}
+	}
+	err = relay.Config{VerifyMode: "later", URL: "ftp://relay.example.com"}.Check()
+	if err == nil || !strings.Contains(err.Error(), `verify_mode "later"`) || !strings.Contains(err.Error(), "relay: url") {
+		t.Fatalf("a bad verify_mode and url: %v, want both reported", err)
 	}
 }
 

@@ -144,20 +144,36 @@ type Relay struct {
 	closed sync.Once
 }
 
+// Check reports what New would refuse in c whatever the store, all of
+// it, without starting anything (petrel serve --check): an unknown
+// verify_mode, a url that is not a relay's own ws:// or wss:// URL.
+func (c Config) Check() error {
+	c = c.Normalize()
+	var errs []error
+	switch c.VerifyMode {
+	case VerifySync, VerifyOptimistic:
+	default:
+		errs = append(errs, fmt.Errorf("relay: verify_mode %q: want %q or %q", c.VerifyMode, VerifySync, VerifyOptimistic))
+	}
+	if _, err := nostr.ParseOwnURL(c.URL); err != nil {
+		errs = append(errs, fmt.Errorf("relay: url: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
 // New starts a relay engine over opts.Store with cfg (normalized).
 func New(cfg Config, opts Options) (*Relay, error) {
 	if opts.Store == nil {
 		return nil, errors.New("relay: a store is required")
 	}
 	cfg = cfg.Normalize()
-	switch cfg.VerifyMode {
-	case VerifySync:
-	case VerifyOptimistic:
+	if err := cfg.Check(); err != nil {
+		return nil, err
+	}
+	if cfg.VerifyMode == VerifyOptimistic {
 		if _, ok := opts.Store.(store.Unverified); !ok {
 			return nil, errors.New("relay: verify_mode optimistic needs a store that can hold unverified events")
 		}
-	default:
-		return nil, fmt.Errorf("relay: verify_mode %q: want %q or %q", cfg.VerifyMode, VerifySync, VerifyOptimistic)
 	}
 	r := &Relay{
 		cfg:      cfg,
@@ -183,11 +199,7 @@ func New(cfg Config, opts Options) (*Relay, error) {
 	if r.now == nil {
 		r.now = time.Now
 	}
-	own, err := nostr.ParseOwnURL(cfg.URL)
-	if err != nil {
-		return nil, fmt.Errorf("relay: url: %w", err)
-	}
-	r.own = own
+	r.own, _ = nostr.ParseOwnURL(cfg.URL) // checked
 	r.initProtected()
 	if err := r.initPolicy(opts); err != nil {
 		return nil, err

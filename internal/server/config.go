@@ -1,6 +1,14 @@
 package server
 
-import "time"
+import (
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/petrel-relay/petrel/internal/nip19"
+	"github.com/petrel-relay/petrel/internal/nostr"
+)
 
 // Config configures the network edge. The zero value works (Normalize
 // fills in defaults); negative limits mean "no limit".
@@ -67,10 +75,11 @@ type Config struct {
 	// request head after it must arrive within HeaderTimeout. Requires
 	// TrustedProxies. Default false.
 	ProxyProtocol bool `toml:"proxy_protocol"`
-	// Admins lists the hex pubkeys allowed to call the NIP-86 management
-	// API (a POST of type application/nostr+json+rpc to "/", authorized
-	// with NIP-98). Default empty: every call is answered 401, and NIP-11
-	// does not list 86.
+	// Admins lists the pubkeys (hex, npub or nprofile) allowed to call
+	// the NIP-86 management API (a POST of type
+	// application/nostr+json+rpc to "/", authorized with NIP-98).
+	// Default empty: every call is answered 401, and NIP-11 does not
+	// list 86.
 	Admins []string `toml:"admins"`
 	// Compression negotiates permessage-deflate (RFC 7692) with clients
 	// that offer it (browsers and most client libraries do): events are
@@ -106,6 +115,47 @@ type Config struct {
 	// separate address (keep it on loopback: both expose internals).
 	// Default "": off.
 	PprofListen string `toml:"pprof_listen"`
+}
+
+// Check reports what New would refuse in c, all of it, without starting
+// anything (petrel serve --check): a listen or pprof address that is not
+// host:port, admins that are not hex pubkeys, trusted proxies that are
+// neither addresses nor prefixes, proxy_protocol without trusted proxies.
+func (c Config) Check() error {
+	c = c.Normalize()
+	var errs []error
+	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		errs = append(errs, fmt.Errorf("listen on %s: %v", c.Listen, err)) // as when the bind fails
+	}
+	if c.PprofListen != "" {
+		if _, _, err := net.SplitHostPort(c.PprofListen); err != nil {
+			errs = append(errs, fmt.Errorf("pprof listen on %s: %v", c.PprofListen, err))
+		}
+	}
+	if _, err := parseAdmins(c.Admins); err != nil {
+		errs = append(errs, err)
+	}
+	if _, err := parseTrusted(c.TrustedProxies); err != nil {
+		errs = append(errs, err)
+	}
+	if c.ProxyProtocol && len(c.TrustedProxies) == 0 {
+		errs = append(errs, errors.New("server: proxy_protocol needs trusted_proxies: only a trusted proxy may send a PROXY header"))
+	}
+	return errors.Join(errs...)
+}
+
+// parseAdmins parses server.admins (hex, npub or nprofile, as every
+// pubkey list of the config).
+func parseAdmins(list []string) ([]nostr.PubKey, error) {
+	var admins []nostr.PubKey
+	for _, a := range list {
+		pk, err := nip19.ParsePubKey(a)
+		if err != nil {
+			return nil, fmt.Errorf("server: admins: %q is not a pubkey (hex, npub or nprofile)", a)
+		}
+		admins = append(admins, pk)
+	}
+	return admins, nil
 }
 
 // Normalize returns c with defaults filled in.

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"net/netip"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -85,17 +84,11 @@ func New(cfg Config, opts Options) (*Server, error) {
 	if s.version == "" {
 		s.version = "dev"
 	}
-	if err := s.initNIP86(); err != nil {
+	if err := cfg.Check(); err != nil {
 		return nil, err
 	}
-	proxies, err := parseTrusted(cfg.TrustedProxies)
-	if err != nil {
-		return nil, err
-	}
-	s.proxies = proxies
-	if cfg.ProxyProtocol && len(proxies) == 0 {
-		return nil, errors.New("server: proxy_protocol needs trusted_proxies: only a trusted proxy may send a PROXY header")
-	}
+	s.initNIP86()
+	s.proxies, _ = parseTrusted(cfg.TrustedProxies) // checked
 	s.slots = newSlots(cfg.MaxConnections, cfg.MaxConnectionsPerIP, cfg.HTTPReserve)
 	s.initMetrics()
 	st := s.statsDoc()
@@ -290,15 +283,8 @@ func (n nbioLogger) Error(f string, v ...any) {
 // lists, its NIP-11 information (changes persisted by Relay.UpdateInfo)
 // and its store (banevent deletes the stored copy). A ban of a pubkey or
 // a block of an address also closes the connections it concerns.
-func (s *Server) initNIP86() error {
-	var admins []nostr.PubKey
-	for _, a := range s.cfg.Admins {
-		pk, err := nostr.ParsePubKey(strings.ToLower(strings.TrimSpace(a)))
-		if err != nil {
-			return fmt.Errorf("server: admins: %q is not a hex pubkey", a)
-		}
-		admins = append(admins, pk)
-	}
+func (s *Server) initNIP86() {
+	admins, _ := parseAdmins(s.cfg.Admins) // checked by Config.Check
 	s.admins = len(admins)
 	rl := s.relay
 	s.nip86 = NewNIP86Handler(NIP86Deps{
@@ -321,5 +307,4 @@ func (s *Server) initNIP86() error {
 			}
 		},
 	})
-	return nil
 }

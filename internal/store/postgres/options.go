@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/petrel-relay/petrel/internal/nostr"
 )
 
@@ -154,6 +156,27 @@ func ValidSchemaName(name string) bool {
 		}
 	}
 	return true
+}
+
+// Check reports what Open would refuse in o without connecting (petrel
+// serve --check): no URL, a URL pgx cannot parse, a schema name that is
+// not a plain identifier.
+func (o Options) Check() error {
+	d, err := o.withDefaults()
+	if err != nil {
+		return err
+	}
+	_, err = parseURL(d.URL)
+	return err
+}
+
+// parseURL parses Options.URL into the pool's configuration.
+func parseURL(url string) (*pgxpool.Config, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("%w: URL: %v", ErrOptions, err)
+	}
+	return cfg, nil
 }
 
 func (o *Options) withDefaults() (Options, error) {

@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"errors"
 	"regexp"
 	"strings"
 	"testing"
@@ -33,5 +34,28 @@ func TestValidSchemaNameAtLimit(t *testing.T) {
 func TestValidSchemaNamePastLimit(t *testing.T) {
 	if ValidSchemaName("s" + strings.Repeat("0", MaxSchemaName)) {
 		t.Fatalf("a %d-byte name is accepted", MaxSchemaName+1)
+	}
+}
+
+// TestOptionsCheck: Check refuses what Open refuses before connecting (no
+// URL, a URL pgx cannot parse, a bad schema name), with ErrOptions, and
+// takes the rest without connecting (nothing listens on port 1).
+func TestOptionsCheck(t *testing.T) {
+	for _, o := range []Options{
+		{URL: "postgres://petrel@127.0.0.1:1/petrel"},
+		{URL: "host=127.0.0.1 port=1 dbname=petrel", Schema: "s" + strings.Repeat("0", MaxSchemaName-1)},
+	} {
+		if err := o.Check(); err != nil {
+			t.Errorf("%+v: %v", o, err)
+		}
+	}
+	for _, o := range []Options{
+		{},
+		{URL: "postgres://petrel@127.0.0.1:notaport/petrel"},
+		{URL: "postgres://petrel@127.0.0.1/petrel", Schema: "bad-schema"},
+	} {
+		if err := o.Check(); !errors.Is(err, ErrOptions) {
+			t.Errorf("%+v: %v, want ErrOptions", o, err)
+		}
 	}
 }

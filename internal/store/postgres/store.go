@@ -85,9 +85,9 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg, err := pgxpool.ParseConfig(o.URL)
+	cfg, err := parseURL(o.URL)
 	if err != nil {
-		return nil, fmt.Errorf("%w: URL: %v", ErrOptions, err)
+		return nil, err
 	}
 	cfg.MaxConns = o.MaxConns
 	cfg.MinConns = 0

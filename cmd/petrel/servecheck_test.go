@@ -1,0 +1,132 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/petrel-relay/petrel/internal/nip19"
+	"github.com/petrel-relay/petrel/internal/nostr"
+)
+
+// runCheck runs `petrel serve --check` in this process with args and
+// returns its standard output and error.
+func runCheck(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	t.Setenv("PETREL_CONFIG", "")
+	root := newRoot(append([]string{"petrel", "serve", "--check"}, args...))
+	var out bytes.Buffer
+	root.SetOut(&out)
+	err := root.Execute()
+	return out.String(), err
+}
+
+// TestServeCheck: serve --check takes what serve takes and reports, all
+// at once, what serve would refuse before serving (the server's, the
+// relay's, the policy's, the plugin's, the PostgreSQL store's and the
+// cluster's checks), without opening the store: the data directory is
+// never made.
+func TestServeCheck(t *testing.T) {
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	write := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	exe := filepath.Join(dir, "plugin")
+	if err := os.WriteFile(exe, []byte("#!/bin/sh\nexit 0\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	notExe := write("not-executable", "#!/bin/sh\n")
+	pk, _ := nostr.ParsePubKey(strings.Repeat("ab", 32))
+
+	// Zero config.
+	out, err := runCheck(t, "--data", data)
+	if err != nil || !strings.HasPrefix(out, "config OK: no config file") || !strings.Contains(out, "listen 127.0.0.1:7447, store pebble at "+data+", one node, verify_mode sync") {
+		t.Fatalf("zero config: %q, %v", out, err)
+	}
+	// A cluster node's file: the PostgreSQL URL (with its password) is
+	// not printed.
+	node := write("node.toml", `
+[server]
+listen = "0.0.0.0:7447"
+admins = ["`+nip19.EncodePubKey(pk)+`"]
+trusted_proxies = ["10.0.0.0/8"]
+proxy_protocol = true
+[relay]
+url = "wss://relay.example.com"
+verify_mode = "optimistic"
+[store]
+backend = "postgres"
+postgres_url = "postgres://petrel:sekrit@db.example.com/petrel"
+postgres_schema = "nodes"
+[cluster]
+nats_url = "nats://127.0.0.1:4222"
+node = "n1"
+[policy]
+banned_pubkeys = ["`+nip19.EncodePubKey(pk)+`"]
+plugin = "`+exe+`"
+`)
+	out, err = runCheck(t, "-c", node)
+	if err != nil || out != "config OK: "+node+": listen 0.0.0.0:7447, store postgres, schema nodes, cluster on nats://127.0.0.1:4222, subject petrel.events, verify_mode optimistic\n" {
+		t.Fatalf("a cluster node's config: %q, %v", out, err)
+	}
+	// --listen is checked as the file's listen is.
+	if _, err := runCheck(t, "-c", node, "--listen", "7447"); err == nil || !strings.Contains(err.Error(), "listen on 7447: address 7447: missing port in address") {
+		t.Fatalf("a bad --listen: %v", err)
+	}
+
+	// Everything wrong at once: every problem reported.
+	bad := write("bad.toml", `
+[server]
+admins = ["npub1notakey"]
+proxy_protocol = true
+[relay]
+verify_mode = "later"
+[store]
+backend = "postgres"
+postgres_url = "postgres://petrel@db.example.com/petrel"
+postgres_schema = "bad-schema"
+[policy]
+banned_pubkeys = ["zz"]
+plugin = "`+notExe+`"
+`)
+	out, err = runCheck(t, "-c", bad)
+	if err == nil || out != "" {
+		t.Fatalf("a bad config passed: %q", out)
+	}
+	for _, want := range []string{
+		`server: admins: "npub1notakey"`,
+		"proxy_protocol needs trusted_proxies",
+		`relay: verify_mode "later"`,
+		`pubkey "zz"`,
+		`policy: plugin "` + notExe + `"`,
+		`schema name "bad-schema"`,
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the report does not say %s: %v", want, err)
+		}
+	}
+	// The cluster over an unshared store, and postgres without its URL.
+	solo := write("solo.toml", "[cluster]\nnats_url = \"nats://127.0.0.1:4222\"\n")
+	if _, err := runCheck(t, "-c", solo, "--data", data); err == nil || !strings.Contains(err.Error(), "a cluster needs store.backend") {
+		t.Fatalf("a cluster on pebble: %v", err)
+	}
+	nourl := write("nourl.toml", "[store]\nbackend = \"postgres\"\n")
+	if _, err := runCheck(t, "-c", nourl); err == nil || !strings.Contains(err.Error(), "store.postgres_url") {
+		t.Fatalf("postgres without a URL: %v", err)
+	}
+	// What config.Load refuses comes first, as serve's does.
+	typo := write("typo.toml", "[relay]\nmax_limt = 5\n")
+	if _, err := runCheck(t, "-c", typo); err == nil || !strings.Contains(err.Error(), "unknown keys: relay.max_limt") {
+		t.Fatalf("an unknown key: %v", err)
+	}
+	if _, err := os.Stat(data); !os.IsNotExist(err) {
+		t.Fatalf("serve --check made the data directory: %v", err)
+	}
+}

@@ -88,12 +88,16 @@ func serveCmd() *cobra.Command {
 		Short: "Run the relay (zero config: 127.0.0.1:7447, store in ./petrel-data)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, err := cf.load()
+			load := func() (config.Config, error) {
+				cfg, err := cf.load()
+				if err == nil && listen != "" {
+					cfg.Server.Listen = listen
+				}
+				return cfg, err
+			}
+			cfg, err := load()
 			if err != nil {
 				return err
-			}
-			if listen != "" {
-				cfg.Server.Listen = listen
 			}
 			if check {
 				if err := checkConfig(cfg); err != nil {
@@ -102,7 +106,7 @@ func serveCmd() *cobra.Command {
 				fmt.Fprintln(cmd.OutOrStdout(), checkedLine(cf.configPath, cfg))
 				return nil
 			}
-			return serve(cfg)
+			return serve(cfg, load)
 		},
 	}
 	cf.register(cmd)
@@ -160,7 +164,9 @@ func checkedLine(path string, cfg config.Config) string {
 		from, cfg.Server.Normalize().Listen, st, node, cfg.Relay.Normalize().VerifyMode)
 }
 
-func serve(cfg config.Config) error {
+// serve runs the relay cfg describes until SIGINT or SIGTERM; at SIGHUP
+// it reads the configuration again with load (reload).
+func serve(cfg config.Config, load func() (config.Config, error)) error {
 	start := time.Now()
 	first, again := execMarker()
 	if !first.IsZero() {
@@ -267,7 +273,18 @@ func serve(cfg config.Config) error {
 
 	sig := make(chan os.Signal, 2)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
-	s := <-sig
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	running := cfg
+	var s os.Signal
+	for s == nil {
+		select {
+		case <-hup:
+			running = reload(running, load, rl, log)
+		case s = <-sig:
+		}
+	}
+	signal.Stop(hup)
 	log.Info("shutting down", "signal", s.String())
 	go func() {
 		<-sig
@@ -296,6 +313,64 @@ func serve(cfg config.Config) error {
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// liveKeys are the settings a reload applies to the running relay: the
+// configuration's layer of the write lists. Every other change is
+// logged as waiting for the next start.
+var liveKeys = map[string]bool{
+	"policy.banned_pubkeys":   true,
+	"policy.allowed_pubkeys":  true,
+	"policy.allowed_kinds":    true,
+	"policy.disallowed_kinds": true,
+	"policy.blocked_ips":      true,
+}
+
+// reload reads the configuration again (SIGHUP) and returns the one the
+// relay now runs with. A configuration serve --check would refuse is
+// logged and changes nothing. Otherwise the write lists' configuration
+// layer is replaced (the NIP-86 layer stays; connections a new ban or
+// block concerns are closed, as a NIP-86 ban closes them), and the other
+// changed keys are logged as applying at the next start.
+func reload(running config.Config, load func() (config.Config, error), rl *relay.Relay, log *slog.Logger) config.Config {
+	next, err := load()
+	if err == nil {
+		err = checkConfig(next)
+	}
+	if err != nil {
+		log.Error("config reload refused; running as before", "err", err)
+		return running
+	}
+	var live, later []string
+	for _, k := range config.Changed(running, next) {
+		if liveKeys[k] {
+			live = append(live, k)
+		} else {
+			later = append(later, k)
+		}
+	}
+	if len(live) > 0 {
+		if err := rl.Lists().SetStatic(next.Policy.Normalize()); err != nil {
+			log.Error("config reload refused; running as before", "err", err)
+			return running
+		}
+		p := &running.Policy
+		p.BannedPubKeys, p.AllowedPubKeys = next.Policy.BannedPubKeys, next.Policy.AllowedPubKeys
+		p.AllowedKinds, p.DisallowedKinds = next.Policy.AllowedKinds, next.Policy.DisallowedKinds
+		p.BlockedIPs = next.Policy.BlockedIPs
+	}
+	closed := 0
+	if len(live) > 0 {
+		closed = rl.DisconnectBlocked()
+	}
+	if live == nil {
+		live = []string{}
+	}
+	if later == nil {
+		later = []string{}
+	}
+	log.Info("config reloaded", "applied", live, "closed_connections", closed, "at_next_start", later)
+	return running
 }
 
 // policyPersister returns where NIP-86 changes (ban lists, relay name,

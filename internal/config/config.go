@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -407,6 +408,27 @@ func isReservedEnv(name string) bool {
 		}
 	}
 	return len(name) >= 5 && strings.EqualFold(name[:5], "test_")
+}
+
+// Changed returns the settings ("section.key", sorted) whose values
+// differ between a and b.
+func Changed(a, b Config) []string {
+	fa, fb := map[string]reflect.Value{}, map[string]reflect.Value{}
+	collect(reflect.ValueOf(&a).Elem(), "", fa)
+	collect(reflect.ValueOf(&b).Elem(), "", fb)
+	var out []string
+	for name, v := range fa {
+		w := fb[name]
+		if v.Kind() == reflect.Slice && v.Len() == 0 && w.Len() == 0 {
+			continue // none, or an empty list: the same
+		}
+		if !reflect.DeepEqual(v.Interface(), w.Interface()) {
+			section, key, _ := strings.Cut(name, "_")
+			out = append(out, section+"."+key)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // collect maps "section_key" to settable fields, by TOML tag.

@@ -3,6 +3,7 @@ package config
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 )
@@ -152,5 +153,31 @@ func TestApplyEnvNothingToApply(t *testing.T) {
 	}
 	if err := ApplyEnv(&c, append(env, "PETREL_STORE_DISABLE_SEARCH=true")); err != nil || !c.Store.DisableSearch {
 		t.Fatalf("a setting after them: %v, disable_search %v", err, c.Store.DisableSearch)
+	}
+}
+
+// TestChanged names the settings two configurations differ in, as the
+// file spells them; none and an empty list are the same.
+func TestChanged(t *testing.T) {
+	var a Config
+	if got := Changed(a, a); len(got) != 0 {
+		t.Fatalf("a config against itself: %v", got)
+	}
+	b := a
+	b.Relay.MaxLimit = 5
+	b.Policy.BannedPubKeys = []string{"ab"}
+	b.Policy.AllowedKinds = []int{}
+	off := false
+	b.Server.Compression = &off
+	b.Store.PostgresSchema = "other"
+	got := Changed(a, b)
+	want := []string{"policy.banned_pubkeys", "relay.max_limit", "server.compression", "store.postgres_schema"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("Changed = %v, want %v", got, want)
+	}
+	on := true
+	a.Server.Compression, b.Server.Compression = &on, &on // two pointers, one value
+	if got := Changed(a, b); slices.Contains(got, "server.compression") {
+		t.Fatalf("equal values behind two pointers: %v", got)
 	}
 }

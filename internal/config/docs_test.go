@@ -188,7 +188,10 @@ Every key is optional. Unknown keys in the file are an error, so a typo
 never silently leaves a default in place. ` + "[`petrel.example.toml`](../petrel.example.toml)" + `
 lists the same keys, commented out with their defaults.
 ` + "`petrel serve --check`" + ` checks a configuration (file, environment and
-flags) as ` + "`serve`" + ` would, without starting (docs/operations.md).
+flags) as ` + "`serve`" + ` would, without starting. SIGHUP (` + "`systemctl reload`" + `)
+reads it again: the ` + "`[policy]`" + ` lists (` + "`banned_pubkeys`" + `, ` + "`allowed_pubkeys`" + `,
+` + "`allowed_kinds`, `disallowed_kinds`, `blocked_ips`" + `) apply at once, every
+other change at the next start (docs/operations.md).
 
 Where a limit can be switched off, a negative value means "no limit".
 `)

@@ -266,6 +266,29 @@ func NewLists(ctx context.Context, cfg Config, p Persister) (*Lists, error) {
 	return l, nil
 }
 
+// SetStatic replaces the configuration's layer of every list by cfg's
+// (BannedPubKeys, AllowedPubKeys, AllowedKinds, DisallowedKinds,
+// BlockedIPs: petrel serve's reload), keeping the NIP-86 layer as it is.
+// Nothing is persisted: the configuration's layer never is. It fails,
+// changing nothing, if cfg has a malformed value.
+func (l *Lists) SetStatic(cfg Config) error {
+	ns, err := newStatic(cfg)
+	if err != nil {
+		return err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	old := l.snap.Load()
+	next := *old
+	next.bannedPK = &set[nostr.PubKey]{static: ns.bannedPK.static, dynamic: old.bannedPK.dynamic}
+	next.allowedPK = &set[nostr.PubKey]{static: ns.allowedPK.static, dynamic: old.allowedPK.dynamic}
+	next.allowedKinds = newKindSet(&set[int]{static: ns.allowedKinds.static, dynamic: old.allowedKinds.dynamic})
+	next.disallowedKinds = newKindSet(&set[int]{static: ns.disallowedKinds.static, dynamic: old.disallowedKinds.dynamic})
+	next.blocked = newIPSet(&set[netip.Prefix]{static: ns.blocked.static, dynamic: old.blocked.dynamic})
+	l.snap.Store(&next)
+	return nil
+}
+
 // newStatic builds a snapshot holding the configuration's lists, with
 // empty dynamic layers.
 func newStatic(cfg Config) (*snapshot, error) {

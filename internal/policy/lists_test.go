@@ -226,6 +226,65 @@ func TestListsStaticLayer(t *testing.T) {
 	}
 }
 
+// TestListsSetStatic: a reload replaces the configuration's layer of
+// every list (bans, allowances, kinds, blocked addresses: the lookups'
+// bitmaps and prefix maps rebuilt) and keeps the NIP-86 layer; nothing is
+// persisted; a malformed value changes nothing.
+func TestListsSetStatic(t *testing.T) {
+	p := &MemPersister{}
+	l := newTestLists(t, Config{BannedPubKeys: []string{pkN(1).Hex()}, DisallowedKinds: []int{4}, BlockedIPs: []string{"10.0.0.0/8"}}, p)
+	if err := l.BanPubKey(ctx, pkN(2), "by NIP-86"); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.BlockIP(ctx, "192.0.2.1", "by NIP-86"); err != nil {
+		t.Fatal(err)
+	}
+	saved, _ := p.Load(ctx, KeyBannedPubKeys)
+	check := func(n, kind int, want string) {
+		t.Helper()
+		if got := rejText(l.CheckEvent(testEventBy(keyN(n), kind, "x"))); got != want {
+			t.Fatalf("kind %d by key %d: %q, want %q", kind, n, got, want)
+		}
+	}
+	ip := func(a string, blocked bool) {
+		t.Helper()
+		if got := l.CheckIP(netip.MustParseAddr(a)) != nil; got != blocked {
+			t.Fatalf("%s blocked %v, want %v", a, got, blocked)
+		}
+	}
+	banned := rejPubKeyBanned.Error()
+	check(1, 1, banned)
+	check(3, 4, "blocked: events of kind 4 are not accepted on this relay")
+	ip("10.1.2.3", true)
+
+	err := l.SetStatic(Config{BannedPubKeys: []string{pkN(3).Hex()}, AllowedKinds: []int{1, 7}, BlockedIPs: []string{"2001:db8::/32"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(1, 1, "")                                                         // off the file's list
+	check(2, 1, banned)                                                     // the NIP-86 ban stays
+	check(3, 1, banned)                                                     // on the file's list now
+	check(4, 4, "blocked: events of kind 4 are not accepted on this relay") // only 1 and 7 now
+	check(4, 7, "")
+	ip("10.1.2.3", false)
+	ip("192.0.2.1", true) // the NIP-86 block stays
+	ip("2001:db8::1", true)
+	for _, e := range l.BannedPubKeys() {
+		if e.Static != (e.PubKey == pkN(3)) {
+			t.Fatalf("entry %+v after the reload", e)
+		}
+	}
+	if now, _ := p.Load(ctx, KeyBannedPubKeys); string(now) != string(saved) {
+		t.Fatalf("the reload persisted the bans: %s, was %s", now, saved)
+	}
+
+	if err := l.SetStatic(Config{BannedPubKeys: []string{pkN(5).Hex(), "zz"}}); err == nil {
+		t.Fatal("a malformed pubkey was taken")
+	}
+	check(3, 1, banned)
+	check(5, 1, "")
+}
+
 func TestListsPersist(t *testing.T) {
 	p := &MemPersister{}
 	l := newTestLists(t, Config{}, p)

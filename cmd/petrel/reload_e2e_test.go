@@ -1,0 +1,134 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/petrel-relay/petrel/internal/nip19"
+	"github.com/petrel-relay/petrel/internal/nip98"
+	"github.com/petrel-relay/petrel/internal/relaytest"
+)
+
+// TestServeReload: SIGHUP makes petrel serve read its configuration
+// again. The write lists' configuration layer is applied at once (a ban
+// added refuses the next event on a connection already open, a ban
+// removed lets it through, a NIP-86 ban stays); other changed keys are
+// logged as waiting for the next start (and --listen, a flag, is not
+// one); a configuration serve --check would refuse changes nothing and
+// the relay goes on serving.
+func TestServeReload(t *testing.T) {
+	bin := petrelBin(t)
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "petrel.toml")
+	admin, alice, bob := relaytest.NewKey("reload admin"), relaytest.NewKey("reload alice"), relaytest.NewKey("reload bob")
+	write := func(policy string) {
+		t.Helper()
+		text := "[server]\nadmins = [\"" + admin.PK.Hex() + "\"]\n[policy]\n" + policy
+		if err := os.WriteFile(conf, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("")
+	p := startServeProc(t, bin, nil, "--config", conf, "--data", filepath.Join(dir, "data"), "--listen", "127.0.0.1:0")
+	reloads := 0
+	hup := func(want string) string {
+		t.Helper()
+		reloads++
+		if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			lines := reloadLines(p.Log())
+			if len(lines) >= reloads {
+				line := lines[reloads-1]
+				if !strings.Contains(line, want) {
+					t.Fatalf("reload %d logged %q, want %q in it", reloads, line, want)
+				}
+				return line
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no reload logged 30s after SIGHUP %d:\n%s", reloads, p.Log())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	c := relaytest.Dial(t, p.URL)
+	publish := func(k relaytest.Key, text string, ok bool) {
+		t.Helper()
+		m := c.Publish(k.Note(text))
+		if m.OK != ok || (!ok && !strings.HasPrefix(m.Message, "blocked:")) {
+			t.Fatalf("%s: OK %v %q, want OK %v (blocked: if false)", text, m.OK, m.Message, ok)
+		}
+	}
+	publish(alice, "before the ban", true)
+
+	// Nothing changed: nothing applied, nothing waiting.
+	hup(`msg="config reloaded" applied=[] closed_connections=0 at_next_start=[]`)
+
+	// A ban by the file (as an npub), beside a NIP-86 ban, and a setting
+	// that needs a restart.
+	if code, out := nip86Call(t, p.HTTP, admin, "banpubkey", bob.PK.Hex()); code != 200 {
+		t.Fatalf("NIP-86 ban: %d %v", code, out)
+	}
+	write("banned_pubkeys = [\"" + nip19.EncodePubKey(alice.PK) + "\"]\n[relay]\nmax_limit = 10\n")
+	hup(`applied=[policy.banned_pubkeys] closed_connections=0 at_next_start=[relay.max_limit]`)
+	publish(alice, "after the ban", false)
+	publish(bob, "banned by NIP-86", false)
+
+	// A configuration that would not start: refused, the relay as it was.
+	write("banned_pubkeys = [\"zz\"]\n")
+	line := hup(`msg="config reload refused; running as before"`)
+	if !strings.Contains(line, `pubkey \"zz\"`) {
+		t.Fatalf("the refusal does not say what is wrong: %s", line)
+	}
+	publish(alice, "still banned", false)
+
+	// The ban off the file: alice publishes again; the NIP-86 ban stays.
+	write("")
+	hup(`applied=[policy.banned_pubkeys] closed_connections=0 at_next_start=[]`)
+	publish(alice, "after the ban is lifted", true)
+	publish(bob, "still banned by NIP-86", false)
+	if st := p.Stats(t); st.EventsAccepted != 2 {
+		t.Fatalf("accepted %d events, want 2", st.EventsAccepted)
+	}
+}
+
+// reloadLines returns the log's reload lines, in order.
+func reloadLines(log string) []string {
+	var out []string
+	for _, l := range strings.Split(log, "\n") {
+		if strings.Contains(l, `msg="config reload`) {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// nip86Call calls method on the relay at base (http://host:port) as k.
+func nip86Call(t *testing.T, base string, k relaytest.Key, method string, params ...any) (int, map[string]any) {
+	t.Helper()
+	body, _ := json.Marshal(map[string]any{"method": method, "params": params})
+	url := base + "/"
+	req, err := http.NewRequest("POST", url, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/nostr+json+rpc")
+	req.Header.Set("Authorization", nip98.Header(k.SK, "POST", url, body, time.Now()))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out map[string]any
+	_ = json.NewDecoder(resp.Body).Decode(&out)
+	return resp.StatusCode, out
+}

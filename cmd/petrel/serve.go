@@ -167,6 +167,11 @@ func checkedLine(path string, cfg config.Config) string {
 // serve runs the relay cfg describes until SIGINT or SIGTERM; at SIGHUP
 // it reads the configuration again with load (reload).
 func serve(cfg config.Config, load func() (config.Config, error)) error {
+	// From the start: a reload during start-up waits for it to end
+	// (SIGHUP's default would end the process).
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	start := time.Now()
 	first, again := execMarker()
 	if !first.IsZero() {
@@ -273,8 +278,6 @@ func serve(cfg config.Config, load func() (config.Config, error)) error {
 
 	sig := make(chan os.Signal, 2)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
 	running := cfg
 	var s os.Signal
 	for s == nil {
@@ -284,7 +287,6 @@ func serve(cfg config.Config, load func() (config.Config, error)) error {
 		case s = <-sig:
 		}
 	}
-	signal.Stop(hup)
 	log.Info("shutting down", "signal", s.String())
 	go func() {
 		<-sig

@@ -28,9 +28,9 @@ func TestServeReload(t *testing.T) {
 	dir := t.TempDir()
 	conf := filepath.Join(dir, "petrel.toml")
 	admin, alice, bob := relaytest.NewKey("reload admin"), relaytest.NewKey("reload alice"), relaytest.NewKey("reload bob")
-	write := func(policy string) {
+	write := func(policy string, info ...string) {
 		t.Helper()
-		text := "[server]\nadmins = [\"" + admin.PK.Hex() + "\"]\n[policy]\n" + policy
+		text := "[server]\nadmins = [\"" + admin.PK.Hex() + "\"]\n[info]\n" + strings.Join(info, "\n") + "\n[policy]\n" + policy
 		if err := os.WriteFile(conf, []byte(text), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -96,6 +96,22 @@ func TestServeReload(t *testing.T) {
 	hup(`applied=[policy.banned_pubkeys] closed_connections=0 at_next_start=[]`)
 	publish(alice, "after the ban is lifted", true)
 	publish(bob, "still banned by NIP-86", false)
+
+	// [info] applies at once; a description set through NIP-86 stays over
+	// the file's, as at a start.
+	write("", `name = "reloaded"`, `description = "from the file"`)
+	hup(`applied="[info.description info.name]" closed_connections=0 at_next_start=[]`)
+	if doc := nip11(t, p.HTTP); doc["name"] != "reloaded" || doc["description"] != "from the file" {
+		t.Fatalf("NIP-11 after the reload: %v", doc)
+	}
+	if code, out := nip86Call(t, p.HTTP, admin, "changerelaydescription", "by NIP-86"); code != 200 {
+		t.Fatalf("NIP-86 description: %d %v", code, out)
+	}
+	write("", `name = "reloaded"`, `description = "from the file, again"`)
+	hup(`applied=[info.description]`)
+	if doc := nip11(t, p.HTTP); doc["description"] != "by NIP-86" {
+		t.Fatalf("NIP-11 description after a reload over a NIP-86 change: %v", doc["description"])
+	}
 	if st := p.Stats(t); st.EventsAccepted != 2 {
 		t.Fatalf("accepted %d events, want 2", st.EventsAccepted)
 	}
@@ -131,4 +147,21 @@ func nip86Call(t *testing.T, base string, k relaytest.Key, method string, params
 	var out map[string]any
 	_ = json.NewDecoder(resp.Body).Decode(&out)
 	return resp.StatusCode, out
+}
+
+// nip11 reads the relay's NIP-11 document at base (http://host:port).
+func nip11(t *testing.T, base string) map[string]any {
+	t.Helper()
+	req, _ := http.NewRequest("GET", base+"/", nil)
+	req.Header.Set("Accept", "application/nostr+json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var doc map[string]any
+	if err := json.NewDecoder(resp.Body).Decode(&doc); err != nil {
+		t.Fatal(err)
+	}
+	return doc
 }

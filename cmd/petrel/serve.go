@@ -9,6 +9,8 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -318,8 +320,8 @@ func serve(cfg config.Config, load func() (config.Config, error)) error {
 }
 
 // liveKeys are the settings a reload applies to the running relay: the
-// configuration's layer of the write lists. Every other change is
-// logged as waiting for the next start.
+// configuration's layer of the write lists (and [info], the NIP-11
+// document). Every other change is logged as waiting for the next start.
 var liveKeys = map[string]bool{
 	"policy.banned_pubkeys":   true,
 	"policy.allowed_pubkeys":  true,
@@ -332,8 +334,9 @@ var liveKeys = map[string]bool{
 // relay now runs with. A configuration serve --check would refuse is
 // logged and changes nothing. Otherwise the write lists' configuration
 // layer is replaced (the NIP-86 layer stays; connections a new ban or
-// block concerns are closed, as a NIP-86 ban closes them), and the other
-// changed keys are logged as applying at the next start.
+// block concerns are closed, as a NIP-86 ban closes them), [info] too
+// (a name, description or icon set through NIP-86 still over it), and
+// the other changed keys are logged as applying at the next start.
 func reload(running config.Config, load func() (config.Config, error), rl *relay.Relay, log *slog.Logger) config.Config {
 	next, err := load()
 	if err == nil {
@@ -343,15 +346,20 @@ func reload(running config.Config, load func() (config.Config, error), rl *relay
 		log.Error("config reload refused; running as before", "err", err)
 		return running
 	}
-	var live, later []string
+	live, later := []string{}, []string{}
+	var lists, info []string
 	for _, k := range config.Changed(running, next) {
-		if liveKeys[k] {
-			live = append(live, k)
-		} else {
+		switch {
+		case liveKeys[k]:
+			lists = append(lists, k)
+		case strings.HasPrefix(k, "info."):
+			info = append(info, k)
+		default:
 			later = append(later, k)
 		}
 	}
-	if len(live) > 0 {
+	closed := 0
+	if len(lists) > 0 {
 		if err := rl.Lists().SetStatic(next.Policy.Normalize()); err != nil {
 			log.Error("config reload refused; running as before", "err", err)
 			return running
@@ -360,17 +368,20 @@ func reload(running config.Config, load func() (config.Config, error), rl *relay
 		p.BannedPubKeys, p.AllowedPubKeys = next.Policy.BannedPubKeys, next.Policy.AllowedPubKeys
 		p.AllowedKinds, p.DisallowedKinds = next.Policy.AllowedKinds, next.Policy.DisallowedKinds
 		p.BlockedIPs = next.Policy.BlockedIPs
-	}
-	closed := 0
-	if len(live) > 0 {
+		live = append(live, lists...)
 		closed = rl.DisconnectBlocked()
 	}
-	if live == nil {
-		live = []string{}
+	if len(info) > 0 {
+		// Only a failure to read what NIP-86 changed; tried again at the
+		// next reload.
+		if err := rl.ReloadInfo(next.Info); err != nil {
+			log.Error("config reload: [info] not applied", "keys", info, "err", err)
+		} else {
+			running.Info = next.Info
+			live = append(live, info...)
+		}
 	}
-	if later == nil {
-		later = []string{}
-	}
+	slices.Sort(live)
 	log.Info("config reloaded", "applied", live, "closed_connections", closed, "at_next_start", later)
 	return running
 }

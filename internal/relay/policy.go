@@ -102,20 +102,41 @@ func (r *Relay) initPolicy(opts Options) error {
 		}
 		r.pol.plugin, r.pol.ownPlugin = p, true
 	}
+	if err := r.overlayPersistedInfo(ctx, &r.info); err != nil {
+		r.closePlugin()
+		return err
+	}
+	return nil
+}
+
+// overlayPersistedInfo sets info's name, description and icon to those
+// changed through NIP-86 (UpdateInfo), if any were.
+func (r *Relay) overlayPersistedInfo(ctx context.Context, info *Info) error {
 	b, err := r.pol.persister.Load(ctx, infoKey)
 	switch {
 	case err == nil:
 		var pi persistedInfo
 		if err := json.Unmarshal(b, &pi); err != nil {
-			r.closePlugin()
 			return fmt.Errorf("relay: persisted %s: %w", infoKey, err)
 		}
-		r.info.Name, r.info.Description, r.info.Icon = pi.Name, pi.Description, pi.Icon
+		info.Name, info.Description, info.Icon = pi.Name, pi.Description, pi.Icon
 	case errors.Is(err, policy.ErrNotFound) || errors.Is(err, store.ErrNotFound):
 	default:
-		r.closePlugin()
 		return fmt.Errorf("relay: load %s: %w", infoKey, err)
 	}
+	return nil
+}
+
+// ReloadInfo makes info, the configuration's [info] read again (petrel
+// serve's reload), the relay's NIP-11 information, with the name,
+// description and icon changed through NIP-86 over it, as at a start.
+func (r *Relay) ReloadInfo(info Info) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := r.overlayPersistedInfo(ctx, &info); err != nil {
+		return err
+	}
+	r.SetInfo(info)
 	return nil
 }
 

@@ -133,6 +133,7 @@ func checkConfig(cfg config.Config) error {
 	}
 	add(cfg.Server.Check())
 	add(cfg.Relay.Check())
+	add(cfg.Info.Check())
 	add(cfg.Policy.Validate())
 	add(policy.CheckPlugin(cfg.Policy))
 	if cfg.Store.Backend == "postgres" {

@@ -88,6 +88,8 @@ admins = ["npub1notakey"]
 proxy_protocol = true
 [relay]
 verify_mode = "later"
+[info]
+pubkey = "npub1nope"
 [store]
 backend = "postgres"
 postgres_url = "postgres://petrel@db.example.com/petrel"
@@ -104,6 +106,7 @@ plugin = "`+notExe+`"
 		`server: admins: "npub1notakey"`,
 		"proxy_protocol needs trusted_proxies",
 		`relay: verify_mode "later"`,
+		`info: pubkey "npub1nope"`,
 		`pubkey "zz"`,
 		`policy: plugin "` + notExe + `"`,
 		`schema name "bad-schema"`,

@@ -245,3 +245,30 @@ func TestNIP86AdminsAsNpub(t *testing.T) {
 		t.Fatalf("a key that is not an admin: %d, want 401", code)
 	}
 }
+
+// TestInfoPubKeyForms: [info] pubkey takes npub and nprofile, as the
+// config's pubkey lists do, and NIP-11 shows it as hex (what clients
+// read); one that is not a pubkey is refused at start, naming the key.
+func TestInfoPubKeyForms(t *testing.T) {
+	t.Parallel()
+	op := relaytest.NewKey("operator")
+	prof, err := nip19.EncodeProfile(nip19.Profile{PubKey: op.PK, Relays: []string{"wss://relay.example.com"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, form := range []string{op.PK.Hex(), nip19.EncodePubKey(op.PK), prof} {
+		r := relaytest.Start(t, relaytest.Options{Info: relay.Info{PubKey: form}})
+		if doc := nip11Doc(t, r); doc["pubkey"] != op.PK.Hex() {
+			t.Fatalf("info.pubkey %s: NIP-11 pubkey %v, want the hex", form, doc["pubkey"])
+		}
+		r.Stop()
+	}
+	st, err := relaytest.OpenStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if _, err := relay.New(relay.Config{}, relay.Options{Store: st, Info: relay.Info{PubKey: "npub1nope"}}); err == nil || !strings.Contains(err.Error(), `info: pubkey "npub1nope"`) {
+		t.Fatalf("a bad info.pubkey: %v", err)
+	}
+}

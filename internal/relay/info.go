@@ -1,5 +1,12 @@
 package relay
 
+import (
+	"fmt"
+	"strings"
+
+	"github.com/petrel-relay/petrel/internal/nip19"
+)
+
 // Info is the operator-supplied part of the NIP-11 document. NIP-86 may
 // change Name and Description at run time.
 type Info struct {
@@ -7,7 +14,8 @@ type Info struct {
 	Name string `toml:"name"`
 	// Description is a few sentences about the relay.
 	Description string `toml:"description"`
-	// PubKey is the operator's hex public key.
+	// PubKey is the operator's public key (hex, npub or nprofile; the
+	// NIP-11 document shows it as hex).
 	PubKey string `toml:"pubkey"`
 	// Contact is an alternative contact (URI).
 	Contact string `toml:"contact"`
@@ -27,6 +35,26 @@ type Info struct {
 	LanguageTags []string `toml:"language_tags"`
 	// Tags lists topic tags describing the relay.
 	Tags []string `toml:"tags"`
+}
+
+// Check reports a pubkey that is not one (hex, npub or nprofile).
+func (i Info) Check() error {
+	if strings.TrimSpace(i.PubKey) == "" {
+		return nil
+	}
+	if _, err := nip19.ParsePubKey(i.PubKey); err != nil {
+		return fmt.Errorf("info: pubkey %q is not a pubkey (hex, npub or nprofile)", i.PubKey)
+	}
+	return nil
+}
+
+// normalize returns i with its pubkey as NIP-11 has it: lower-case hex.
+// i is checked.
+func (i Info) normalize() Info {
+	if pk, err := nip19.ParsePubKey(i.PubKey); err == nil {
+		i.PubKey = pk.Hex()
+	}
+	return i
 }
 
 // Info returns the relay's current NIP-11 information.

@@ -131,6 +131,10 @@ func (r *Relay) overlayPersistedInfo(ctx context.Context, info *Info) error {
 // serve's reload), the relay's NIP-11 information, with the name,
 // description and icon changed through NIP-86 over it, as at a start.
 func (r *Relay) ReloadInfo(info Info) error {
+	if err := info.Check(); err != nil {
+		return err
+	}
+	info = info.normalize()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := r.overlayPersistedInfo(ctx, &info); err != nil {

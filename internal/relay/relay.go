@@ -167,7 +167,7 @@ func New(cfg Config, opts Options) (*Relay, error) {
 		return nil, errors.New("relay: a store is required")
 	}
 	cfg = cfg.Normalize()
-	if err := cfg.Check(); err != nil {
+	if err := errors.Join(cfg.Check(), opts.Info.Check()); err != nil {
 		return nil, err
 	}
 	if cfg.VerifyMode == VerifyOptimistic {
@@ -182,7 +182,7 @@ func New(cfg Config, opts Options) (*Relay, error) {
 		log:      opts.Logger,
 		now:      opts.Now,
 		idx:      newIndex(),
-		info:     opts.Info,
+		info:     opts.Info.normalize(),
 		bus:      opts.Bus,
 	}
 	r.gate, _ = opts.Bus.(FanoutGate)

@@ -320,9 +320,10 @@ func serve(cfg config.Config, load func() (config.Config, error)) error {
 	return nil
 }
 
-// liveKeys are the settings a reload applies to the running relay: the
-// configuration's layer of the write lists (and [info], the NIP-11
-// document). Every other change is logged as waiting for the next start.
+// liveKeys are the write lists' settings, which a reload applies to the
+// running relay (policy.Lists.SetStatic; reload copies the same five into
+// the running configuration); so are [info]'s. Every other change is
+// logged as waiting for the next start.
 var liveKeys = map[string]bool{
 	"policy.banned_pubkeys":   true,
 	"policy.allowed_pubkeys":  true,

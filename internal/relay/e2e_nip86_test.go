@@ -4,10 +4,13 @@ package relay_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -270,5 +273,46 @@ func TestInfoPubKeyForms(t *testing.T) {
 	defer st.Close()
 	if _, err := relay.New(relay.Config{}, relay.Options{Store: st, Info: relay.Info{PubKey: "npub1nope"}}); err == nil || !strings.Contains(err.Error(), `info: pubkey "npub1nope"`) {
 		t.Fatalf("a bad info.pubkey: %v", err)
+	}
+}
+
+// slowSaves is a persister whose saves take a while, so that NIP-86
+// changes made at once overlap.
+type slowSaves struct{ policy.MemPersister }
+
+func (p *slowSaves) Save(ctx context.Context, key string, value []byte) error {
+	time.Sleep(20 * time.Millisecond)
+	return p.MemPersister.Save(ctx, key, value)
+}
+
+// TestNIP86InfoChangesAtOnce: a name and a description changed at the
+// same moment both stay, in the document and persisted. Each change read
+// the information, persisted and set it: with saves that take a while
+// the later one put back the name or description the earlier one had
+// just changed.
+func TestNIP86InfoChangesAtOnce(t *testing.T) {
+	t.Parallel()
+	admin := relaytest.NewKey("admin")
+	p := &slowSaves{}
+	opts := relaytest.Options{Server: server.Config{Admins: []string{admin.PK.Hex()}}, Persister: p}
+	r := relaytest.Start(t, opts)
+	for round := range 4 {
+		name, desc := fmt.Sprintf("name %d", round), fmt.Sprintf("description %d", round)
+		var wg sync.WaitGroup
+		for _, c := range [][2]string{{"changerelayname", name}, {"changerelaydescription", desc}} {
+			wg.Go(func() {
+				if code, body := nip86(t, r, admin, c[0], c[1]); code != 200 || body["result"] != true {
+					t.Errorf("%s: %d %v", c[0], code, body)
+				}
+			})
+		}
+		wg.Wait()
+		if doc := nip11Doc(t, r); doc["name"] != name || doc["description"] != desc {
+			t.Fatalf("round %d: NIP-11 has %q, %q; want %q, %q", round, doc["name"], doc["description"], name, desc)
+		}
+	}
+	r.Stop()
+	if doc := nip11Doc(t, relaytest.Start(t, opts)); doc["name"] != "name 3" || doc["description"] != "description 3" {
+		t.Fatalf("after a restart: %v", doc)
 	}
 }

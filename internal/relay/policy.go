@@ -110,7 +110,7 @@ func (r *Relay) initPolicy(opts Options) error {
 }
 
 // overlayPersistedInfo sets info's name, description and icon to those
-// changed through NIP-86 (UpdateInfo), if any were.
+// changed through NIP-86 (ChangeInfo), if any were.
 func (r *Relay) overlayPersistedInfo(ctx context.Context, info *Info) error {
 	b, err := r.pol.persister.Load(ctx, infoKey)
 	switch {
@@ -135,6 +135,8 @@ func (r *Relay) ReloadInfo(info Info) error {
 		return err
 	}
 	info = info.normalize()
+	r.infoChange.Lock()
+	defer r.infoChange.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := r.overlayPersistedInfo(ctx, &info); err != nil {
@@ -176,10 +178,23 @@ func (r *Relay) initProtected() {
 // DisconnectBlocked after a ban or block to close open connections too.
 func (r *Relay) Lists() *policy.Lists { return r.pol.lists }
 
-// UpdateInfo persists info's name, description and icon through the
-// persister (from then on they override the configuration's [info]
-// values at start), then makes info the relay's NIP-11 information.
-func (r *Relay) UpdateInfo(info Info) error {
+// ChangeInfo applies change to the relay's NIP-11 information (NIP-86's
+// changerelayname, changerelaydescription, changerelayicon), persists
+// the result's name, description and icon through the persister (from
+// then on they override the configuration's [info] at start and at a
+// reload) and makes it the relay's. Changes are made one at a time, and
+// not during a reload, so that two at once both stay.
+func (r *Relay) ChangeInfo(change func(*Info)) error {
+	r.infoChange.Lock()
+	defer r.infoChange.Unlock()
+	info := r.Info()
+	change(&info)
+	return r.updateInfo(info)
+}
+
+// updateInfo persists info's name, description and icon, then makes info
+// the relay's NIP-11 information. r.infoChange is held.
+func (r *Relay) updateInfo(info Info) error {
 	b, err := json.Marshal(persistedInfo{Name: info.Name, Description: info.Description, Icon: info.Icon})
 	if err != nil {
 		return err

@@ -126,6 +126,9 @@ type Relay struct {
 
 	infoMu sync.RWMutex
 	info   Info
+	// infoChange serializes the changes of info that read it first
+	// (ChangeInfo, ReloadInfo), so that none is lost to another.
+	infoChange sync.Mutex
 
 	regMu       sync.Mutex
 	sessions    []*Session

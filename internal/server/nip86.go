@@ -53,11 +53,11 @@ type NIP86Deps struct {
 	// but only when its host is a loopback address: a public relay must
 	// configure its URL.
 	URL string
-	// GetInfo and SetInfo read and replace the relay's NIP-11 information
-	// (SetInfo also persists it). If either is nil, changerelayname,
-	// changerelaydescription and changerelayicon are not offered.
-	GetInfo func() relay.Info
-	SetInfo func(relay.Info) error
+	// ChangeInfo applies a change to the relay's NIP-11 information and
+	// persists it (Relay.ChangeInfo: one change at a time, so that two
+	// at once both stay). If nil, changerelayname, changerelaydescription
+	// and changerelayicon are not offered.
+	ChangeInfo func(change func(*relay.Info)) error
 	// DeleteEvent removes a stored event; banevent calls it after the ban
 	// is saved. Nil: banevent only bans.
 	DeleteEvent func(ctx context.Context, id nostr.ID) error
@@ -454,7 +454,7 @@ func (h *nip86Handler) register() {
 	list("listbannedevents", func() any { return nip86EventItems(l.BannedEvents()) })
 	list("listallowedevents", func() any { return nip86EventItems(l.AllowedEvents()) })
 
-	if h.d.GetInfo != nil && h.d.SetInfo != nil {
+	if h.d.ChangeInfo != nil {
 		info := func(name, what string, max int, set func(*relay.Info, string)) {
 			add(name, func(_ context.Context, admin nostr.PubKey, params []json.RawMessage) (any, error) {
 				v, err := nip86Param(params, 0, what)
@@ -464,9 +464,7 @@ func (h *nip86Handler) register() {
 				if len(v) > max {
 					return nil, fmt.Errorf("%s longer than %d bytes", what, max)
 				}
-				inf := h.d.GetInfo()
-				set(&inf, v)
-				if err := h.d.SetInfo(inf); err != nil {
+				if err := h.d.ChangeInfo(func(i *relay.Info) { set(i, v) }); err != nil {
 					return nil, fmt.Errorf("could not save the relay information: %v", err)
 				}
 				audit(admin, name, "value", v)

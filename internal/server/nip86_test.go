@@ -63,15 +63,10 @@ func newNIP86Env(t *testing.T) *nip86Env {
 		Lists:  e.lists,
 		Admins: []nostr.PubKey{e.admin.PubKey()},
 		URL:    e.url,
-		GetInfo: func() relay.Info {
+		ChangeInfo: func(change func(*relay.Info)) error {
 			e.mu.Lock()
 			defer e.mu.Unlock()
-			return e.info
-		},
-		SetInfo: func(i relay.Info) error {
-			e.mu.Lock()
-			defer e.mu.Unlock()
-			e.info = i
+			change(&e.info)
 			return nil
 		},
 		DeleteEvent: func(_ context.Context, id nostr.ID) error {

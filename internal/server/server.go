@@ -280,7 +280,7 @@ func (n nbioLogger) Error(f string, v ...any) {
 }
 
 // initNIP86 builds the NIP-86 management API over the relay: its write
-// lists, its NIP-11 information (changes persisted by Relay.UpdateInfo)
+// lists, its NIP-11 information (changes persisted by Relay.ChangeInfo)
 // and its store (banevent deletes the stored copy). A ban of a pubkey or
 // a block of an address also closes the connections it concerns.
 func (s *Server) initNIP86() {
@@ -288,11 +288,10 @@ func (s *Server) initNIP86() {
 	s.admins = len(admins)
 	rl := s.relay
 	s.nip86 = NewNIP86Handler(NIP86Deps{
-		Lists:   rl.Lists(),
-		Admins:  admins,
-		URL:     rl.Config().URL,
-		GetInfo: rl.Info,
-		SetInfo: rl.UpdateInfo,
+		Lists:      rl.Lists(),
+		Admins:     admins,
+		URL:        rl.Config().URL,
+		ChangeInfo: rl.ChangeInfo,
 		DeleteEvent: func(ctx context.Context, id nostr.ID) error {
 			_, err := rl.Store().Delete(ctx, []nostr.ID{id})
 			return err

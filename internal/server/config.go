@@ -119,8 +119,9 @@ type Config struct {
 
 // Check reports what New would refuse in c, all of it, without starting
 // anything (petrel serve --check): a listen or pprof address that is not
-// host:port, admins that are not hex pubkeys, trusted proxies that are
-// neither addresses nor prefixes, proxy_protocol without trusted proxies.
+// host:port, admins that are not pubkeys (hex, npub or nprofile),
+// trusted proxies that are neither addresses nor prefixes,
+// proxy_protocol without trusted proxies.
 func (c Config) Check() error {
 	c = c.Normalize()
 	var errs []error

@@ -8,7 +8,8 @@ import (
 )
 
 // Info is the operator-supplied part of the NIP-11 document. NIP-86 may
-// change Name and Description at run time.
+// change Name, Description and Icon at run time (ChangeInfo), and petrel
+// serve's reload all of it (ReloadInfo).
 type Info struct {
 	// Name is the relay's name. Default "petrel".
 	Name string `toml:"name"`

@@ -78,8 +78,8 @@ func TestServeReload(t *testing.T) {
 	if code, out := nip86Call(t, p.HTTP, admin, "banpubkey", bob.PK.Hex()); code != 200 {
 		t.Fatalf("NIP-86 ban: %d %v", code, out)
 	}
-	write("banned_pubkeys = [\"" + nip19.EncodePubKey(alice.PK) + "\"]\n[relay]\nmax_limit = 10\n")
-	hup(`applied=[policy.banned_pubkeys] closed_connections=0 at_next_start=[relay.max_limit]`)
+	write("banned_pubkeys = [\"" + nip19.EncodePubKey(alice.PK) + "\"]\nblocked_ips = [\"192.0.2.0/24\"]\n[relay]\nmax_limit = 10\n")
+	hup(`applied="[policy.banned_pubkeys policy.blocked_ips]" closed_connections=0 at_next_start=[relay.max_limit]`)
 	publish(alice, "after the ban", false)
 	publish(bob, "banned by NIP-86", false)
 
@@ -93,7 +93,7 @@ func TestServeReload(t *testing.T) {
 
 	// The ban off the file: alice publishes again; the NIP-86 ban stays.
 	write("")
-	hup(`applied=[policy.banned_pubkeys] closed_connections=0 at_next_start=[]`)
+	hup(`applied="[policy.banned_pubkeys policy.blocked_ips]" closed_connections=0 at_next_start=[]`)
 	publish(alice, "after the ban is lifted", true)
 	publish(bob, "still banned by NIP-86", false)
 

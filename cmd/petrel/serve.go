@@ -321,9 +321,8 @@ func serve(cfg config.Config, load func() (config.Config, error)) error {
 }
 
 // liveKeys are the write lists' settings, which a reload applies to the
-// running relay (policy.Lists.SetStatic; reload copies the same five into
-// the running configuration); so are [info]'s. Every other change is
-// logged as waiting for the next start.
+// running relay (policy.Lists.SetStatic); so are [info]'s. Every other
+// change is logged as waiting for the next start.
 var liveKeys = map[string]bool{
 	"policy.banned_pubkeys":   true,
 	"policy.allowed_pubkeys":  true,
@@ -366,10 +365,7 @@ func reload(running config.Config, load func() (config.Config, error), rl *relay
 			log.Error("config reload refused; running as before", "err", err)
 			return running
 		}
-		p := &running.Policy
-		p.BannedPubKeys, p.AllowedPubKeys = next.Policy.BannedPubKeys, next.Policy.AllowedPubKeys
-		p.AllowedKinds, p.DisallowedKinds = next.Policy.AllowedKinds, next.Policy.DisallowedKinds
-		p.BlockedIPs = next.Policy.BlockedIPs
+		config.Copy(&running, next, lists...)
 		live = append(live, lists...)
 		closed = rl.DisconnectBlocked()
 	}
@@ -379,7 +375,7 @@ func reload(running config.Config, load func() (config.Config, error), rl *relay
 		if err := rl.ReloadInfo(next.Info); err != nil {
 			log.Error("config reload: [info] not applied", "keys", info, "err", err)
 		} else {
-			running.Info = next.Info
+			config.Copy(&running, next, info...)
 			live = append(live, info...)
 		}
 	}

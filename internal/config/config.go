@@ -431,6 +431,22 @@ func Changed(a, b Config) []string {
 	return out
 }
 
+// Copy sets the settings keys ("section.key", as Changed names them) of
+// dst to their values in src. It panics on a key no setting has.
+func Copy(dst *Config, src Config, keys ...string) {
+	fd, fs := map[string]reflect.Value{}, map[string]reflect.Value{}
+	collect(reflect.ValueOf(dst).Elem(), "", fd)
+	collect(reflect.ValueOf(&src).Elem(), "", fs)
+	for _, k := range keys {
+		name := strings.Replace(k, ".", "_", 1)
+		d, ok := fd[name]
+		if !ok {
+			panic("config: no setting " + k)
+		}
+		d.Set(fs[name])
+	}
+}
+
 // collect maps "section_key" to settable fields, by TOML tag.
 func collect(v reflect.Value, prefix string, out map[string]reflect.Value) {
 	t := v.Type()

@@ -181,3 +181,22 @@ func TestChanged(t *testing.T) {
 		t.Fatalf("equal values behind two pointers: %v", got)
 	}
 }
+
+// TestCopy sets the named settings and only those.
+func TestCopy(t *testing.T) {
+	var dst, src Config
+	src.Policy.BannedPubKeys = []string{"ab"}
+	src.Policy.BlockedIPs = []string{"10.0.0.0/8"}
+	src.Info.Name = "copied"
+	src.Relay.MaxLimit = 5
+	Copy(&dst, src, "policy.banned_pubkeys", "policy.blocked_ips", "info.name")
+	if got := Changed(dst, src); !slices.Equal(got, []string{"relay.max_limit"}) {
+		t.Fatalf("after the copy the configs differ in %v, want relay.max_limit only", got)
+	}
+	defer func() {
+		if recover() == nil {
+			t.Fatal("a key no setting has was taken")
+		}
+	}()
+	Copy(&dst, src, "policy.no_such_key")
+}

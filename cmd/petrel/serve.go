@@ -88,7 +88,13 @@ func serveCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the relay (zero config: 127.0.0.1:7447, store in ./petrel-data)",
-		Args:  cobra.NoArgs,
+		Long: `Run the relay (zero config: 127.0.0.1:7447, store in ./petrel-data).
+
+SIGINT or SIGTERM stops it gracefully. SIGHUP reads the configuration
+again: the [policy] write lists and [info] apply at once, other changes
+at the next start (the log says which). --check checks a configuration
+without starting. See docs/operations.md.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			load := func() (config.Config, error) {
 				cfg, err := cf.load()
@@ -113,7 +119,7 @@ func serveCmd() *cobra.Command {
 	}
 	cf.register(cmd)
 	cmd.Flags().StringVarP(&listen, "listen", "l", "", "address to listen on (overrides server.listen)")
-	cmd.Flags().BoolVar(&check, "check", false, "check the configuration (file, environment and flags) and exit: 0 and one line if serve would take it, 1 and every problem if not; opens no store, listens on nothing, connects to nothing")
+	cmd.Flags().BoolVar(&check, "check", false, "check the configuration (file, environment, flags) as serve would, print every problem or one OK line, and exit; opens, binds and connects to nothing")
 	return cmd
 }
 

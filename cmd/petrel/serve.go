@@ -236,9 +236,16 @@ func serve(cfg config.Config, load func() (config.Config, error)) error {
 	if bridge != nil {
 		bus = bridge
 	}
+	var refresh time.Duration
+	if cfg.Store.Backend == "postgres" {
+		// Other nodes may share the store: their NIP-86 changes are read
+		// every sharedPolicyRefresh.
+		refresh = sharedPolicyRefresh
+	}
 	rl, err := relay.New(cfg.Relay, relay.Options{
 		Store: st, Verifier: verifier, Logger: log, Info: cfg.Info,
 		Policy: cfg.Policy, Persister: policyPersister(cfg, st), Bus: bus,
+		PolicyRefresh: refresh,
 	})
 	if err != nil {
 		st.Close()
@@ -325,6 +332,11 @@ func serve(cfg config.Config, load func() (config.Config, error)) error {
 	log.Info("stopped")
 	return nil
 }
+
+// sharedPolicyRefresh is how often a node on a shared store (PostgreSQL)
+// reads the NIP-86 state again: a ban made through one node holds on
+// every node within it (7 small reads a node; docs/operations.md).
+const sharedPolicyRefresh = 2 * time.Second
 
 // liveKeys are the write lists' settings, which a reload applies to the
 // running relay (policy.Lists.SetStatic); so are [info]'s. Every other

@@ -31,15 +31,31 @@ func URL() string {
 // when the server cannot be reached.
 func Open(t testing.TB) *postgres.Store {
 	t.Helper()
+	return Nodes(t, 1)[0]
+}
+
+// Nodes opens n PostgreSQL stores on one fresh schema, as the nodes of a
+// cluster share it; closed, and the schema dropped, as Open's.
+func Nodes(t testing.TB, n int) []*postgres.Store {
+	t.Helper()
 	url := URL()
 	schema := fmt.Sprintf("petrel_test_%d_%d", os.Getpid(), time.Now().UnixNano())
 	ctx := context.Background()
-	st, err := postgres.Open(ctx, postgres.Options{URL: url, Schema: schema, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatalf("PostgreSQL at %s (set PETREL_TEST_POSTGRES_URL): %v", url, err)
+	var sts []*postgres.Store
+	for range n {
+		st, err := postgres.Open(ctx, postgres.Options{URL: url, Schema: schema, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		if err != nil {
+			for _, st := range sts {
+				st.Close()
+			}
+			t.Fatalf("PostgreSQL at %s (set PETREL_TEST_POSTGRES_URL): %v", url, err)
+		}
+		sts = append(sts, st)
 	}
 	t.Cleanup(func() {
-		st.Close()
+		for _, st := range sts {
+			st.Close()
+		}
 		c, err := pgx.Connect(ctx, url)
 		if err != nil {
 			t.Errorf("drop schema %s: %v", schema, err)
@@ -50,5 +66,5 @@ func Open(t testing.TB) *postgres.Store {
 			t.Errorf("drop schema %s: %v", schema, err)
 		}
 	})
-	return st
+	return sts
 }

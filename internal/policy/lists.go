@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"strconv"
@@ -289,6 +290,54 @@ func (l *Lists) SetStatic(cfg Config) error {
 	return nil
 }
 
+// Refresh reads the NIP-86 layer of every list from the persister again
+// and reports whether it differs from what the lists held: with a store
+// several nodes share, what the other nodes changed (petrel serve runs it
+// every few seconds there). A read that fails changes nothing. Every
+// change method refreshes first too, so that a change is made to the
+// lists as persisted, not as this node last saw them.
+func (l *Lists) Refresh(ctx context.Context) (bool, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.refresh(ctx)
+}
+
+// refresh is Refresh with l.mu held.
+func (l *Lists) refresh(ctx context.Context) (bool, error) {
+	old := l.snap.Load()
+	bannedPK := &set[nostr.PubKey]{static: old.bannedPK.static, dynamic: map[nostr.PubKey]entry{}}
+	allowedPK := &set[nostr.PubKey]{static: old.allowedPK.static, dynamic: map[nostr.PubKey]entry{}}
+	bannedEv := &set[nostr.ID]{static: old.bannedEv.static, dynamic: map[nostr.ID]entry{}}
+	allowedEv := &set[nostr.ID]{static: old.allowedEv.static, dynamic: map[nostr.ID]entry{}}
+	allowedKinds := &set[int]{static: old.allowedKinds.static, dynamic: map[int]entry{}}
+	disallowedKinds := &set[int]{static: old.disallowedKinds.static, dynamic: map[int]entry{}}
+	blocked := &set[netip.Prefix]{static: old.blocked.static, dynamic: map[netip.Prefix]entry{}}
+	err := errors.Join(
+		loadSet(ctx, l.p, KeyBannedPubKeys, bannedPK, parsePubKey),
+		loadSet(ctx, l.p, KeyAllowedPubKeys, allowedPK, parsePubKey),
+		loadSet(ctx, l.p, KeyBannedEvents, bannedEv, parseID),
+		loadSet(ctx, l.p, KeyAllowedEvents, allowedEv, parseID),
+		loadSet(ctx, l.p, KeyAllowedKinds, allowedKinds, parseKindKey),
+		loadSet(ctx, l.p, KeyDisallowedKinds, disallowedKinds, parseKindKey),
+		loadSet(ctx, l.p, KeyBlockedIPs, blocked, parseIPBlock),
+	)
+	if err != nil {
+		return false, err
+	}
+	if maps.Equal(bannedPK.dynamic, old.bannedPK.dynamic) && maps.Equal(allowedPK.dynamic, old.allowedPK.dynamic) &&
+		maps.Equal(bannedEv.dynamic, old.bannedEv.dynamic) && maps.Equal(allowedEv.dynamic, old.allowedEv.dynamic) &&
+		maps.Equal(allowedKinds.dynamic, old.allowedKinds.dynamic) && maps.Equal(disallowedKinds.dynamic, old.disallowedKinds.dynamic) &&
+		maps.Equal(blocked.dynamic, old.blocked.dynamic) {
+		return false, nil
+	}
+	l.snap.Store(&snapshot{
+		bannedPK: bannedPK, allowedPK: allowedPK, bannedEv: bannedEv, allowedEv: allowedEv,
+		allowedKinds: newKindSet(allowedKinds), disallowedKinds: newKindSet(disallowedKinds),
+		blocked: newIPSet(blocked),
+	})
+	return true, nil
+}
+
 // newStatic builds a snapshot holding the configuration's lists, with
 // empty dynamic layers.
 func newStatic(cfg Config) (*snapshot, error) {
@@ -448,6 +497,9 @@ func setBlocked(s *snapshot, v *set[netip.Prefix])   { s.blocked = newIPSet(v) }
 func (l *Lists) BanPubKey(ctx context.Context, pk nostr.PubKey, reason string) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if _, err := l.refresh(ctx); err != nil {
+		return err
+	}
 	s := l.snap.Load()
 	unallowed, err := s.allowedPK.without(pk)
 	if err != nil {
@@ -463,6 +515,9 @@ func (l *Lists) BanPubKey(ctx context.Context, pk nostr.PubKey, reason string) e
 func (l *Lists) UnbanPubKey(ctx context.Context, pk nostr.PubKey) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if _, err := l.refresh(ctx); err != nil {
+		return err
+	}
 	s := l.snap.Load()
 	ns, err := s.bannedPK.without(pk)
 	if err != nil {
@@ -478,6 +533,9 @@ func (l *Lists) UnbanPubKey(ctx context.Context, pk nostr.PubKey) error {
 func (l *Lists) AllowPubKey(ctx context.Context, pk nostr.PubKey, reason string) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if _, err := l.refresh(ctx); err != nil {
+		return err
+	}
 	s := l.snap.Load()
 	unbanned, err := s.bannedPK.without(pk)
 	if err != nil {
@@ -493,6 +551,9 @@ func (l *Lists) AllowPubKey(ctx context.Context, pk nostr.PubKey, reason string)
 func (l *Lists) UnallowPubKey(ctx context.Context, pk nostr.PubKey) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if _, err := l.refresh(ctx); err != nil {
+		return err
+	}
 	s := l.snap.Load()
 	ns, err := s.allowedPK.without(pk)
 	if err != nil {
@@ -507,6 +568,9 @@ func (l *Lists) UnallowPubKey(ctx context.Context, pk nostr.PubKey) error {
 func (l *Lists) BanEvent(ctx context.Context, id nostr.ID, reason string) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if _, err := l.refresh(ctx); err != nil {
+		return err
+	}
 	s := l.snap.Load()
 	unallowed, _ := s.allowedEv.without(id) // no static layer for events
 	// The allowance goes first: an allowed event passes even if banned.
@@ -519,6 +583,9 @@ func (l *Lists) BanEvent(ctx context.Context, id nostr.ID, reason string) error 
 func (l *Lists) UnbanEvent(ctx context.Context, id nostr.ID) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if _, err := l.refresh(ctx); err != nil {
+		return err
+	}
 	s := l.snap.Load()
 	ns, _ := s.bannedEv.without(id)
 	return l.commit(ctx, setChange(KeyBannedEvents, s.bannedEv, ns, fmtID, setBannedEv))
@@ -531,6 +598,9 @@ func (l *Lists) UnbanEvent(ctx context.Context, id nostr.ID) error {
 func (l *Lists) AllowEvent(ctx context.Context, id nostr.ID, reason string) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if _, err := l.refresh(ctx); err != nil {
+		return err
+	}
 	s := l.snap.Load()
 	unbanned, _ := s.bannedEv.without(id)
 	return l.commit(ctx,
@@ -542,6 +612,9 @@ func (l *Lists) AllowEvent(ctx context.Context, id nostr.ID, reason string) erro
 func (l *Lists) UnallowEvent(ctx context.Context, id nostr.ID) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if _, err := l.refresh(ctx); err != nil {
+		return err
+	}
 	s := l.snap.Load()
 	ns, _ := s.allowedEv.without(id)
 	return l.commit(ctx, setChange(KeyAllowedEvents, s.allowedEv, ns, fmtID, setAllowedEv))
@@ -558,6 +631,9 @@ func (l *Lists) AllowKind(ctx context.Context, kind int) error {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if _, err := l.refresh(ctx); err != nil {
+		return err
+	}
 	s := l.snap.Load()
 	undis, err := s.disallowedKinds.without(kind)
 	if err != nil {
@@ -578,6 +654,9 @@ func (l *Lists) DisallowKind(ctx context.Context, kind int) error {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if _, err := l.refresh(ctx); err != nil {
+		return err
+	}
 	s := l.snap.Load()
 	unallowed, err := s.allowedKinds.without(kind)
 	if err != nil {
@@ -600,6 +679,9 @@ func (l *Lists) BlockIP(ctx context.Context, ip, reason string) error {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if _, err := l.refresh(ctx); err != nil {
+		return err
+	}
 	s := l.snap.Load()
 	return l.commit(ctx, setChange(KeyBlockedIPs, s.blocked.set, s.blocked.with(p, l.stamp(reason)), formatIPBlock, setBlocked))
 }
@@ -615,6 +697,9 @@ func (l *Lists) UnblockIP(ctx context.Context, ip string) error {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if _, err := l.refresh(ctx); err != nil {
+		return err
+	}
 	s := l.snap.Load()
 	ns, err := s.blocked.without(p)
 	if err != nil {

@@ -586,3 +586,37 @@ func BenchmarkCheckIP(b *testing.B) {
 		})
 	}
 }
+
+// TestListsShared: two Lists on one persister (two nodes on one store).
+// A change through one is made to the lists as persisted, so it keeps
+// what the other changed; Refresh brings the other's changes in and
+// reports them once.
+func TestListsShared(t *testing.T) {
+	p := &MemPersister{}
+	n1, n2 := newTestLists(t, Config{}, p), newTestLists(t, Config{}, p)
+	if err := n1.BanPubKey(ctx, pkN(1), "through node 1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := n2.BanPubKey(ctx, pkN(2), "through node 2"); err != nil {
+		t.Fatal(err)
+	}
+	if err := n2.BlockIP(ctx, "192.0.2.1", "through node 2"); err != nil {
+		t.Fatal(err)
+	}
+	for n, l := range []*Lists{n1, n2} {
+		if n == 0 {
+			if changed, err := l.Refresh(ctx); err != nil || !changed {
+				t.Fatalf("node 1's refresh after node 2's changes: %v, %v", changed, err)
+			}
+		}
+		if changed, err := l.Refresh(ctx); err != nil || changed {
+			t.Fatalf("node %d's refresh with nothing new: %v, %v", n+1, changed, err)
+		}
+		if got := len(l.BannedPubKeys()); got != 2 {
+			t.Fatalf("node %d bans %d pubkeys, want both", n+1, got)
+		}
+		if l.CheckIP(netip.MustParseAddr("192.0.2.1")) == nil {
+			t.Fatalf("node %d does not block node 2's address", n+1)
+		}
+	}
+}

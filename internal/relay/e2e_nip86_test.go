@@ -16,6 +16,8 @@ import (
 
 	"github.com/petrel-relay/petrel/internal/nip19"
 	"github.com/petrel-relay/petrel/internal/nip98"
+	"github.com/petrel-relay/petrel/internal/nostr"
+	"github.com/petrel-relay/petrel/internal/pgtest"
 	"github.com/petrel-relay/petrel/internal/policy"
 	"github.com/petrel-relay/petrel/internal/relay"
 	"github.com/petrel-relay/petrel/internal/relaytest"
@@ -315,4 +317,81 @@ func TestNIP86InfoChangesAtOnce(t *testing.T) {
 	if doc := nip11Doc(t, relaytest.Start(t, opts)); doc["name"] != "name 3" || doc["description"] != "description 3" {
 		t.Fatalf("after a restart: %v", doc)
 	}
+}
+
+// metaPersister keeps the NIP-86 state in a store's named values, as
+// petrel serve does (cmd/petrel storePersister).
+type metaPersister struct {
+	st interface {
+		LoadMeta(ctx context.Context, name string) ([]byte, error)
+		SaveMeta(ctx context.Context, name string, value []byte) error
+	}
+}
+
+func (p metaPersister) Load(ctx context.Context, key string) ([]byte, error) {
+	return p.st.LoadMeta(ctx, key)
+}
+
+func (p metaPersister) Save(ctx context.Context, key string, value []byte) error {
+	return p.st.SaveMeta(ctx, key, value)
+}
+
+// TestNIP86AcrossNodes: two relays on one PostgreSQL schema (the nodes of
+// a cluster), each reading the NIP-86 state again every 50 ms. A ban and
+// a kind disallowed through one node refuse events on the other (and a
+// connection authenticated as the banned pubkey there is closed); a
+// change through the second node keeps what the first made (it is made
+// to the lists as persisted); the relay's name changed through one is
+// the other's; lifting the ban reaches the other too.
+func TestNIP86AcrossNodes(t *testing.T) {
+	t.Parallel()
+	admin, alice, bob := relaytest.NewKey("cluster admin"), relaytest.NewKey("cluster alice"), relaytest.NewKey("cluster bob")
+	sts := pgtest.Nodes(t, 2)
+	var nodes []*relaytest.Relay
+	for _, st := range sts {
+		nodes = append(nodes, relaytest.Start(t, relaytest.Options{
+			Store: st, Persister: metaPersister{st}, PolicyRefresh: 50 * time.Millisecond,
+			Server: server.Config{Admins: []string{admin.PK.Hex()}},
+			Relay:  relay.Config{AuthOnConnect: true},
+		}))
+	}
+	n1, n2 := nodes[0], nodes[1]
+	dial := func(r *relaytest.Relay) *relaytest.Client {
+		c := relaytest.Dial(t, r.URL)
+		c.ExpectType("AUTH") // the challenge, unanswered
+		return c
+	}
+	c2 := dial(n2)
+	if m := c2.Publish(alice.Note("before")); !m.OK {
+		t.Fatalf("before the ban: %s", describe(m))
+	}
+	authed := dialAuthed(t, n2, alice)
+
+	call := func(r *relaytest.Relay, method string, params ...any) {
+		t.Helper()
+		if code, out := nip86(t, r, admin, method, params...); code != 200 || out["result"] != true {
+			t.Fatalf("%s: %d %v", method, code, out)
+		}
+	}
+	refused := func(c *relaytest.Client, ev *nostr.Event) bool {
+		m := c.Publish(ev)
+		return !m.OK && strings.HasPrefix(m.Message, "blocked:")
+	}
+	call(n1, "banpubkey", alice.PK.Hex(), "spam")
+	waitFor(t, "the ban on the other node", func() bool { return refused(c2, alice.Note("after")) })
+	authed.WaitClosed(relaytest.DefaultTimeout)
+	// A change through node 2 is made to the lists as persisted: the ban
+	// made through node 1 stays.
+	call(n2, "disallowkind", 7)
+	waitFor(t, "kind 7 disallowed on node 1", func() bool {
+		return refused(dial(n1), bob.Event(7, "+", nil, time.Now().Unix()))
+	})
+	c1 := dial(n1)
+	if !refused(c1, alice.Note("still banned")) || !refused(c2, alice.Note("still banned")) {
+		t.Fatal("the ban made through node 1 was lost to node 2's change")
+	}
+	call(n1, "changerelayname", "cluster")
+	waitFor(t, "the name on node 2", func() bool { return nip11Doc(t, n2)["name"] == "cluster" })
+	call(n2, "unbanpubkey", alice.PK.Hex())
+	waitFor(t, "the ban lifted on node 1", func() bool { return c1.Publish(alice.Note("lifted")).OK })
 }

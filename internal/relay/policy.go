@@ -146,6 +146,62 @@ func (r *Relay) ReloadInfo(info Info) error {
 	return nil
 }
 
+// refreshPolicy reads the NIP-86 state again every period (see
+// Options.PolicyRefresh) until the relay closes: the lists (connections
+// a ban or block from another node concerns are closed, as that node
+// closed its own) and the name, description and icon.
+func (r *Relay) refreshPolicy(every time.Duration) {
+	defer r.wg.Done()
+	t := time.NewTicker(every)
+	defer t.Stop()
+	failing := false
+	for {
+		select {
+		case <-r.ctx.Done():
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(r.ctx, 30*time.Second)
+		changed, err := r.pol.lists.Refresh(ctx)
+		if err == nil {
+			err = r.refreshInfo(ctx)
+		}
+		cancel()
+		switch {
+		case err != nil && r.ctx.Err() != nil:
+			return
+		case err != nil && !failing:
+			r.log.Warn("policy: reading the NIP-86 state other nodes may have changed failed; retrying", "err", err)
+		case err == nil && failing:
+			r.log.Info("policy: reading the NIP-86 state again")
+		}
+		failing = err != nil
+		if changed {
+			n := r.DisconnectBlocked()
+			r.log.Info("policy: lists changed through another node", "closed_connections", n)
+		}
+	}
+}
+
+// refreshInfo sets the name, description and icon to those persisted
+// (changed through another node's NIP-86), if they differ.
+func (r *Relay) refreshInfo(ctx context.Context) error {
+	r.infoChange.Lock()
+	defer r.infoChange.Unlock()
+	r.infoMu.RLock()
+	info := r.info
+	r.infoMu.RUnlock()
+	if err := r.overlayPersistedInfo(ctx, &info); err != nil {
+		return err
+	}
+	r.infoMu.Lock()
+	if r.info.Name != info.Name || r.info.Description != info.Description || r.info.Icon != info.Icon {
+		r.info = info
+	}
+	r.infoMu.Unlock()
+	return nil
+}
+
 // closePlugin stops the plugin if the relay started it.
 func (r *Relay) closePlugin() {
 	if r.pol.ownPlugin && r.pol.plugin != nil {
@@ -187,7 +243,14 @@ func (r *Relay) Lists() *policy.Lists { return r.pol.lists }
 func (r *Relay) ChangeInfo(change func(*Info)) error {
 	r.infoChange.Lock()
 	defer r.infoChange.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
 	info := r.Info()
+	// What another node sharing the store changed last, not what this
+	// one last read.
+	if err := r.overlayPersistedInfo(ctx, &info); err != nil {
+		return err
+	}
 	change(&info)
 	return r.updateInfo(info)
 }

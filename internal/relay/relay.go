@@ -40,6 +40,12 @@ type Options struct {
 	// of a cluster (internal/cluster); events the other nodes accepted come
 	// back through Relay.Publish. Nil: a single node.
 	Bus Bus
+	// PolicyRefresh, if positive, is how often the NIP-86 state (the
+	// write lists' dynamic layer, the relay's name, description and icon)
+	// is read again from Persister: with a store several nodes share, so
+	// that a ban made through one node reaches the others (petrel serve
+	// sets it to 2s on PostgreSQL). Zero: read at start only.
+	PolicyRefresh time.Duration
 }
 
 // Bus is the relay's side of a cluster's live bus.
@@ -249,6 +255,10 @@ func New(cfg Config, opts Options) (*Relay, error) {
 	r.ingest = newIngest(r)
 	r.wg.Add(1)
 	go r.sweep()
+	if opts.PolicyRefresh > 0 {
+		r.wg.Add(1)
+		go r.refreshPolicy(opts.PolicyRefresh)
+	}
 	return r, nil
 }
 

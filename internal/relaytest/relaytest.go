@@ -38,6 +38,8 @@ type Options struct {
 	Verifier nostr.Verifier
 	// Now is the relay's clock (relay.Options.Now): nil for time.Now.
 	Now func() time.Time
+	// PolicyRefresh is passed to the relay (relay.Options.PolicyRefresh).
+	PolicyRefresh time.Duration
 }
 
 // OpenStore opens the default store for test relays in dir: the embedded
@@ -84,7 +86,8 @@ func Start(t testing.TB, opts Options) *Relay {
 		opts.Relay.MaxEventWait = -1
 	}
 	rl, err := relay.New(opts.Relay, relay.Options{Store: st, Logger: log, Info: opts.Info,
-		Policy: opts.Policy, Persister: opts.Persister, Plugin: opts.Plugin, Bus: opts.Bus, Verifier: opts.Verifier, Now: opts.Now})
+		Policy: opts.Policy, Persister: opts.Persister, Plugin: opts.Plugin, Bus: opts.Bus, Verifier: opts.Verifier, Now: opts.Now,
+		PolicyRefresh: opts.PolicyRefresh})
 	if err != nil {
 		t.Fatalf("relay: %v", err)
 	}

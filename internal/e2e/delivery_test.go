@@ -22,14 +22,16 @@ const settle = 4 * time.Second
 // TestExactlyOnce: three nodes, subscribers and publishers on every node
 // (directly, then all through HAProxy): every accepted event reaches every
 // subscriber exactly once, and a REQ on every node finds each event as
-// soon as its OK has arrived.
+// soon as its OK has arrived. Then a NIP-86 ban made through HAProxy
+// holds on every node.
 func TestExactlyOnce(t *testing.T) {
-	c := startCluster(t, clusterOptions{nodes: 3, haproxy: true})
+	c := startCluster(t, clusterOptions{nodes: 3, haproxy: true, env: []string{"PETREL_SERVER_ADMINS=" + e2eAdmin.PK.Hex()}})
 	t.Run("direct", func(t *testing.T) { exactlyOnce(t, c, false) })
 	t.Run("haproxy", func(t *testing.T) {
 		exactlyOnce(t, c, true)
 		forwardedAddress(t, c)
 	})
+	t.Run("nip86", func(t *testing.T) { nip86AcrossNodes(t, c) })
 }
 
 func exactlyOnce(t *testing.T, c *testCluster, viaProxy bool) {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"net/http"
 	"os"
@@ -12,7 +11,6 @@ import (
 	"time"
 
 	"github.com/petrel-relay/petrel/internal/nip19"
-	"github.com/petrel-relay/petrel/internal/nip98"
 	"github.com/petrel-relay/petrel/internal/relaytest"
 )
 
@@ -75,7 +73,7 @@ func TestServeReload(t *testing.T) {
 
 	// A ban by the file (as an npub), beside a NIP-86 ban, and a setting
 	// that needs a restart.
-	if code, out := nip86Call(t, p.HTTP, admin, "banpubkey", bob.PK.Hex()); code != 200 {
+	if code, out := relaytest.NIP86(t, p.HTTP, admin, "banpubkey", bob.PK.Hex()); code != 200 {
 		t.Fatalf("NIP-86 ban: %d %v", code, out)
 	}
 	write("banned_pubkeys = [\"" + nip19.EncodePubKey(alice.PK) + "\"]\nblocked_ips = [\"192.0.2.0/24\"]\n[relay]\nmax_limit = 10\n")
@@ -104,7 +102,7 @@ func TestServeReload(t *testing.T) {
 	if doc := nip11(t, p.HTTP); doc["name"] != "reloaded" || doc["description"] != "from the file" {
 		t.Fatalf("NIP-11 after the reload: %v", doc)
 	}
-	if code, out := nip86Call(t, p.HTTP, admin, "changerelaydescription", "by NIP-86"); code != 200 {
+	if code, out := relaytest.NIP86(t, p.HTTP, admin, "changerelaydescription", "by NIP-86"); code != 200 {
 		t.Fatalf("NIP-86 description: %d %v", code, out)
 	}
 	write("", `name = "reloaded"`, `description = "from the file, again"`)
@@ -126,27 +124,6 @@ func reloadLines(log string) []string {
 		}
 	}
 	return out
-}
-
-// nip86Call calls method on the relay at base (http://host:port) as k.
-func nip86Call(t *testing.T, base string, k relaytest.Key, method string, params ...any) (int, map[string]any) {
-	t.Helper()
-	body, _ := json.Marshal(map[string]any{"method": method, "params": params})
-	url := base + "/"
-	req, err := http.NewRequest("POST", url, bytes.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/nostr+json+rpc")
-	req.Header.Set("Authorization", nip98.Header(k.SK, "POST", url, body, time.Now()))
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var out map[string]any
-	_ = json.NewDecoder(resp.Body).Decode(&out)
-	return resp.StatusCode, out
 }
 
 // nip11 reads the relay's NIP-11 document at base (http://host:port).

@@ -1,16 +1,12 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/petrel-relay/petrel/internal/nip98"
 	"github.com/petrel-relay/petrel/internal/relaytest"
 )
 
@@ -24,23 +20,9 @@ var e2eAdmin = relaytest.NewKey("e2e admin")
 // it is not a timing.
 func nip86AcrossNodes(t *testing.T, c *testCluster) {
 	spammer := relaytest.NewKey("e2e spammer " + newRun())
-	url := "http://" + strings.TrimPrefix(c.proxy, "ws://") + "/"
-	body, _ := json.Marshal(map[string]any{"method": "banpubkey", "params": []string{spammer.PK.Hex(), "spam"}})
-	req, err := http.NewRequest("POST", url, bytes.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/nostr+json+rpc")
-	req.Header.Set("Authorization", nip98.Header(e2eAdmin.SK, "POST", url, body, time.Now()))
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out map[string]any
-	_ = json.NewDecoder(resp.Body).Decode(&out)
-	resp.Body.Close()
-	if resp.StatusCode != 200 || out["result"] != true {
-		t.Fatalf("banpubkey through HAProxy: %d %v", resp.StatusCode, out)
+	base := "http://" + strings.TrimPrefix(c.proxy, "ws://")
+	if code, out := relaytest.NIP86(t, base, e2eAdmin, "banpubkey", spammer.PK.Hex(), "spam"); code != 200 || out["result"] != true {
+		t.Fatalf("banpubkey through HAProxy: %d %v", code, out)
 	}
 	banned := time.Now()
 	deadline := banned.Add(30 * time.Second)

@@ -3,12 +3,9 @@ package relay_test
 // The NIP-86 management API, wired into the server, end to end.
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -28,35 +25,7 @@ import (
 // decoded body.
 func nip86(t testing.TB, r *relaytest.Relay, k relaytest.Key, method string, params ...any) (int, map[string]any) {
 	t.Helper()
-	if params == nil {
-		params = []any{}
-	}
-	body, _ := json.Marshal(map[string]any{"method": method, "params": params})
-	url := r.HTTPURL() + "/"
-	return nip86With(t, url, body, nip98.Header(k.SK, "POST", url, body, time.Now()))
-}
-
-// nip86With posts body to url with the Authorization header auth.
-func nip86With(t testing.TB, url string, body []byte, auth string) (int, map[string]any) {
-	t.Helper()
-	req, err := http.NewRequest("POST", url, bytes.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/nostr+json+rpc")
-	req.Header.Set("Authorization", auth)
-	cl := &http.Client{Timeout: relaytest.DefaultTimeout, Transport: &http.Transport{DisableKeepAlives: true}}
-	resp, err := cl.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	var out map[string]any
-	if err := json.Unmarshal(raw, &out); err != nil {
-		t.Fatalf("%s: %d %s", body, resp.StatusCode, raw)
-	}
-	return resp.StatusCode, out
+	return relaytest.NIP86(t, r.HTTPURL(), k, method, params...)
 }
 
 func nip11Doc(t testing.TB, r *relaytest.Relay) map[string]any {
@@ -132,13 +101,13 @@ func TestNIP86Replay(t *testing.T) {
 	url := r.HTTPURL() + "/"
 	body := []byte(`{"method":"banpubkey","params":["` + alice.PK.Hex() + `"]}`)
 	auth := nip98.Header(admin.SK, "POST", url, body, time.Now())
-	if code, out := nip86With(t, url, body, auth); code != 200 || out["result"] != true {
+	if code, out := relaytest.NIP86With(t, url, body, auth); code != 200 || out["result"] != true {
 		t.Fatalf("first use: %d %v", code, out)
 	}
-	if code, out := nip86With(t, url, body, auth); code != 401 || !strings.Contains(out["error"].(string), "already used") {
+	if code, out := relaytest.NIP86With(t, url, body, auth); code != 401 || !strings.Contains(out["error"].(string), "already used") {
 		t.Fatalf("replay: %d %v; want 401 already used", code, out)
 	}
-	if code, out := nip86With(t, url, body, nip98.Header(admin.SK, "POST", url, body, time.Now())); code != 200 || out["result"] != true {
+	if code, out := relaytest.NIP86With(t, url, body, nip98.Header(admin.SK, "POST", url, body, time.Now())); code != 200 || out["result"] != true {
 		t.Fatalf("fresh token for the same call: %d %v", code, out)
 	}
 }

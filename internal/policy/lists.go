@@ -239,31 +239,10 @@ func NewLists(ctx context.Context, cfg Config, p Persister) (*Lists, error) {
 		p = &MemPersister{}
 	}
 	l := &Lists{p: p, now: time.Now}
-	if err := loadSet(ctx, p, KeyBannedPubKeys, s.bannedPK, parsePubKey); err != nil {
-		return nil, err
-	}
-	if err := loadSet(ctx, p, KeyAllowedPubKeys, s.allowedPK, parsePubKey); err != nil {
-		return nil, err
-	}
-	if err := loadSet(ctx, p, KeyBannedEvents, s.bannedEv, parseID); err != nil {
-		return nil, err
-	}
-	if err := loadSet(ctx, p, KeyAllowedEvents, s.allowedEv, parseID); err != nil {
-		return nil, err
-	}
-	if err := loadSet(ctx, p, KeyAllowedKinds, s.allowedKinds.set, parseKindKey); err != nil {
-		return nil, err
-	}
-	if err := loadSet(ctx, p, KeyDisallowedKinds, s.disallowedKinds.set, parseKindKey); err != nil {
-		return nil, err
-	}
-	if err := loadSet(ctx, p, KeyBlockedIPs, s.blocked.set, parseIPBlock); err != nil {
-		return nil, err
-	}
-	s.allowedKinds = newKindSet(s.allowedKinds.set)
-	s.disallowedKinds = newKindSet(s.disallowedKinds.set)
-	s.blocked = newIPSet(s.blocked.set)
 	l.snap.Store(s)
+	if _, err := l.refresh(ctx); err != nil {
+		return nil, err
+	}
 	return l, nil
 }
 
@@ -279,14 +258,7 @@ func (l *Lists) SetStatic(cfg Config) error {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	old := l.snap.Load()
-	next := *old
-	next.bannedPK = &set[nostr.PubKey]{static: ns.bannedPK.static, dynamic: old.bannedPK.dynamic}
-	next.allowedPK = &set[nostr.PubKey]{static: ns.allowedPK.static, dynamic: old.allowedPK.dynamic}
-	next.allowedKinds = newKindSet(&set[int]{static: ns.allowedKinds.static, dynamic: old.allowedKinds.dynamic})
-	next.disallowedKinds = newKindSet(&set[int]{static: ns.disallowedKinds.static, dynamic: old.disallowedKinds.dynamic})
-	next.blocked = newIPSet(&set[netip.Prefix]{static: ns.blocked.static, dynamic: old.blocked.dynamic})
-	l.snap.Store(&next)
+	l.snap.Store(layered(ns, l.snap.Load()))
 	return nil
 }
 
@@ -304,38 +276,52 @@ func (l *Lists) Refresh(ctx context.Context) (bool, error) {
 
 // refresh is Refresh with l.mu held.
 func (l *Lists) refresh(ctx context.Context) (bool, error) {
-	old := l.snap.Load()
-	bannedPK := &set[nostr.PubKey]{static: old.bannedPK.static, dynamic: map[nostr.PubKey]entry{}}
-	allowedPK := &set[nostr.PubKey]{static: old.allowedPK.static, dynamic: map[nostr.PubKey]entry{}}
-	bannedEv := &set[nostr.ID]{static: old.bannedEv.static, dynamic: map[nostr.ID]entry{}}
-	allowedEv := &set[nostr.ID]{static: old.allowedEv.static, dynamic: map[nostr.ID]entry{}}
-	allowedKinds := &set[int]{static: old.allowedKinds.static, dynamic: map[int]entry{}}
-	disallowedKinds := &set[int]{static: old.disallowedKinds.static, dynamic: map[int]entry{}}
-	blocked := &set[netip.Prefix]{static: old.blocked.static, dynamic: map[netip.Prefix]entry{}}
+	dy := &snapshot{
+		bannedPK: newSet[nostr.PubKey](), allowedPK: newSet[nostr.PubKey](),
+		bannedEv: newSet[nostr.ID](), allowedEv: newSet[nostr.ID](),
+		allowedKinds: &kindSet{set: newSet[int]()}, disallowedKinds: &kindSet{set: newSet[int]()},
+		blocked: &ipSet{set: newSet[netip.Prefix]()},
+	}
 	err := errors.Join(
-		loadSet(ctx, l.p, KeyBannedPubKeys, bannedPK, parsePubKey),
-		loadSet(ctx, l.p, KeyAllowedPubKeys, allowedPK, parsePubKey),
-		loadSet(ctx, l.p, KeyBannedEvents, bannedEv, parseID),
-		loadSet(ctx, l.p, KeyAllowedEvents, allowedEv, parseID),
-		loadSet(ctx, l.p, KeyAllowedKinds, allowedKinds, parseKindKey),
-		loadSet(ctx, l.p, KeyDisallowedKinds, disallowedKinds, parseKindKey),
-		loadSet(ctx, l.p, KeyBlockedIPs, blocked, parseIPBlock),
+		loadSet(ctx, l.p, KeyBannedPubKeys, dy.bannedPK, parsePubKey),
+		loadSet(ctx, l.p, KeyAllowedPubKeys, dy.allowedPK, parsePubKey),
+		loadSet(ctx, l.p, KeyBannedEvents, dy.bannedEv, parseID),
+		loadSet(ctx, l.p, KeyAllowedEvents, dy.allowedEv, parseID),
+		loadSet(ctx, l.p, KeyAllowedKinds, dy.allowedKinds.set, parseKindKey),
+		loadSet(ctx, l.p, KeyDisallowedKinds, dy.disallowedKinds.set, parseKindKey),
+		loadSet(ctx, l.p, KeyBlockedIPs, dy.blocked.set, parseIPBlock),
 	)
 	if err != nil {
 		return false, err
 	}
-	if maps.Equal(bannedPK.dynamic, old.bannedPK.dynamic) && maps.Equal(allowedPK.dynamic, old.allowedPK.dynamic) &&
-		maps.Equal(bannedEv.dynamic, old.bannedEv.dynamic) && maps.Equal(allowedEv.dynamic, old.allowedEv.dynamic) &&
-		maps.Equal(allowedKinds.dynamic, old.allowedKinds.dynamic) && maps.Equal(disallowedKinds.dynamic, old.disallowedKinds.dynamic) &&
-		maps.Equal(blocked.dynamic, old.blocked.dynamic) {
+	old := l.snap.Load()
+	if sameDynamic(old, dy) {
 		return false, nil
 	}
-	l.snap.Store(&snapshot{
-		bannedPK: bannedPK, allowedPK: allowedPK, bannedEv: bannedEv, allowedEv: allowedEv,
-		allowedKinds: newKindSet(allowedKinds), disallowedKinds: newKindSet(disallowedKinds),
-		blocked: newIPSet(blocked),
-	})
+	l.snap.Store(layered(old, dy))
 	return true, nil
+}
+
+// layered returns the snapshot of st's configuration layer and dy's
+// NIP-86 layer, its lookup structures built.
+func layered(st, dy *snapshot) *snapshot {
+	return &snapshot{
+		bannedPK:        &set[nostr.PubKey]{static: st.bannedPK.static, dynamic: dy.bannedPK.dynamic},
+		allowedPK:       &set[nostr.PubKey]{static: st.allowedPK.static, dynamic: dy.allowedPK.dynamic},
+		bannedEv:        &set[nostr.ID]{static: st.bannedEv.static, dynamic: dy.bannedEv.dynamic},
+		allowedEv:       &set[nostr.ID]{static: st.allowedEv.static, dynamic: dy.allowedEv.dynamic},
+		allowedKinds:    newKindSet(&set[int]{static: st.allowedKinds.static, dynamic: dy.allowedKinds.dynamic}),
+		disallowedKinds: newKindSet(&set[int]{static: st.disallowedKinds.static, dynamic: dy.disallowedKinds.dynamic}),
+		blocked:         newIPSet(&set[netip.Prefix]{static: st.blocked.static, dynamic: dy.blocked.dynamic}),
+	}
+}
+
+// sameDynamic reports whether a and b hold the same NIP-86 layer.
+func sameDynamic(a, b *snapshot) bool {
+	return maps.Equal(a.bannedPK.dynamic, b.bannedPK.dynamic) && maps.Equal(a.allowedPK.dynamic, b.allowedPK.dynamic) &&
+		maps.Equal(a.bannedEv.dynamic, b.bannedEv.dynamic) && maps.Equal(a.allowedEv.dynamic, b.allowedEv.dynamic) &&
+		maps.Equal(a.allowedKinds.dynamic, b.allowedKinds.dynamic) && maps.Equal(a.disallowedKinds.dynamic, b.disallowedKinds.dynamic) &&
+		maps.Equal(a.blocked.dynamic, b.blocked.dynamic)
 }
 
 // newStatic builds a snapshot holding the configuration's lists, with

@@ -8,8 +8,6 @@ package relay_test
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -550,13 +548,13 @@ func (s *lateList) Unverified(ctx context.Context, fn func(ev *nostr.Event) erro
 // of 2026-12-06 met the race unforced in TestOptimisticServesOnlyVerified:
 // held 2, pending 3).
 func TestOptimisticRecoveryListsEarlierHoldsOnly(t *testing.T) {
-	st, err := pebble.Open(pebble.Options{Path: t.TempDir(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	st, err := relaytest.OpenStore(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
 	g := newGate()
-	late := &lateList{Store: st, held: make(chan struct{}), listed: make(chan struct{})}
+	late := &lateList{Store: st.(*pebble.Store), held: make(chan struct{}), listed: make(chan struct{})}
 	r := relaytest.Start(t, relaytest.Options{Relay: relay.Config{VerifyMode: relay.VerifyOptimistic}, Verifier: g, Store: late})
 	g.openAtEnd(t)
 	alice := relaytest.NewKey("recovery alice")

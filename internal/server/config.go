@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"time"
 
 	"github.com/petrel-relay/petrel/internal/nip19"
@@ -123,7 +124,20 @@ type Config struct {
 // trusted proxies that are neither addresses nor prefixes,
 // proxy_protocol without trusted proxies.
 func (c Config) Check() error {
+	_, err := c.parse()
+	return err
+}
+
+// parsedConfig is what New takes from c's lists, parsed.
+type parsedConfig struct {
+	admins  []nostr.PubKey
+	proxies []netip.Prefix
+}
+
+// parse is Check, keeping what it parsed.
+func (c Config) parse() (parsedConfig, error) {
 	c = c.Normalize()
+	var p parsedConfig
 	var errs []error
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		errs = append(errs, fmt.Errorf("listen on %s: %v", c.Listen, err)) // as when the bind fails
@@ -133,16 +147,17 @@ func (c Config) Check() error {
 			errs = append(errs, fmt.Errorf("pprof listen on %s: %v", c.PprofListen, err))
 		}
 	}
-	if _, err := parseAdmins(c.Admins); err != nil {
+	var err error
+	if p.admins, err = parseAdmins(c.Admins); err != nil {
 		errs = append(errs, err)
 	}
-	if _, err := parseTrusted(c.TrustedProxies); err != nil {
+	if p.proxies, err = parseTrusted(c.TrustedProxies); err != nil {
 		errs = append(errs, err)
 	}
 	if c.ProxyProtocol && len(c.TrustedProxies) == 0 {
 		errs = append(errs, errors.New("server: proxy_protocol needs trusted_proxies: only a trusted proxy may send a PROXY header"))
 	}
-	return errors.Join(errs...)
+	return p, errors.Join(errs...)
 }
 
 // parseAdmins parses server.admins (hex, npub or nprofile, as every

@@ -84,11 +84,12 @@ func New(cfg Config, opts Options) (*Server, error) {
 	if s.version == "" {
 		s.version = "dev"
 	}
-	if err := cfg.Check(); err != nil {
+	parsed, err := cfg.parse()
+	if err != nil {
 		return nil, err
 	}
-	s.initNIP86()
-	s.proxies, _ = parseTrusted(cfg.TrustedProxies) // checked
+	s.initNIP86(parsed.admins)
+	s.proxies = parsed.proxies
 	s.slots = newSlots(cfg.MaxConnections, cfg.MaxConnectionsPerIP, cfg.HTTPReserve)
 	s.initMetrics()
 	st := s.statsDoc()
@@ -283,8 +284,7 @@ func (n nbioLogger) Error(f string, v ...any) {
 // lists, its NIP-11 information (changes persisted by Relay.ChangeInfo)
 // and its store (banevent deletes the stored copy). A ban of a pubkey or
 // a block of an address also closes the connections it concerns.
-func (s *Server) initNIP86() {
-	admins, _ := parseAdmins(s.cfg.Admins) // checked by Config.Check
+func (s *Server) initNIP86(admins []nostr.PubKey) {
 	s.admins = len(admins)
 	rl := s.relay
 	s.nip86 = NewNIP86Handler(NIP86Deps{

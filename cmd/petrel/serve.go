@@ -153,7 +153,8 @@ func checkConfig(cfg config.Config) error {
 	return errors.Join(errs...)
 }
 
-// checkedLine is what serve --check prints for a configuration it takes:
+// checkedLine is what serve --check prints for a configuration it takes
+// (loaded, so normalized):
 // where it came from and what it sets up (no secret: the PostgreSQL URL
 // is left out).
 func checkedLine(path string, cfg config.Config) string {
@@ -170,7 +171,7 @@ func checkedLine(path string, cfg config.Config) string {
 		node = "cluster on " + cfg.Cluster.NATSURL + ", subject " + cfg.Cluster.Subject
 	}
 	return fmt.Sprintf("config OK: %s: listen %s, %s, %s, verify_mode %s",
-		from, cfg.Server.Normalize().Listen, st, node, cfg.Relay.Normalize().VerifyMode)
+		from, cfg.Server.Listen, st, node, cfg.Relay.VerifyMode)
 }
 
 // serve runs the relay cfg describes until SIGINT or SIGTERM; at SIGHUP
@@ -379,7 +380,7 @@ func reload(running config.Config, load func() (config.Config, error), rl *relay
 	}
 	closed := 0
 	if len(lists) > 0 {
-		if err := rl.Lists().SetStatic(next.Policy.Normalize()); err != nil {
+		if err := rl.Lists().SetStatic(next.Policy); err != nil {
 			log.Error("config reload refused; running as before", "err", err)
 			return running
 		}

@@ -408,28 +408,11 @@ func reload(running config.Config, load func() (config.Config, error), rl *relay
 // backed up, exported with it and survive like the events. A store that
 // cannot keep them falls back to a directory beside its path.
 func policyPersister(cfg config.Config, st store.Store) policy.Persister {
-	if m, ok := st.(metaStore); ok {
-		return storePersister{m}
+	if m, ok := st.(policy.MetaStore); ok {
+		return policy.MetaPersister{Store: m}
 	}
 	p := filepath.Clean(cfg.Store.Path)
 	return policy.DirPersister{Dir: filepath.Join(filepath.Dir(p), filepath.Base(p)+"-policy")}
-}
-
-// metaStore is a store that keeps small named blobs (the pebble store).
-type metaStore interface {
-	LoadMeta(ctx context.Context, name string) ([]byte, error)
-	SaveMeta(ctx context.Context, name string, value []byte) error
-}
-
-// storePersister adapts a metaStore to policy.Persister.
-type storePersister struct{ metaStore }
-
-func (p storePersister) Load(ctx context.Context, key string) ([]byte, error) {
-	return p.LoadMeta(ctx, key)
-}
-
-func (p storePersister) Save(ctx context.Context, key string, value []byte) error {
-	return p.SaveMeta(ctx, key, value)
 }
 
 // checkCluster reports a cluster (cluster.nats_url) over a store the

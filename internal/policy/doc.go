@@ -27,7 +27,7 @@
 // # Lists: static and dynamic layers
 //
 // Each list has two layers. The static layer comes from the configuration
-// file and is fixed for the life of the process; the dynamic layer is
+// file (replaced whole by SetStatic, at a reload); the dynamic layer is
 // changed by NIP-86 calls, persisted through a Persister (one JSON document
 // per list, see the Key constants) before the call returns, and loaded at
 // start. A value is on a list if either layer holds it. Removing a value
@@ -36,12 +36,15 @@
 // ErrStatic: what the file says is changed in the file. Banning a pubkey
 // or disallowing a kind the file allows succeeds and leaves the file's
 // entry, and the ban or disallowance wins. Adding a value that the file
-// already lists leaves that list unchanged.
+// already lists records it in the dynamic layer too (listed once, as the
+// file's), so the administrator's decision stays if the file's entry goes.
 //
 // Lookups read an immutable snapshot through an atomic pointer: no lock is
-// taken on the hot path. Changes are serialized by a mutex; a change copies
-// each list it changes (one or two), and persists each before publishing a
-// new snapshot with it, so memory never runs ahead of what is saved.
+// taken on the hot path. Changes are serialized by a mutex; a change edits
+// each list it changes (one or two) as persisted, in one atomic step where
+// the Persister is an Updater (a store several nodes share), and publishes
+// a new snapshot with the list as saved, so memory never runs ahead of
+// what is saved and two nodes' changes never undo each other.
 //
 // # Rate limits
 //

@@ -80,38 +80,6 @@ func (s *set[K]) has(k K) bool {
 
 func (s *set[K]) empty() bool { return len(s.static) == 0 && len(s.dynamic) == 0 }
 
-// with returns a copy of s whose dynamic layer also holds k. It returns s
-// itself when k is already in the static layer.
-func (s *set[K]) with(k K, e entry) *set[K] {
-	if _, ok := s.static[k]; ok {
-		return s
-	}
-	d := make(map[K]entry, len(s.dynamic)+1)
-	for k, v := range s.dynamic {
-		d[k] = v
-	}
-	d[k] = e
-	return &set[K]{static: s.static, dynamic: d}
-}
-
-// without returns a copy of s whose dynamic layer does not hold k, or s
-// itself if it did not. It fails with ErrStatic if the static layer has k.
-func (s *set[K]) without(k K) (*set[K], error) {
-	if _, ok := s.static[k]; ok {
-		return nil, ErrStatic
-	}
-	if _, ok := s.dynamic[k]; !ok {
-		return s, nil
-	}
-	d := make(map[K]entry, len(s.dynamic))
-	for kk, v := range s.dynamic {
-		if kk != k {
-			d[kk] = v
-		}
-	}
-	return &set[K]{static: s.static, dynamic: d}, nil
-}
-
 // kindSet is a set of kinds with a bitmap of both layers for lookups.
 type kindSet struct {
 	*set[int]
@@ -428,39 +396,85 @@ func (l *Lists) CheckIP(ip netip.Addr) *nostr.Rejection {
 	return nil
 }
 
-// change is one list's new state: saved under key, then applied.
-type change struct {
-	key   string
-	data  []byte
-	apply func(*snapshot)
+// errUnchanged is what an edit returns to Update when the list as
+// persisted already is as asked: nothing is saved.
+var errUnchanged = errors.New("policy: unchanged")
+
+// change is one edit of one list.
+type change func(ctx context.Context, l *Lists) error
+
+// list is where one list is persisted and kept in a snapshot.
+type list[K comparable] struct {
+	key    string
+	parse  func(string) (K, error)
+	format func(K) string
+	get    func(*snapshot) *set[K]
+	put    func(*snapshot, *set[K])
 }
 
-// commit persists the changes in order and publishes each one as soon as
-// it is durable, so memory never runs ahead of what is saved. Callers order
-// changes so that every intermediate state (what a crash between two saves
-// leaves) is the stricter one or the target one. l.mu must be held.
-func (l *Lists) commit(ctx context.Context, changes ...change) error {
-	for _, c := range changes {
-		if c.apply == nil {
-			continue
-		}
-		if err := l.p.Save(ctx, c.key, c.data); err != nil {
-			return fmt.Errorf("policy: save %s: %w", c.key, err)
+var (
+	bannedPubKeys = list[nostr.PubKey]{KeyBannedPubKeys, parsePubKey, fmtPubKey,
+		func(s *snapshot) *set[nostr.PubKey] { return s.bannedPK }, func(s *snapshot, v *set[nostr.PubKey]) { s.bannedPK = v }}
+	allowedPubKeys = list[nostr.PubKey]{KeyAllowedPubKeys, parsePubKey, fmtPubKey,
+		func(s *snapshot) *set[nostr.PubKey] { return s.allowedPK }, func(s *snapshot, v *set[nostr.PubKey]) { s.allowedPK = v }}
+	bannedEvents = list[nostr.ID]{KeyBannedEvents, parseID, fmtID,
+		func(s *snapshot) *set[nostr.ID] { return s.bannedEv }, func(s *snapshot, v *set[nostr.ID]) { s.bannedEv = v }}
+	allowedEvents = list[nostr.ID]{KeyAllowedEvents, parseID, fmtID,
+		func(s *snapshot) *set[nostr.ID] { return s.allowedEv }, func(s *snapshot, v *set[nostr.ID]) { s.allowedEv = v }}
+	allowedKinds = list[int]{KeyAllowedKinds, parseKindKey, fmtKind,
+		func(s *snapshot) *set[int] { return s.allowedKinds.set }, func(s *snapshot, v *set[int]) { s.allowedKinds = newKindSet(v) }}
+	disallowedKinds = list[int]{KeyDisallowedKinds, parseKindKey, fmtKind,
+		func(s *snapshot) *set[int] { return s.disallowedKinds.set }, func(s *snapshot, v *set[int]) { s.disallowedKinds = newKindSet(v) }}
+	blockedIPs = list[netip.Prefix]{KeyBlockedIPs, parseIPBlock, formatIPBlock,
+		func(s *snapshot) *set[netip.Prefix] { return s.blocked.set }, func(s *snapshot, v *set[netip.Prefix]) { s.blocked = newIPSet(v) }}
+)
+
+// add is the change that puts k on li's NIP-86 layer (replacing its
+// entry if it has one), whether or not the configuration file has it
+// too: the administrator's decision stays if the file's entry goes.
+func (li list[K]) add(k K, e entry) change {
+	return li.edit(func(m map[K]entry) bool { m[k] = e; return true })
+}
+
+// remove is the change that takes k off li's NIP-86 layer. The
+// configuration file's entry, if any, stays.
+func (li list[K]) remove(k K) change {
+	return li.edit(func(m map[K]entry) bool {
+		_, ok := m[k]
+		delete(m, k)
+		return ok
+	})
+}
+
+// edit is the change that applies op to li's NIP-86 layer as persisted
+// (op reports whether it changed it; if not, nothing is saved) and
+// publishes the result, which carries what other nodes sharing the
+// store changed in that list too.
+func (li list[K]) edit(op func(map[K]entry) bool) change {
+	return func(ctx context.Context, l *Lists) error {
+		var dyn map[K]entry
+		err := Update(ctx, l.p, li.key, func(old []byte, found bool) ([]byte, error) {
+			m := make(map[K]entry)
+			if found {
+				var err error
+				if m, err = decodeSet(old, li.parse); err != nil {
+					return nil, err
+				}
+			}
+			dyn = m
+			if !op(m) {
+				return nil, errUnchanged
+			}
+			return encodeSet(m, li.format), nil
+		})
+		if err != nil && !errors.Is(err, errUnchanged) {
+			return fmt.Errorf("policy: save %s: %w", li.key, err)
 		}
 		next := *l.snap.Load()
-		c.apply(&next)
+		li.put(&next, &set[K]{static: li.get(&next).static, dynamic: dyn})
 		l.snap.Store(&next)
+		return nil
 	}
-	return nil
-}
-
-// setChange builds the change that replaces old by ns (through apply), or
-// an empty change if ns is old.
-func setChange[K comparable](key string, old, ns *set[K], format func(K) string, apply func(*snapshot, *set[K])) change {
-	if ns == old {
-		return change{}
-	}
-	return change{key: key, data: encodeSet(ns, format), apply: func(s *snapshot) { apply(s, ns) }}
 }
 
 func (l *Lists) stamp(reason string) entry { return entry{reason: reason, at: l.now().Unix()} }
@@ -469,47 +483,38 @@ func fmtPubKey(pk nostr.PubKey) string { return pk.Hex() }
 func fmtID(id nostr.ID) string         { return id.Hex() }
 func fmtKind(k int) string             { return strconv.Itoa(k) }
 
-func setBannedPK(s *snapshot, v *set[nostr.PubKey])  { s.bannedPK = v }
-func setAllowedPK(s *snapshot, v *set[nostr.PubKey]) { s.allowedPK = v }
-func setBannedEv(s *snapshot, v *set[nostr.ID])      { s.bannedEv = v }
-func setAllowedEv(s *snapshot, v *set[nostr.ID])     { s.allowedEv = v }
-func setAllowedKinds(s *snapshot, v *set[int])       { s.allowedKinds = newKindSet(v) }
-func setDisallowedKinds(s *snapshot, v *set[int])    { s.disallowedKinds = newKindSet(v) }
-func setBlocked(s *snapshot, v *set[netip.Prefix])   { s.blocked = newIPSet(v) }
+// do makes the changes in order, each to its list as persisted (read,
+// edited and saved as one step: see Update) and published as soon as it
+// is durable, so memory never runs ahead of what is saved. Callers order
+// changes so that every intermediate state (what a crash between two
+// saves leaves) is the stricter one or the target one. Changes through
+// one Lists are made one at a time; through several on one shared store
+// (the nodes of a cluster) none undoes another's.
+func (l *Lists) do(ctx context.Context, changes ...change) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, c := range changes {
+		if err := c(ctx, l); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
 // BanPubKey adds pk to the banned list and removes it from the allowed
 // list (NIP-86 banpubkey). If the configuration file allows pk, that entry
 // stays, but the ban wins: CheckEvent looks at bans first.
 func (l *Lists) BanPubKey(ctx context.Context, pk nostr.PubKey, reason string) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if _, err := l.refresh(ctx); err != nil {
-		return err
-	}
-	s := l.snap.Load()
-	unallowed, err := s.allowedPK.without(pk)
-	if err != nil {
-		unallowed = s.allowedPK
-	}
-	return l.commit(ctx,
-		setChange(KeyBannedPubKeys, s.bannedPK, s.bannedPK.with(pk, l.stamp(reason)), fmtPubKey, setBannedPK),
-		setChange(KeyAllowedPubKeys, s.allowedPK, unallowed, fmtPubKey, setAllowedPK))
+	return l.do(ctx, bannedPubKeys.add(pk, l.stamp(reason)), allowedPubKeys.remove(pk))
 }
 
 // UnbanPubKey removes pk from the banned list (NIP-86 unbanpubkey). It
 // fails with ErrStatic if the configuration file bans pk.
 func (l *Lists) UnbanPubKey(ctx context.Context, pk nostr.PubKey) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if _, err := l.refresh(ctx); err != nil {
-		return err
+	if inFile(l, bannedPubKeys.get, pk) {
+		return fmt.Errorf("%w: pubkey %s is on banned_pubkeys", ErrStatic, pk.Hex())
 	}
-	s := l.snap.Load()
-	ns, err := s.bannedPK.without(pk)
-	if err != nil {
-		return fmt.Errorf("%w: pubkey %s is on banned_pubkeys", err, pk.Hex())
-	}
-	return l.commit(ctx, setChange(KeyBannedPubKeys, s.bannedPK, ns, fmtPubKey, setBannedPK))
+	return l.do(ctx, bannedPubKeys.remove(pk))
 }
 
 // AllowPubKey adds pk to the allowed list and removes it from the banned
@@ -517,64 +522,32 @@ func (l *Lists) UnbanPubKey(ctx context.Context, pk nostr.PubKey) error {
 // pubkeys on it may publish. It fails with ErrStatic if the configuration
 // file bans pk.
 func (l *Lists) AllowPubKey(ctx context.Context, pk nostr.PubKey, reason string) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if _, err := l.refresh(ctx); err != nil {
-		return err
+	if inFile(l, bannedPubKeys.get, pk) {
+		return fmt.Errorf("%w: pubkey %s is on banned_pubkeys", ErrStatic, pk.Hex())
 	}
-	s := l.snap.Load()
-	unbanned, err := s.bannedPK.without(pk)
-	if err != nil {
-		return fmt.Errorf("%w: pubkey %s is on banned_pubkeys", err, pk.Hex())
-	}
-	return l.commit(ctx,
-		setChange(KeyAllowedPubKeys, s.allowedPK, s.allowedPK.with(pk, l.stamp(reason)), fmtPubKey, setAllowedPK),
-		setChange(KeyBannedPubKeys, s.bannedPK, unbanned, fmtPubKey, setBannedPK))
+	return l.do(ctx, allowedPubKeys.add(pk, l.stamp(reason)), bannedPubKeys.remove(pk))
 }
 
 // UnallowPubKey removes pk from the allowed list (NIP-86 unallowpubkey).
 // It fails with ErrStatic if the configuration file allows pk.
 func (l *Lists) UnallowPubKey(ctx context.Context, pk nostr.PubKey) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if _, err := l.refresh(ctx); err != nil {
-		return err
+	if inFile(l, allowedPubKeys.get, pk) {
+		return fmt.Errorf("%w: pubkey %s is on allowed_pubkeys", ErrStatic, pk.Hex())
 	}
-	s := l.snap.Load()
-	ns, err := s.allowedPK.without(pk)
-	if err != nil {
-		return fmt.Errorf("%w: pubkey %s is on allowed_pubkeys", err, pk.Hex())
-	}
-	return l.commit(ctx, setChange(KeyAllowedPubKeys, s.allowedPK, ns, fmtPubKey, setAllowedPK))
+	return l.do(ctx, allowedPubKeys.remove(pk))
 }
 
 // BanEvent adds id to the banned events and removes it from the allowed
 // events (NIP-86 banevent). Removing an already stored copy is the
 // caller's job.
 func (l *Lists) BanEvent(ctx context.Context, id nostr.ID, reason string) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if _, err := l.refresh(ctx); err != nil {
-		return err
-	}
-	s := l.snap.Load()
-	unallowed, _ := s.allowedEv.without(id) // no static layer for events
 	// The allowance goes first: an allowed event passes even if banned.
-	return l.commit(ctx,
-		setChange(KeyAllowedEvents, s.allowedEv, unallowed, fmtID, setAllowedEv),
-		setChange(KeyBannedEvents, s.bannedEv, s.bannedEv.with(id, l.stamp(reason)), fmtID, setBannedEv))
+	return l.do(ctx, allowedEvents.remove(id), bannedEvents.add(id, l.stamp(reason)))
 }
 
 // UnbanEvent removes id from the banned events (NIP-86 unbanevent).
 func (l *Lists) UnbanEvent(ctx context.Context, id nostr.ID) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if _, err := l.refresh(ctx); err != nil {
-		return err
-	}
-	s := l.snap.Load()
-	ns, _ := s.bannedEv.without(id)
-	return l.commit(ctx, setChange(KeyBannedEvents, s.bannedEv, ns, fmtID, setBannedEv))
+	return l.do(ctx, bannedEvents.remove(id))
 }
 
 // AllowEvent adds id to the allowed events and removes it from the banned
@@ -582,28 +555,12 @@ func (l *Lists) UnbanEvent(ctx context.Context, id nostr.ID) error {
 // CheckEvent (pubkey and kind lists included): it is the operator's
 // explicit decision on that one event. Rate limits and plugins still apply.
 func (l *Lists) AllowEvent(ctx context.Context, id nostr.ID, reason string) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if _, err := l.refresh(ctx); err != nil {
-		return err
-	}
-	s := l.snap.Load()
-	unbanned, _ := s.bannedEv.without(id)
-	return l.commit(ctx,
-		setChange(KeyAllowedEvents, s.allowedEv, s.allowedEv.with(id, l.stamp(reason)), fmtID, setAllowedEv),
-		setChange(KeyBannedEvents, s.bannedEv, unbanned, fmtID, setBannedEv))
+	return l.do(ctx, allowedEvents.add(id, l.stamp(reason)), bannedEvents.remove(id))
 }
 
 // UnallowEvent removes id from the allowed events (NIP-86 unallowevent).
 func (l *Lists) UnallowEvent(ctx context.Context, id nostr.ID) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if _, err := l.refresh(ctx); err != nil {
-		return err
-	}
-	s := l.snap.Load()
-	ns, _ := s.allowedEv.without(id)
-	return l.commit(ctx, setChange(KeyAllowedEvents, s.allowedEv, ns, fmtID, setAllowedEv))
+	return l.do(ctx, allowedEvents.remove(id))
 }
 
 // AllowKind adds kind to the allowed kinds and removes it from the
@@ -615,19 +572,10 @@ func (l *Lists) AllowKind(ctx context.Context, kind int) error {
 	if err := checkKind(kind); err != nil {
 		return err
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if _, err := l.refresh(ctx); err != nil {
-		return err
+	if inFile(l, disallowedKinds.get, kind) {
+		return fmt.Errorf("%w: kind %d is on disallowed_kinds", ErrStatic, kind)
 	}
-	s := l.snap.Load()
-	undis, err := s.disallowedKinds.without(kind)
-	if err != nil {
-		return fmt.Errorf("%w: kind %d is on disallowed_kinds", err, kind)
-	}
-	return l.commit(ctx,
-		setChange(KeyAllowedKinds, s.allowedKinds.set, s.allowedKinds.with(kind, l.stamp("")), fmtKind, setAllowedKinds),
-		setChange(KeyDisallowedKinds, s.disallowedKinds.set, undis, fmtKind, setDisallowedKinds))
+	return l.do(ctx, allowedKinds.add(kind, l.stamp("")), disallowedKinds.remove(kind))
 }
 
 // DisallowKind adds kind to the disallowed kinds and removes it from the
@@ -638,19 +586,7 @@ func (l *Lists) DisallowKind(ctx context.Context, kind int) error {
 	if err := checkKind(kind); err != nil {
 		return err
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if _, err := l.refresh(ctx); err != nil {
-		return err
-	}
-	s := l.snap.Load()
-	unallowed, err := s.allowedKinds.without(kind)
-	if err != nil {
-		unallowed = s.allowedKinds.set
-	}
-	return l.commit(ctx,
-		setChange(KeyDisallowedKinds, s.disallowedKinds.set, s.disallowedKinds.with(kind, l.stamp("")), fmtKind, setDisallowedKinds),
-		setChange(KeyAllowedKinds, s.allowedKinds.set, unallowed, fmtKind, setAllowedKinds))
+	return l.do(ctx, disallowedKinds.add(kind, l.stamp("")), allowedKinds.remove(kind))
 }
 
 // BlockIP adds an address ("203.0.113.7") or a CIDR prefix
@@ -663,13 +599,7 @@ func (l *Lists) BlockIP(ctx context.Context, ip, reason string) error {
 	if err != nil {
 		return err
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if _, err := l.refresh(ctx); err != nil {
-		return err
-	}
-	s := l.snap.Load()
-	return l.commit(ctx, setChange(KeyBlockedIPs, s.blocked.set, s.blocked.with(p, l.stamp(reason)), formatIPBlock, setBlocked))
+	return l.do(ctx, blockedIPs.add(p, l.stamp(reason)))
 }
 
 // UnblockIP removes an address or prefix from the blocked list (NIP-86
@@ -681,17 +611,18 @@ func (l *Lists) UnblockIP(ctx context.Context, ip string) error {
 	if err != nil {
 		return err
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if _, err := l.refresh(ctx); err != nil {
-		return err
+	if inFile(l, blockedIPs.get, p) {
+		return fmt.Errorf("%w: %s is on blocked_ips", ErrStatic, formatIPBlock(p))
 	}
-	s := l.snap.Load()
-	ns, err := s.blocked.without(p)
-	if err != nil {
-		return fmt.Errorf("%w: %s is on blocked_ips", err, formatIPBlock(p))
-	}
-	return l.commit(ctx, setChange(KeyBlockedIPs, s.blocked.set, ns, formatIPBlock, setBlocked))
+	return l.do(ctx, blockedIPs.remove(p))
+}
+
+// inFile reports whether the configuration file puts k on the list get
+// returns. (A reload may change the file's layer between this check and
+// the change; the change then is made as if it had come first.)
+func inFile[K comparable](l *Lists, get func(*snapshot) *set[K], k K) bool {
+	_, ok := get(l.snap.Load()).static[k]
+	return ok
 }
 
 // PubKeyEntry is one pubkey on a list.
@@ -804,11 +735,11 @@ type fileEntry struct {
 	At     int64  `json:"at,omitempty"`
 }
 
-// encodeSet returns the persisted document of s's dynamic layer, entries
+// encodeSet returns the persisted document of a NIP-86 layer, entries
 // sorted by key.
-func encodeSet[K comparable](s *set[K], format func(K) string) []byte {
-	doc := fileDoc{Version: fileVersion, Entries: make([]fileEntry, 0, len(s.dynamic))}
-	for k, e := range s.dynamic {
+func encodeSet[K comparable](m map[K]entry, format func(K) string) []byte {
+	doc := fileDoc{Version: fileVersion, Entries: make([]fileEntry, 0, len(m))}
+	for k, e := range m {
 		doc.Entries = append(doc.Entries, fileEntry{Key: format(k), Reason: e.reason, At: e.at})
 	}
 	slices.SortFunc(doc.Entries, func(a, b fileEntry) int { return strings.Compare(a.Key, b.Key) })

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/petrel-relay/petrel/internal/nostr"
 	"github.com/petrel-relay/petrel/internal/store"
@@ -217,12 +218,27 @@ func TestListsStaticLayer(t *testing.T) {
 			t.Fatalf("entry %+v: wrong Static", e)
 		}
 	}
-	// Adding what the file already lists is a no-op.
+	// A NIP-86 ban of what the file already bans is recorded too (listed
+	// once, as the file's), so it stays when the file's entry goes.
 	p := &MemPersister{}
 	l = newTestLists(t, cfg, p)
 	f(l.BanPubKey(ctx, a, "again"), nil)
-	if _, err := p.Load(ctx, KeyBannedPubKeys); !errors.Is(err, ErrNotFound) {
-		t.Fatalf("static re-ban persisted: %v", err)
+	if _, err := p.Load(ctx, KeyBannedPubKeys); err != nil {
+		t.Fatalf("a ban of what the file bans was not persisted: %v", err)
+	}
+	if banned := l.BannedPubKeys(); len(banned) != 1 || !banned[0].Static {
+		t.Fatalf("banned %+v, want a once, as the file's", banned)
+	}
+	f(l.UnbanPubKey(ctx, a), ErrStatic)
+	if err := l.SetStatic(Config{}); err != nil {
+		t.Fatal(err)
+	}
+	if banned := l.BannedPubKeys(); len(banned) != 1 || banned[0].Static || banned[0].Reason != "again" {
+		t.Fatalf("after the file's ban went: %+v, want NIP-86's", banned)
+	}
+	f(l.UnbanPubKey(ctx, a), nil)
+	if l.CheckEvent(testEventBy(keyN(1), 1, "x")) != nil {
+		t.Fatal("still banned after unbanpubkey")
 	}
 }
 
@@ -348,6 +364,13 @@ func (p *failOn) Save(ctx context.Context, key string, v []byte) error {
 		return errors.New("disk full")
 	}
 	return p.MemPersister.Save(ctx, key, v)
+}
+
+func (p *failOn) Update(ctx context.Context, key string, f func([]byte, bool) ([]byte, error)) error {
+	if key == p.key {
+		return errors.New("disk full")
+	}
+	return p.MemPersister.Update(ctx, key, f)
 }
 
 func TestListsSaveFailure(t *testing.T) {
@@ -522,8 +545,7 @@ func FuzzDecodeList(f *testing.F) {
 			}
 			return
 		}
-		s := &set[netip.Prefix]{dynamic: m}
-		m2, err := decodeSet(encodeSet(s, formatIPBlock), parseIPBlock)
+		m2, err := decodeSet(encodeSet(m, formatIPBlock), parseIPBlock)
 		if err != nil || len(m2) != len(m) {
 			t.Fatalf("re-decode: %v, %d vs %d entries", err, len(m2), len(m))
 		}
@@ -617,6 +639,63 @@ func TestListsShared(t *testing.T) {
 		}
 		if l.CheckIP(netip.MustParseAddr("192.0.2.1")) == nil {
 			t.Fatalf("node %d does not block node 2's address", n+1)
+		}
+	}
+}
+
+// latent is a MemPersister whose every call takes a little while, as a
+// database's round trip does.
+type latent struct{ MemPersister }
+
+func (p *latent) Load(ctx context.Context, key string) ([]byte, error) {
+	time.Sleep(200 * time.Microsecond)
+	return p.MemPersister.Load(ctx, key)
+}
+
+func (p *latent) Save(ctx context.Context, key string, v []byte) error {
+	time.Sleep(200 * time.Microsecond)
+	return p.MemPersister.Save(ctx, key, v)
+}
+
+func (p *latent) Update(ctx context.Context, key string, f func([]byte, bool) ([]byte, error)) error {
+	time.Sleep(200 * time.Microsecond)
+	return p.MemPersister.Update(ctx, key, func(old []byte, found bool) ([]byte, error) {
+		time.Sleep(200 * time.Microsecond)
+		return f(old, found)
+	})
+}
+
+// TestListsSharedAtOnce: two Lists on one persister (two nodes on one
+// store), each changing the same lists at the same time (two admins
+// working through two nodes): every change stays, in the store and, once
+// refreshed, on both nodes.
+func TestListsSharedAtOnce(t *testing.T) {
+	p := &latent{}
+	nodes := []*Lists{newTestLists(t, Config{}, p), newTestLists(t, Config{}, p)}
+	const each = 20
+	var wg sync.WaitGroup
+	errs := make(chan error, 4*each)
+	for n, l := range nodes {
+		wg.Go(func() {
+			for i := range each {
+				errs <- l.BanPubKey(ctx, pkN(100*n+i), "")
+				errs <- l.BlockIP(ctx, fmt.Sprintf("192.0.%d.%d", n, i), "")
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for n, l := range append(nodes, newTestLists(t, Config{}, p)) {
+		if _, err := l.Refresh(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got, got2 := len(l.BannedPubKeys()), len(l.BlockedIPs()); got != 2*each || got2 != 2*each {
+			t.Fatalf("node %d: %d pubkeys banned and %d addresses blocked, want %d of each", n+1, got, got2, 2*each)
 		}
 	}
 }

@@ -32,6 +32,85 @@ type Persister interface {
 	Save(ctx context.Context, key string, value []byte) error
 }
 
+// Updater is a Persister whose storage other processes may write too
+// (the PostgreSQL store, shared by the nodes of a cluster). Its Update
+// changes one key as one atomic step against every other Update of the
+// key, whichever process makes it, so that two changes made at once
+// through two nodes both stay.
+type Updater interface {
+	// Update calls f with the value saved under key (nil and found false
+	// if there is none) and saves what f returns, durably, before it
+	// returns; no other Update of key runs in between. If f fails,
+	// nothing is saved and Update returns f's error. f may be called
+	// more than once (a retried transaction) and must not keep old.
+	Update(ctx context.Context, key string, f func(old []byte, found bool) ([]byte, error)) error
+}
+
+// Update changes key through p with f (see Updater): atomically if p is
+// an Updater, else by Load, f and Save, which is atomic only among
+// callers that serialize their changes of key (as Lists and the relay do
+// within one process).
+func Update(ctx context.Context, p Persister, key string, f func(old []byte, found bool) ([]byte, error)) error {
+	if u, ok := p.(Updater); ok {
+		return u.Update(ctx, key, f)
+	}
+	return loadSave(ctx, p, key, f)
+}
+
+// loadSave is Update by Load, f and Save.
+func loadSave(ctx context.Context, p Persister, key string, f func(old []byte, found bool) ([]byte, error)) error {
+	old, err := p.Load(ctx, key)
+	found := err == nil
+	if err != nil && !isNotFound(err) {
+		return err
+	}
+	if !found {
+		old = nil
+	}
+	v, err := f(old, found)
+	if err != nil {
+		return err
+	}
+	return p.Save(ctx, key, v)
+}
+
+// MetaStore is a store that keeps small named blobs beside its events
+// (both of petrel's stores).
+type MetaStore interface {
+	LoadMeta(ctx context.Context, name string) ([]byte, error)
+	SaveMeta(ctx context.Context, name string, value []byte) error
+}
+
+// metaUpdater is a MetaStore that changes a blob atomically against
+// other processes (the PostgreSQL store).
+type metaUpdater interface {
+	UpdateMeta(ctx context.Context, name string, f func(old []byte, found bool) ([]byte, error)) error
+}
+
+// MetaPersister is the Persister over a store's named blobs, so that the
+// NIP-86 state is backed up, exported and shared with the events. It is
+// an Updater: through the store's UpdateMeta if it has one, else by
+// Load, f and Save.
+type MetaPersister struct{ Store MetaStore }
+
+// Load returns the blob saved under key.
+func (p MetaPersister) Load(ctx context.Context, key string) ([]byte, error) {
+	return p.Store.LoadMeta(ctx, key)
+}
+
+// Save saves value under key.
+func (p MetaPersister) Save(ctx context.Context, key string, value []byte) error {
+	return p.Store.SaveMeta(ctx, key, value)
+}
+
+// Update changes key with f (see Updater).
+func (p MetaPersister) Update(ctx context.Context, key string, f func(old []byte, found bool) ([]byte, error)) error {
+	if u, ok := p.Store.(metaUpdater); ok {
+		return u.UpdateMeta(ctx, key, f)
+	}
+	return loadSave(ctx, p, key, f)
+}
+
 func isNotFound(err error) bool {
 	return errors.Is(err, ErrNotFound) || errors.Is(err, store.ErrNotFound)
 }
@@ -61,6 +140,24 @@ func (p *MemPersister) Load(_ context.Context, key string) ([]byte, error) {
 func (p *MemPersister) Save(_ context.Context, key string, value []byte) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	return p.save(key, value)
+}
+
+// Update changes key with f under p's lock (see Updater): several Lists
+// on one MemPersister are the nodes of a cluster on one shared store.
+func (p *MemPersister) Update(_ context.Context, key string, f func(old []byte, found bool) ([]byte, error)) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	old, found := p.m[key]
+	v, err := f(append([]byte(nil), old...), found)
+	if err != nil {
+		return err
+	}
+	return p.save(key, v)
+}
+
+// save is Save with p.mu held.
+func (p *MemPersister) save(key string, value []byte) error {
 	if p.Fail != nil {
 		return p.Fail
 	}

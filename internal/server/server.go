@@ -299,7 +299,11 @@ func (s *Server) initNIP86(admins []nostr.PubKey) {
 		Logger: s.log,
 		OnChange: func(method string) {
 			switch method {
-			case "banpubkey", "blockip":
+			// Every change of the banned pubkeys or the blocked
+			// addresses: one that lifts something is made to the list
+			// as persisted, which may carry a ban or block another
+			// node has just made (policy.Lists).
+			case "banpubkey", "unbanpubkey", "allowpubkey", "blockip", "unblockip":
 				if n := rl.DisconnectBlocked(); n > 0 {
 					s.log.Info("nip86: closed connections", "method", method, "count", n)
 				}

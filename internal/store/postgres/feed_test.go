@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -199,5 +200,58 @@ func TestMeta(t *testing.T) {
 	a.Close()
 	if err := a.SaveMeta(ctx, "x", nil); !errors.Is(err, store.ErrClosed) {
 		t.Fatalf("SaveMeta after Close = %v", err)
+	}
+}
+
+// TestUpdateMeta: UpdateMeta is one atomic step across the nodes of a
+// schema: counters incremented at once through two nodes, by several
+// goroutines each, lose no increment. The first call finds nothing; a
+// failing f saves nothing (not even the row it would have made) and its
+// error comes back as it is.
+func TestUpdateMeta(t *testing.T) {
+	a := openTest(t, Options{})
+	b := openTest(t, Options{Schema: a.opts.Schema})
+	ctx := context.Background()
+	errNo := errors.New("no")
+	err := a.UpdateMeta(ctx, "policy/x", func(old []byte, found bool) ([]byte, error) {
+		if found || old != nil {
+			t.Errorf("missing blob: found %v, old %q", found, old)
+		}
+		return nil, errNo
+	})
+	if err != errNo {
+		t.Fatalf("UpdateMeta with a failing f = %v, want its error", err)
+	}
+	if _, err := b.LoadMeta(ctx, "policy/x"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("after a failed UpdateMeta, LoadMeta = %v, want ErrNotFound", err)
+	}
+	const goroutines, each = 4, 15
+	var wg sync.WaitGroup
+	for i := range 2 * goroutines {
+		st := []*Store{a, b}[i%2]
+		wg.Go(func() {
+			for range each {
+				err := st.UpdateMeta(ctx, "policy/x", func(old []byte, found bool) ([]byte, error) {
+					n := 0
+					if found {
+						n, _ = strconv.Atoi(string(old))
+					}
+					return []byte(strconv.Itoa(n + 1)), nil
+				})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	got, err := a.LoadMeta(ctx, "policy/x")
+	if want := strconv.Itoa(2 * goroutines * each); err != nil || string(got) != want {
+		t.Fatalf("counter = %q, %v; want %s", got, err, want)
+	}
+	b.Close()
+	if err := b.UpdateMeta(ctx, "x", nil); !errors.Is(err, store.ErrClosed) {
+		t.Fatalf("UpdateMeta after Close = %v", err)
 	}
 }

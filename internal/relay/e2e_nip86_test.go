@@ -19,6 +19,7 @@ import (
 	"github.com/petrel-relay/petrel/internal/relay"
 	"github.com/petrel-relay/petrel/internal/relaytest"
 	"github.com/petrel-relay/petrel/internal/server"
+	"github.com/petrel-relay/petrel/internal/store/postgres"
 )
 
 // nip86 calls method on r as k and returns the HTTP status and the
@@ -256,6 +257,11 @@ func (p *slowSaves) Save(ctx context.Context, key string, value []byte) error {
 	return p.MemPersister.Save(ctx, key, value)
 }
 
+func (p *slowSaves) Update(ctx context.Context, key string, f func([]byte, bool) ([]byte, error)) error {
+	time.Sleep(20 * time.Millisecond)
+	return p.MemPersister.Update(ctx, key, f)
+}
+
 // TestNIP86InfoChangesAtOnce: a name and a description changed at the
 // same moment both stay, in the document and persisted. Each change read
 // the information, persisted and set it: with saves that take a while
@@ -288,23 +294,6 @@ func TestNIP86InfoChangesAtOnce(t *testing.T) {
 	}
 }
 
-// metaPersister keeps the NIP-86 state in a store's named values, as
-// petrel serve does (cmd/petrel storePersister).
-type metaPersister struct {
-	st interface {
-		LoadMeta(ctx context.Context, name string) ([]byte, error)
-		SaveMeta(ctx context.Context, name string, value []byte) error
-	}
-}
-
-func (p metaPersister) Load(ctx context.Context, key string) ([]byte, error) {
-	return p.st.LoadMeta(ctx, key)
-}
-
-func (p metaPersister) Save(ctx context.Context, key string, value []byte) error {
-	return p.st.SaveMeta(ctx, key, value)
-}
-
 // TestNIP86AcrossNodes: two relays on one PostgreSQL schema (the nodes of
 // a cluster), each reading the NIP-86 state again every 50 ms. A ban and
 // a kind disallowed through one node refuse events on the other (and a
@@ -319,7 +308,7 @@ func TestNIP86AcrossNodes(t *testing.T) {
 	var nodes []*relaytest.Relay
 	for _, st := range sts {
 		nodes = append(nodes, relaytest.Start(t, relaytest.Options{
-			Store: st, Persister: metaPersister{st}, PolicyRefresh: 50 * time.Millisecond,
+			Store: st, Persister: policy.MetaPersister{Store: st}, PolicyRefresh: 50 * time.Millisecond,
 			Server: server.Config{Admins: []string{admin.PK.Hex()}},
 			Relay:  relay.Config{AuthOnConnect: true},
 		}))
@@ -363,4 +352,96 @@ func TestNIP86AcrossNodes(t *testing.T) {
 	waitFor(t, "the name on node 2", func() bool { return nip11Doc(t, n2)["name"] == "cluster" })
 	call(n2, "unbanpubkey", alice.PK.Hex())
 	waitFor(t, "the ban lifted on node 1", func() bool { return c1.Publish(alice.Note("lifted")).OK })
+}
+
+// TestNIP86InfoFieldsApart: a field changed through NIP-86 overrides the
+// configuration's [info] from then on; the fields never changed that way
+// keep following the configuration, at a reload and at a restart. (The
+// three were persisted together, so a description changed through NIP-86
+// froze the name the file had then.) A document persisted before, with
+// all three, still overrides all three.
+func TestNIP86InfoFieldsApart(t *testing.T) {
+	t.Parallel()
+	admin := relaytest.NewKey("admin")
+	p := &policy.MemPersister{}
+	opts := relaytest.Options{Server: server.Config{Admins: []string{admin.PK.Hex()}}, Persister: p,
+		Info: relay.Info{Name: "file name", Description: "file description"}}
+	r := relaytest.Start(t, opts)
+	if code, out := nip86(t, r, admin, "changerelaydescription", "admin's description"); code != 200 || out["result"] != true {
+		t.Fatalf("changerelaydescription: %d %v", code, out)
+	}
+	check := func(when string, doc map[string]any, name, desc string) {
+		t.Helper()
+		if doc["name"] != name || doc["description"] != desc {
+			t.Fatalf("%s: name %q, description %q; want %q, %q", when, doc["name"], doc["description"], name, desc)
+		}
+	}
+	check("after the change", nip11Doc(t, r), "file name", "admin's description")
+	if err := r.Relay.ReloadInfo(relay.Info{Name: "file name 2", Description: "file description 2"}); err != nil {
+		t.Fatal(err)
+	}
+	check("after a reload", nip11Doc(t, r), "file name 2", "admin's description")
+	r.Stop()
+	opts.Info.Name = "file name 3"
+	r = relaytest.Start(t, opts)
+	check("after a restart", nip11Doc(t, r), "file name 3", "admin's description")
+	r.Stop()
+	if err := p.Save(context.Background(), "relay/info", []byte(`{"name":"old name","description":"old description","icon":""}`)); err != nil {
+		t.Fatal(err)
+	}
+	check("with an earlier document", nip11Doc(t, relaytest.Start(t, opts)), "old name", "old description")
+}
+
+// TestNIP86AtOnceAcrossNodes: two admins working at the same moment
+// through the two nodes of a cluster (one PostgreSQL schema): the bans
+// made through each, and the name changed through one while the
+// description is changed through the other, all stay, on both nodes and
+// after a restart. Each change is made to the state as persisted, in one
+// transaction (UpdateMeta); a node that read, changed and saved lost
+// what the other node saved in between.
+func TestNIP86AtOnceAcrossNodes(t *testing.T) {
+	t.Parallel()
+	admin := relaytest.NewKey("cluster admin")
+	sts := pgtest.Nodes(t, 2)
+	opts := func(st *postgres.Store) relaytest.Options {
+		return relaytest.Options{
+			Store: st, Persister: policy.MetaPersister{Store: st}, PolicyRefresh: 50 * time.Millisecond,
+			Server: server.Config{Admins: []string{admin.PK.Hex()}},
+		}
+	}
+	var nodes []*relaytest.Relay
+	for _, st := range sts {
+		nodes = append(nodes, relaytest.Start(t, opts(st)))
+	}
+	const each = 8
+	var wg sync.WaitGroup
+	for n, r := range nodes {
+		field := []string{"changerelayname", "changerelaydescription"}[n]
+		wg.Go(func() {
+			for i := range each {
+				pk := relaytest.NewKey(fmt.Sprintf("spammer %d.%d", n, i)).PK.Hex()
+				for _, c := range [][2]string{{"banpubkey", pk}, {field, fmt.Sprintf("%s %d", field, i)}} {
+					if code, out := nip86(t, r, admin, c[0], c[1]); code != 200 || out["result"] != true {
+						t.Errorf("%s through node %d: %d %v", c[0], n+1, code, out)
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	want := func(r *relaytest.Relay) bool {
+		_, out := nip86(t, r, admin, "listbannedpubkeys")
+		banned, _ := out["result"].([]any)
+		doc := nip11Doc(t, r)
+		return len(banned) == 2*each && doc["name"] == fmt.Sprintf("changerelayname %d", each-1) &&
+			doc["description"] == fmt.Sprintf("changerelaydescription %d", each-1)
+	}
+	for n, r := range nodes {
+		waitFor(t, fmt.Sprintf("node %d to hold every change", n+1), func() bool { return want(r) })
+	}
+	nodes[0].Stop()
+	if r := relaytest.Start(t, opts(sts[0])); !want(r) {
+		_, out := nip86(t, r, admin, "listbannedpubkeys")
+		t.Fatalf("after a restart: %d banned, NIP-11 %v", len(out["result"].([]any)), nip11Doc(t, r))
+	}
 }

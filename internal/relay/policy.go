@@ -54,11 +54,31 @@ type policySet struct {
 // NIP-86.
 const infoKey = "relay/info"
 
-// persistedInfo is what infoKey holds.
+// persistedInfo is what infoKey holds: the fields changed through
+// NIP-86, each absent until it is changed (so that the configuration's
+// [info] keeps the others).
 type persistedInfo struct {
-	Name        string `json:"name"`
-	Description string `json:"description"`
-	Icon        string `json:"icon"`
+	Name        *string `json:"name,omitempty"`
+	Description *string `json:"description,omitempty"`
+	Icon        *string `json:"icon,omitempty"`
+}
+
+// decodeInfo parses what infoKey holds.
+func decodeInfo(b []byte) (persistedInfo, error) {
+	var pi persistedInfo
+	if err := json.Unmarshal(b, &pi); err != nil {
+		return pi, fmt.Errorf("relay: persisted %s: %w", infoKey, err)
+	}
+	return pi, nil
+}
+
+// overlay sets info's fields to those pi holds.
+func (pi persistedInfo) overlay(info *Info) {
+	for _, f := range []struct{ from, to *string }{{pi.Name, &info.Name}, {pi.Description, &info.Description}, {pi.Icon, &info.Icon}} {
+		if f.from != nil {
+			*f.to = *f.from
+		}
+	}
 }
 
 // initPolicy builds the lists, rate limits and plugin of opts, and loads
@@ -115,11 +135,11 @@ func (r *Relay) overlayPersistedInfo(ctx context.Context, info *Info) error {
 	b, err := r.pol.persister.Load(ctx, infoKey)
 	switch {
 	case err == nil:
-		var pi persistedInfo
-		if err := json.Unmarshal(b, &pi); err != nil {
-			return fmt.Errorf("relay: persisted %s: %w", infoKey, err)
+		pi, err := decodeInfo(b)
+		if err != nil {
+			return err
 		}
-		info.Name, info.Description, info.Icon = pi.Name, pi.Description, pi.Icon
+		pi.overlay(info)
 	case errors.Is(err, policy.ErrNotFound) || errors.Is(err, store.ErrNotFound):
 	default:
 		return fmt.Errorf("relay: load %s: %w", infoKey, err)
@@ -236,35 +256,42 @@ func (r *Relay) Lists() *policy.Lists { return r.pol.lists }
 
 // ChangeInfo applies change to the relay's NIP-11 information (NIP-86's
 // changerelayname, changerelaydescription, changerelayicon), persists
-// the result's name, description and icon through the persister (from
+// the name, description or icon it changes through the persister (from
 // then on they override the configuration's [info] at start and at a
-// reload) and makes it the relay's. Changes are made one at a time, and
-// not during a reload, so that two at once both stay.
+// reload; a field never changed through NIP-86 keeps following the
+// configuration) and makes the result the relay's. The change is made to
+// the information as persisted, one at a time (and not during a reload),
+// atomically where the persister is shared by several nodes
+// (policy.Update), so that two changes at once both stay.
 func (r *Relay) ChangeInfo(change func(*Info)) error {
 	r.infoChange.Lock()
 	defer r.infoChange.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	info := r.Info()
-	// What another node sharing the store changed last, not what this
-	// one last read.
-	if err := r.overlayPersistedInfo(ctx, &info); err != nil {
-		return err
-	}
-	change(&info)
-	return r.updateInfo(info)
-}
-
-// updateInfo persists info's name, description and icon, then makes info
-// the relay's NIP-11 information. r.infoChange is held.
-func (r *Relay) updateInfo(info Info) error {
-	b, err := json.Marshal(persistedInfo{Name: info.Name, Description: info.Description, Icon: info.Icon})
+	var info Info
+	err := policy.Update(ctx, r.pol.persister, infoKey, func(old []byte, found bool) ([]byte, error) {
+		var pi persistedInfo
+		if found {
+			var err error
+			if pi, err = decodeInfo(old); err != nil {
+				return nil, err
+			}
+		}
+		info = r.Info()
+		pi.overlay(&info)
+		before := info
+		change(&info)
+		for _, f := range []struct {
+			before, after string
+			to            **string
+		}{{before.Name, info.Name, &pi.Name}, {before.Description, info.Description, &pi.Description}, {before.Icon, info.Icon, &pi.Icon}} {
+			if f.after != f.before {
+				*f.to = &f.after
+			}
+		}
+		return json.Marshal(pi)
+	})
 	if err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := r.pol.persister.Save(ctx, infoKey, b); err != nil {
 		return fmt.Errorf("relay: save %s: %w", infoKey, err)
 	}
 	r.SetInfo(info)

@@ -55,6 +55,8 @@ type Bridge struct {
 	droppedSeen atomic.Int64 // sub.Dropped() as last read
 	lastOwnSent atomic.Int64 // send time of the last own message heard back
 
+	policyHint func() // set by OnPolicyHint before Start; nil: none
+
 	mu          sync.Mutex // guards the fields below
 	nc          *nats.Conn
 	sub         *nats.Subscription
@@ -184,6 +186,9 @@ func (b *Bridge) Start(deliver Deliver) error {
 	sub, err := nc.Subscribe(o.Subject, b.onMsg)
 	if err == nil {
 		err = sub.SetPendingLimits(o.PendingMsgs, o.PendingBytes)
+	}
+	if err == nil {
+		_, err = nc.Subscribe(policySubject(o.Subject), b.onPolicyMsg)
 	}
 	if err != nil {
 		close(b.checked)
@@ -354,6 +359,45 @@ func (b *Bridge) onMsg(m *nats.Msg) {
 		return
 	}
 	b.handOn(ev, commit)
+}
+
+// policySubject is the subject of the NIP-86 hints of the bus subject.
+func policySubject(subject string) string { return subject + ".policy" }
+
+// HintPolicy implements relay.PolicyHinter: it tells the other nodes
+// that the NIP-86 state changed, in a message of its own subject
+// (<subject>.policy) holding this node's origin. Like every bus message
+// it may be lost (the other nodes' periodic reading stays): before Start
+// or after Close it is not sent, and while the connection is down it
+// waits in NATS's reconnect buffer, if there is room.
+func (b *Bridge) HintPolicy() {
+	b.mu.Lock()
+	nc := b.nc
+	b.mu.Unlock()
+	if nc == nil || b.closing.Load() {
+		return
+	}
+	if err := nc.Publish(policySubject(b.opts.Subject), b.origin); err != nil {
+		b.log.Debug("cluster: NIP-86 hint not sent", "err", err)
+		return
+	}
+	b.st.policyHintsSent.Add(1)
+}
+
+// OnPolicyHint implements relay.PolicyHinter: f is called when another
+// node's hint arrives. Call it before Start.
+func (b *Bridge) OnPolicyHint(f func()) { b.policyHint = f }
+
+// onPolicyMsg handles a NIP-86 hint: another node's makes the relay read
+// the state again; this node's own, heard back, is ignored.
+func (b *Bridge) onPolicyMsg(m *nats.Msg) {
+	if bytes.Equal(m.Data, b.origin) {
+		return
+	}
+	b.st.policyHints.Add(1)
+	if f := b.policyHint; f != nil {
+		f()
+	}
 }
 
 // admit decides whether a stored event from the bus or a catch-up is

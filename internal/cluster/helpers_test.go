@@ -283,9 +283,16 @@ func fastOptions(t testing.TB, url, name, subject string, st *feedStore) Options
 	}
 }
 
-// startNode starts a node over st. tweak may change its options; deliver,
-// if set, wraps the relay's Publish.
+// startNode starts a node over st. tweak may change its options; hooks
+// are run on the bridge before it starts.
 func startNode(t testing.TB, url, name, subject string, st *feedStore, tweak func(*Options), hooks ...func(*Bridge)) *node {
+	t.Helper()
+	return startNodeWith(t, url, name, subject, st, relaytest.Options{}, tweak, hooks...)
+}
+
+// startNodeWith is startNode with ro as the relay's options (its Store
+// and Bus set here).
+func startNodeWith(t testing.TB, url, name, subject string, st *feedStore, ro relaytest.Options, tweak func(*Options), hooks ...func(*Bridge)) *node {
 	t.Helper()
 	o := fastOptions(t, url, name, subject, st)
 	if tweak != nil {
@@ -303,7 +310,8 @@ func startNode(t testing.TB, url, name, subject string, st *feedStore, tweak fun
 		defer cancel()
 		b.Close(ctx)
 	})
-	r := relaytest.Start(t, relaytest.Options{Store: st, Bus: b})
+	ro.Store, ro.Bus = st, b
+	r := relaytest.Start(t, ro)
 	if err := b.Start(r.Relay.Publish); err != nil {
 		t.Fatal(err)
 	}

@@ -39,7 +39,8 @@ type Options struct {
 	// MaxNodeName bytes). A random boot id is added to it, so a restarted
 	// node, or two nodes given the same name, are never taken for one.
 	Node string
-	// Subject is the NATS subject of the bus. Default "petrel.events".
+	// Subject is the NATS subject of the bus (and Subject+".policy" of
+	// its NIP-86 hints). Default "petrel.events".
 	// Every node of one cluster must use the same subject.
 	Subject string
 	// Feed is the store of record, read to catch up after a loss.

@@ -5,9 +5,10 @@ import (
 )
 
 var (
-	_ relay.Bus         = (*Bridge)(nil)
-	_ relay.FanoutGate  = (*Bridge)(nil)
-	_ relay.BusReporter = (*Bridge)(nil)
+	_ relay.Bus          = (*Bridge)(nil)
+	_ relay.FanoutGate   = (*Bridge)(nil)
+	_ relay.BusReporter  = (*Bridge)(nil)
+	_ relay.PolicyHinter = (*Bridge)(nil)
 )
 
 // Report implements relay.BusReporter: the bridge's Stats, shown under
@@ -49,5 +50,7 @@ func (b *Bridge) Gauges() []relay.BusGauge {
 		{Name: "dedup_size", Help: "Ids in the de-duplication window.", Value: float64(s.DedupSize)},
 		c("dedup_overflows_total", "Ids dropped early from the full de-duplication window.", s.DedupOverflows),
 		c("dedup_short_total", "Catch-ups that reached back past what the window held.", s.DedupShort),
+		c("policy_hints_sent_total", "Hints that the NIP-86 state changed through this node, sent to the others.", s.PolicyHintsSent),
+		c("policy_hints_received_total", "Such hints from other nodes (each makes this node read the state again).", s.PolicyHintsReceived),
 	}
 }

@@ -71,6 +71,13 @@ type Stats struct {
 	DedupSize      int   `json:"dedup_size"`
 	DedupOverflows int64 `json:"dedup_overflows"`
 	DedupShort     int64 `json:"dedup_short"`
+
+	// PolicyHintsSent: hints that the NIP-86 state changed through this
+	// node, sent to the others; PolicyHintsReceived: such hints from
+	// other nodes (each makes the relay read the state again, at most
+	// every 100 ms).
+	PolicyHintsSent     int64 `json:"policy_hints_sent"`
+	PolicyHintsReceived int64 `json:"policy_hints_received"`
 }
 
 // counters are the bridge's atomic counters.
@@ -82,6 +89,7 @@ type counters struct {
 	gaps, lost, silent                atomic.Int64
 	catchUps, caughtUp, catchUpErrors atomic.Int64
 	dedupShort                        atomic.Int64
+	policyHintsSent, policyHints      atomic.Int64
 	lastOutageStart, lastOutageEnd    atomic.Int64 // unix nanos
 }
 
@@ -90,26 +98,28 @@ type counters struct {
 func (b *Bridge) Stats() Stats {
 	c := &b.st
 	s := Stats{
-		Node:              b.opts.Node,
-		Subject:           b.opts.Subject,
-		Disconnects:       c.disconnects.Load(),
-		Reconnects:        c.reconnects.Load(),
-		Published:         c.published.Load(),
-		PublishDrops:      c.publishDrops.Load(),
-		Received:          c.received.Load(),
-		Heartbeats:        c.heartbeats.Load(),
-		EchoesIgnored:     c.echoes.Load(),
-		BadMessages:       c.bad.Load(),
-		DuplicatesSkipped: c.duplicates.Load(),
-		DeletedSkipped:    c.deleted.Load(),
-		ExpiredSkipped:    c.expired.Load(),
-		GapsDetected:      c.gaps.Load(),
-		MessagesLost:      c.lost.Load(),
-		OriginsSilent:     c.silent.Load(),
-		CatchUps:          c.catchUps.Load(),
-		CaughtUp:          c.caughtUp.Load(),
-		CatchUpErrors:     c.catchUpErrors.Load(),
-		DedupShort:        c.dedupShort.Load(),
+		Node:                b.opts.Node,
+		Subject:             b.opts.Subject,
+		Disconnects:         c.disconnects.Load(),
+		Reconnects:          c.reconnects.Load(),
+		Published:           c.published.Load(),
+		PublishDrops:        c.publishDrops.Load(),
+		Received:            c.received.Load(),
+		Heartbeats:          c.heartbeats.Load(),
+		EchoesIgnored:       c.echoes.Load(),
+		BadMessages:         c.bad.Load(),
+		DuplicatesSkipped:   c.duplicates.Load(),
+		DeletedSkipped:      c.deleted.Load(),
+		ExpiredSkipped:      c.expired.Load(),
+		GapsDetected:        c.gaps.Load(),
+		MessagesLost:        c.lost.Load(),
+		OriginsSilent:       c.silent.Load(),
+		CatchUps:            c.catchUps.Load(),
+		CaughtUp:            c.caughtUp.Load(),
+		CatchUpErrors:       c.catchUpErrors.Load(),
+		DedupShort:          c.dedupShort.Load(),
+		PolicyHintsSent:     c.policyHintsSent.Load(),
+		PolicyHintsReceived: c.policyHints.Load(),
 	}
 	if t := c.lastOutageStart.Load(); t != 0 {
 		s.LastOutageStart = time.Unix(0, t)

@@ -138,8 +138,9 @@ type Cluster struct {
 	// Default "": the host name.
 	Node string `toml:"node"`
 	// Subject is the NATS subject of the bus; every node of one cluster
-	// must use the same, and only the cluster may publish on it. Default
-	// "petrel.events".
+	// must use the same, and only the cluster may publish on it (nor on
+	// <subject>.policy, where a node says its NIP-86 state changed).
+	// Default "petrel.events".
 	Subject string `toml:"subject"`
 	// CatchUpMargin is how far before a detected loss a catch-up from the
 	// store starts: it must cover a commit's way to the bus, a store

@@ -166,20 +166,55 @@ func (r *Relay) ReloadInfo(info Info) error {
 	return nil
 }
 
+// minPolicyKick is the least time between two readings of the NIP-86
+// state that hints from the bus cause: whoever can publish on the bus
+// cannot make a node read the store more often than that.
+const minPolicyKick = 100 * time.Millisecond
+
+// PolicyChanged tells the other nodes of a cluster that the NIP-86 state
+// was just changed through this one (the bus's PolicyHinter, if it is
+// one), so that they read it again at once. The NIP-86 API calls it
+// after every change it saved.
+func (r *Relay) PolicyChanged() {
+	if h, ok := r.bus.(PolicyHinter); ok {
+		h.HintPolicy()
+	}
+}
+
+// kickPolicy makes refreshPolicy read the NIP-86 state now (another
+// node's hint). It does not block.
+func (r *Relay) kickPolicy() {
+	select {
+	case r.policyKick <- struct{}{}:
+	default:
+	}
+}
+
 // refreshPolicy reads the NIP-86 state again every period (see
-// Options.PolicyRefresh) until the relay closes: the lists (connections
-// a ban or block from another node concerns are closed, as that node
-// closed its own) and the name, description and icon.
+// Options.PolicyRefresh), and when another node hints at a change (at
+// most every minPolicyKick), until the relay closes: the lists
+// (connections a ban or block from another node concerns are closed, as
+// that node closed its own) and the name, description and icon.
 func (r *Relay) refreshPolicy(every time.Duration) {
 	defer r.wg.Done()
 	t := time.NewTicker(every)
 	defer t.Stop()
 	failing := false
+	var lastKick time.Time
 	for {
 		select {
 		case <-r.ctx.Done():
 			return
 		case <-t.C:
+		case <-r.policyKick:
+			if wait := minPolicyKick - time.Since(lastKick); wait > 0 {
+				select {
+				case <-r.ctx.Done():
+					return
+				case <-time.After(wait):
+				}
+			}
+			lastKick = time.Now()
 		}
 		ctx, cancel := context.WithTimeout(r.ctx, 30*time.Second)
 		changed, err := r.pol.lists.Refresh(ctx)

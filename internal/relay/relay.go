@@ -44,8 +44,25 @@ type Options struct {
 	// write lists' dynamic layer, the relay's name, description and icon)
 	// is read again from Persister: with a store several nodes share, so
 	// that a ban made through one node reaches the others (petrel serve
-	// sets it to 2s on PostgreSQL). Zero: read at start only.
+	// sets it to 2s on PostgreSQL). Zero: read at start only. A Bus that
+	// is a PolicyHinter makes it at once after a change through another
+	// node.
 	PolicyRefresh time.Duration
+}
+
+// PolicyHinter is implemented by a Bus that carries hints that the
+// NIP-86 state changed (the cluster's bridge): the node a change was
+// made through says so (Relay.PolicyChanged), and the others read the
+// state again at once instead of at their next PolicyRefresh. A hint may
+// be lost; the periodic reading stays.
+type PolicyHinter interface {
+	// HintPolicy tells the other nodes that the NIP-86 state changed.
+	// It must not block.
+	HintPolicy()
+	// OnPolicyHint sets f to be called when another node's hint
+	// arrives. relay.New calls it, before the bus starts; f does not
+	// block.
+	OnPolicyHint(f func())
 }
 
 // Bus is the relay's side of a cluster's live bus.
@@ -135,6 +152,7 @@ type Relay struct {
 	// infoChange serializes the changes of info that read it first
 	// (ChangeInfo, ReloadInfo), so that none is lost to another.
 	infoChange sync.Mutex
+	policyKick chan struct{} // another node's NIP-86 change: refresh now; nil without PolicyRefresh
 
 	regMu       sync.Mutex
 	sessions    []*Session
@@ -256,6 +274,10 @@ func New(cfg Config, opts Options) (*Relay, error) {
 	r.wg.Add(1)
 	go r.sweep()
 	if opts.PolicyRefresh > 0 {
+		r.policyKick = make(chan struct{}, 1)
+		if h, ok := opts.Bus.(PolicyHinter); ok {
+			h.OnPolicyHint(r.kickPolicy)
+		}
 		r.wg.Add(1)
 		go r.refreshPolicy(opts.PolicyRefresh)
 	}

@@ -298,6 +298,7 @@ func (s *Server) initNIP86(admins []nostr.PubKey) {
 		},
 		Logger: s.log,
 		OnChange: func(method string) {
+			rl.PolicyChanged() // the other nodes of a cluster read it now
 			switch method {
 			// Every change of the banned pubkeys or the blocked
 			// addresses: one that lifts something is made to the list

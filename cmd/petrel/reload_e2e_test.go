@@ -17,7 +17,9 @@ import (
 // TestServeReload: SIGHUP makes petrel serve read its configuration
 // again. The write lists' configuration layer is applied at once (a ban
 // added refuses the next event on a connection already open, a ban
-// removed lets it through, a NIP-86 ban stays); other changed keys are
+// removed lets it through, a NIP-86 ban stays), so are [info], the rate
+// limits and the proof of work (to the open connection's next event and
+// in NIP-11's limitation); other changed keys are
 // logged as waiting for the next start (and --listen, a flag, is not
 // one); a configuration serve --check would refuse changes nothing and
 // the relay goes on serving.
@@ -110,8 +112,29 @@ func TestServeReload(t *testing.T) {
 	if doc := nip11(t, p.HTTP); doc["description"] != "by NIP-86" {
 		t.Fatalf("NIP-11 description after a reload over a NIP-86 change: %v", doc["description"])
 	}
-	if st := p.Stats(t); st.EventsAccepted != 2 {
-		t.Fatalf("accepted %d events, want 2", st.EventsAccepted)
+
+	// Rate limits and the proof of work apply at once, to the open
+	// connection too.
+	carol := relaytest.NewKey("reload carol")
+	refused := func(text, prefix string) {
+		t.Helper()
+		if m := c.Publish(carol.Note(text)); m.OK || !strings.HasPrefix(m.Message, prefix) {
+			t.Fatalf("%s: OK %v %q, want refused with %s", text, m.OK, m.Message, prefix)
+		}
+	}
+	info := []string{`name = "reloaded"`, `description = "from the file, again"`}
+	write("event_rate = 0.001\nevent_burst = 1\n", info...)
+	hup(`applied="[policy.event_burst policy.event_rate]" closed_connections=0 at_next_start=[]`)
+	c.MustPublish(carol.Note("the burst of one"))
+	refused("past the burst", "rate-limited:")
+	write("min_pow_difficulty = 28\n", info...)
+	hup(`applied="[policy.event_burst policy.event_rate policy.min_pow_difficulty]" closed_connections=0 at_next_start=[]`)
+	refused("without work", "pow:")
+	if lim, _ := nip11(t, p.HTTP)["limitation"].(map[string]any); lim["min_pow_difficulty"] != 28.0 {
+		t.Fatalf("NIP-11 limitation after the reload: %v", lim)
+	}
+	if st := p.Stats(t); st.EventsAccepted != 3 {
+		t.Fatalf("accepted %d events, want 3", st.EventsAccepted)
 	}
 }
 

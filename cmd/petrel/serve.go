@@ -340,8 +340,9 @@ func serve(cfg config.Config, load func() (config.Config, error)) error {
 const sharedPolicyRefresh = 2 * time.Second
 
 // liveKeys are the write lists' settings, which a reload applies to the
-// running relay (policy.Lists.SetStatic); so are [info]'s. Every other
-// change is logged as waiting for the next start.
+// running relay (policy.Lists.SetStatic); so are rateKeys
+// (relay.ReloadRates) and [info]'s. Every other change is logged as
+// waiting for the next start.
 var liveKeys = map[string]bool{
 	"policy.banned_pubkeys":   true,
 	"policy.allowed_pubkeys":  true,
@@ -350,13 +351,28 @@ var liveKeys = map[string]bool{
 	"policy.blocked_ips":      true,
 }
 
+// rateKeys are the rate limits' settings and the proof of work, which a
+// reload applies too (an operator tightens them during a flood without
+// dropping every connection).
+var rateKeys = map[string]bool{
+	"policy.event_rate":         true,
+	"policy.event_burst":        true,
+	"policy.pubkey_event_rate":  true,
+	"policy.pubkey_event_burst": true,
+	"policy.req_rate":           true,
+	"policy.req_burst":          true,
+	"policy.rate_max_keys":      true,
+	"policy.min_pow_difficulty": true,
+}
+
 // reload reads the configuration again (SIGHUP) and returns the one the
 // relay now runs with. A configuration serve --check would refuse is
 // logged and changes nothing. Otherwise the write lists' configuration
 // layer is replaced (the NIP-86 layer stays; connections a new ban or
-// block concerns are closed, as a NIP-86 ban closes them), [info] too
-// (a name, description or icon set through NIP-86 still over it), and
-// the other changed keys are logged as applying at the next start.
+// block concerns are closed, as a NIP-86 ban closes them), the rate
+// limits and proof of work are replaced, [info] too (a name,
+// description or icon set through NIP-86 still over it), and the other
+// changed keys are logged as applying at the next start.
 func reload(running config.Config, load func() (config.Config, error), rl *relay.Relay, log *slog.Logger) config.Config {
 	next, err := load()
 	if err == nil {
@@ -367,11 +383,13 @@ func reload(running config.Config, load func() (config.Config, error), rl *relay
 		return running
 	}
 	live, later := []string{}, []string{}
-	var lists, info []string
+	var lists, rates, info []string
 	for _, k := range config.Changed(running, next) {
 		switch {
 		case liveKeys[k]:
 			lists = append(lists, k)
+		case rateKeys[k]:
+			rates = append(rates, k)
 		case strings.HasPrefix(k, "info."):
 			info = append(info, k)
 		default:
@@ -388,6 +406,17 @@ func reload(running config.Config, load func() (config.Config, error), rl *relay
 		live = append(live, lists...)
 		closed = rl.DisconnectBlocked()
 	}
+	if len(rates) > 0 {
+		// Only a per-pubkey limit turned on under optimistic
+		// verification; tried again at the next reload.
+		if err := rl.ReloadRates(next.Policy); err != nil {
+			log.Error("config reload: rate limits not applied", "keys", rates, "err", err)
+			later = append(later, rates...)
+		} else {
+			config.Copy(&running, next, rates...)
+			live = append(live, rates...)
+		}
+	}
 	if len(info) > 0 {
 		// Only a failure to read what NIP-86 changed; tried again at the
 		// next reload.
@@ -399,6 +428,7 @@ func reload(running config.Config, load func() (config.Config, error), rl *relay
 		}
 	}
 	slices.Sort(live)
+	slices.Sort(later)
 	log.Info("config reloaded", "applied", live, "closed_connections", closed, "at_next_start", later)
 	return running
 }

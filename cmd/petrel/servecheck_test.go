@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/petrel-relay/petrel/internal/config"
 	"github.com/petrel-relay/petrel/internal/nip19"
 	"github.com/petrel-relay/petrel/internal/nostr"
 )
@@ -131,5 +132,23 @@ plugin = "`+notExe+`"
 	}
 	if _, err := os.Stat(data); !os.IsNotExist(err) {
 		t.Fatalf("serve --check made the data directory: %v", err)
+	}
+}
+
+// TestReloadKeys: every key a reload applies names a setting (a wrong
+// name would make config.Copy panic at the reload).
+func TestReloadKeys(t *testing.T) {
+	for _, keys := range []map[string]bool{liveKeys, rateKeys} {
+		for k := range keys {
+			func() {
+				defer func() {
+					if p := recover(); p != nil {
+						t.Errorf("%s: %v", k, p)
+					}
+				}()
+				var c config.Config
+				config.Copy(&c, config.Config{}, k)
+			}()
+		}
 	}
 }

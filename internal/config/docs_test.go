@@ -190,8 +190,10 @@ lists the same keys, commented out with their defaults.
 ` + "`petrel serve --check`" + ` checks a configuration (file, environment and
 flags) as ` + "`serve`" + ` would, without starting. SIGHUP (` + "`systemctl reload`" + `)
 reads it again: the ` + "`[policy]`" + ` lists (` + "`banned_pubkeys`" + `, ` + "`allowed_pubkeys`" + `,
-` + "`allowed_kinds`, `disallowed_kinds`, `blocked_ips`" + `) and ` + "`[info]`" + ` apply at
-once, every other change at the next start (docs/operations.md).
+` + "`allowed_kinds`, `disallowed_kinds`, `blocked_ips`" + `), its rate limits
+(` + "`event_rate`, `pubkey_event_rate`, `req_rate`" + `, their bursts, ` + "`rate_max_keys`" + `),
+` + "`min_pow_difficulty`" + ` and ` + "`[info]`" + ` apply at once, every other change at the
+next start (docs/operations.md).
 
 Where a limit can be switched off, a negative value means "no limit".
 `)

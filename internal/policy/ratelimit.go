@@ -111,6 +111,26 @@ func (r *RateLimits) AllowReq(ip netip.Addr) *nostr.Rejection {
 	return nil
 }
 
+// CarryStats adds old's counters of refused requests and forgotten
+// buckets to r's, limit by limit (where both have it on), so that
+// replacing the limits (a reload that changes a rate) does not reset
+// them. A nil old adds nothing. Call it before r is in use.
+func (r *RateLimits) CarryStats(old *RateLimits) {
+	if old == nil {
+		return
+	}
+	carryStats(r.eventIP, old.eventIP)
+	carryStats(r.eventPK, old.eventPK)
+	carryStats(r.reqIP, old.reqIP)
+}
+
+func carryStats[K comparable](to, from *limiter[K]) {
+	if to != nil && from != nil {
+		to.limited.Add(from.limited.Load())
+		to.evicted.Add(from.evicted.Load())
+	}
+}
+
 // Stats returns the counters of each limit.
 func (r *RateLimits) Stats() RateStats {
 	return RateStats{EventIP: r.eventIP.stats(), EventPubKey: r.eventPK.stats(), ReqIP: r.reqIP.stats()}

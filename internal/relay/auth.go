@@ -215,8 +215,8 @@ func (s *Session) policy(ev *nostr.Event) *nostr.Rejection {
 	if ev.Kind == nostr.KindClientAuth {
 		return nostr.Reject(nostr.PrefixInvalid, "kind 22242 events are sent with AUTH, not EVENT")
 	}
-	if r.pol.limEventIP != nil {
-		if rej := r.pol.limEventIP.AllowEvent(s.addr, ev.PubKey); rej != nil {
+	if l := r.pol.limEventIP.Load(); l != nil {
+		if rej := l.AllowEvent(s.addr, ev.PubKey); rej != nil {
 			r.stats.LimitTrips[limEventRateIP].Add(1)
 			return rej
 		}
@@ -224,8 +224,8 @@ func (s *Session) policy(ev *nostr.Event) *nostr.Rejection {
 	if ev.Kind == nostr.KindRequestToVanish {
 		return r.checkVanish(ev)
 	}
-	if r.pol.minPoW > 0 {
-		if rej := checkPoW(ev, r.pol.minPoW); rej != nil {
+	if d := int(r.pol.minPoW.Load()); d > 0 {
+		if rej := checkPoW(ev, d); rej != nil {
 			return rej
 		}
 	}

@@ -188,8 +188,8 @@ func (in *ingest) verified(j verifyJob, valid bool) {
 		j.s.badSigs.Store(0)
 	}
 	// Checks that trust the pubkey: after verification (policy.go).
-	if r.pol.limEventPK != nil {
-		if rej := r.pol.limEventPK.AllowEvent(netip.Addr{}, j.ev.PubKey); rej != nil {
+	if l := r.pol.limEventPK.Load(); l != nil {
+		if rej := l.AllowEvent(netip.Addr{}, j.ev.PubKey); rej != nil {
 			r.stats.LimitTrips[limEventRatePubKey].Add(1)
 			j.s.finishEvent(j, rej, "")
 			return

@@ -10,7 +10,7 @@ import (
 // listed only when it works end to end.
 func (r *Relay) SupportedNIPs() []int {
 	nips := []int{1, 9, 11, 40, 42, 45, 62, 70, 77}
-	if r.pol.minPoW > 0 {
+	if r.pol.minPoW.Load() > 0 {
 		nips = append(nips, 13)
 	}
 	if r.searchOK {
@@ -23,6 +23,7 @@ func (r *Relay) SupportedNIPs() []int {
 // Limitation returns the NIP-11 limitation object for the configuration.
 func (r *Relay) Limitation() nostr.Limitation {
 	c := r.cfg
+	pow := int(r.pol.minPoW.Load())
 	l := nostr.Limitation{
 		MaxMessageLength: c.MaxMessageBytes,
 		MaxSubscriptions: c.MaxSubscriptions,
@@ -32,9 +33,9 @@ func (r *Relay) Limitation() nostr.Limitation {
 		MaxSubIDLength:   c.MaxSubIDLength,
 		MaxEventTags:     c.MaxTags,
 		MaxContentLength: c.MaxEventBytes,
-		MinPowDifficulty: r.pol.minPoW,
+		MinPowDifficulty: pow,
 		AuthRequired:     c.AuthRequired,
-		RestrictedWrites: r.pol.restrictedWrites || c.AuthRequired || r.pol.minPoW > 0 ||
+		RestrictedWrites: r.pol.restrictedWrites || c.AuthRequired || pow > 0 ||
 			len(r.pol.lists.AllowedPubKeys()) > 0 || len(r.pol.lists.AllowedKinds()) > 0,
 	}
 	if c.MaxContentBytes > 0 {

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/petrel-relay/petrel/internal/nostr"
@@ -30,20 +32,24 @@ import (
 //     plugin in someone else's name.
 //   - The per-address REQ rate limit on REQ and COUNT.
 
-// policySet is the relay's policy, built by New and fixed after it (the
-// lists change inside, lock-free for readers): who may write what (lists,
-// rate limits, plugin, proof of work) and who may read the protected
-// kinds (auth.go).
+// policySet is the relay's policy, built by New (the lists, the rate
+// limits and the proof of work change afterwards, lock-free for readers:
+// NIP-86 and reloads): who may write what (lists, rate limits, plugin,
+// proof of work) and who may read the protected kinds (auth.go).
 type policySet struct {
-	lists            *policy.Lists
-	limEventIP       *policy.RateLimits // EVENTs per address; nil: off
-	limEventPK       *policy.RateLimits // events per pubkey; nil: off
-	limReq           *policy.RateLimits // REQ and COUNT per address; nil: off
-	plugin           *policy.Plugin     // nil: none
-	ownPlugin        bool               // plugin was started by New
-	postQueue        int                // capacity of ingest.seq
+	lists *policy.Lists
+	// The rate limits (nil: off) and the proof of work, replaced whole by
+	// ReloadRates; rates is what they were built from (under rateChange).
+	limEventIP       atomic.Pointer[policy.RateLimits] // EVENTs per address
+	limEventPK       atomic.Pointer[policy.RateLimits] // events per pubkey
+	limReq           atomic.Pointer[policy.RateLimits] // REQ and COUNT per address
+	minPoW           atomic.Int64
+	rateChange       sync.Mutex
+	rates            policy.Config
+	plugin           *policy.Plugin // nil: none
+	ownPlugin        bool           // plugin was started by New
+	postQueue        int            // capacity of ingest.seq
 	persister        policy.Persister
-	minPoW           int
 	restrictedWrites bool
 	prot             *kindBits // protected kinds (read protection); nil: none
 	protKinds        []int     // the same, sorted
@@ -81,6 +87,82 @@ func (pi persistedInfo) overlay(info *Info) {
 	}
 }
 
+// rateSettings are one rate limit's settings (rate 0: off).
+type rateSettings struct {
+	rate           float64
+	burst, maxKeys int
+}
+
+// rateLimits are the relay's rate limits: where each is kept, its
+// settings in a policy.Config, and the policy.Config of it alone.
+var rateLimits = []struct {
+	lim func(*policySet) *atomic.Pointer[policy.RateLimits]
+	of  func(policy.Config) rateSettings
+	cfg func(rateSettings) policy.Config
+}{
+	{func(p *policySet) *atomic.Pointer[policy.RateLimits] { return &p.limEventIP },
+		func(c policy.Config) rateSettings { return rateSettings{c.EventRate, c.EventBurst, c.RateMaxKeys} },
+		func(s rateSettings) policy.Config {
+			return policy.Config{EventRate: s.rate, EventBurst: s.burst, RateMaxKeys: s.maxKeys}
+		}},
+	{func(p *policySet) *atomic.Pointer[policy.RateLimits] { return &p.limEventPK },
+		func(c policy.Config) rateSettings {
+			return rateSettings{c.PubKeyEventRate, c.PubKeyEventBurst, c.RateMaxKeys}
+		},
+		func(s rateSettings) policy.Config {
+			return policy.Config{PubKeyEventRate: s.rate, PubKeyEventBurst: s.burst, RateMaxKeys: s.maxKeys}
+		}},
+	{func(p *policySet) *atomic.Pointer[policy.RateLimits] { return &p.limReq },
+		func(c policy.Config) rateSettings { return rateSettings{c.ReqRate, c.ReqBurst, c.RateMaxKeys} },
+		func(s rateSettings) policy.Config {
+			return policy.Config{ReqRate: s.rate, ReqBurst: s.burst, RateMaxKeys: s.maxKeys}
+		}},
+}
+
+// setRates builds the rate limits of pc (normalized) whose settings
+// differ from those running, carrying their counters over, and sets the
+// proof of work. r.pol.rateChange is held, or the relay is not running
+// yet.
+func (r *Relay) setRates(pc policy.Config) {
+	for _, rl := range rateLimits {
+		p, want := rl.lim(&r.pol), rl.of(pc)
+		if p.Load() != nil && want == rl.of(r.pol.rates) {
+			continue
+		}
+		var next *policy.RateLimits
+		if want.rate > 0 {
+			next = policy.NewRateLimits(rl.cfg(want))
+			next.CarryStats(p.Load())
+		}
+		p.Store(next)
+	}
+	r.pol.minPoW.Store(int64(pc.MinPoWDifficulty))
+	r.pol.rates = pc
+}
+
+// ReloadRates applies pc's rate limits (event_rate, pubkey_event_rate,
+// req_rate, their bursts, rate_max_keys) and min_pow_difficulty to the
+// running relay (petrel serve's reload). A limit whose settings changed
+// starts afresh, every bucket full, its counters carried over; the
+// others keep their buckets. It fails, changing nothing, if pc is
+// invalid, or if it turns the per-pubkey event limit on while
+// verification is optimistic: that limit needs the signature checked
+// first, and verify_mode optimistic is turned off for it at a start
+// only.
+func (r *Relay) ReloadRates(pc policy.Config) error {
+	if err := pc.Validate(); err != nil {
+		return err
+	}
+	pc = pc.Normalize()
+	r.pol.rateChange.Lock()
+	defer r.pol.rateChange.Unlock()
+	if r.optimistic && pc.PubKeyEventRate > 0 && r.pol.limEventPK.Load() == nil {
+		return errors.New("relay: policy.pubkey_event_rate needs the signature checked first: with verify_mode optimistic it applies from the next start")
+	}
+	r.setRates(pc)
+	return nil
+}
+
 // initPolicy builds the lists, rate limits and plugin of opts, and loads
 // the persisted NIP-11 changes. It runs before any goroutine starts.
 func (r *Relay) initPolicy(opts Options) error {
@@ -100,16 +182,7 @@ func (r *Relay) initPolicy(opts Options) error {
 		return err
 	}
 	r.pol.lists = lists
-	if pc.EventRate > 0 {
-		r.pol.limEventIP = policy.NewRateLimits(policy.Config{EventRate: pc.EventRate, EventBurst: pc.EventBurst, RateMaxKeys: pc.RateMaxKeys})
-	}
-	if pc.PubKeyEventRate > 0 {
-		r.pol.limEventPK = policy.NewRateLimits(policy.Config{PubKeyEventRate: pc.PubKeyEventRate, PubKeyEventBurst: pc.PubKeyEventBurst, RateMaxKeys: pc.RateMaxKeys})
-	}
-	if pc.ReqRate > 0 {
-		r.pol.limReq = policy.NewRateLimits(policy.Config{ReqRate: pc.ReqRate, ReqBurst: pc.ReqBurst, RateMaxKeys: pc.RateMaxKeys})
-	}
-	r.pol.minPoW = pc.MinPoWDifficulty
+	r.setRates(pc)
 	r.pol.restrictedWrites = pc.Plugin != "" || opts.Plugin != nil // lists: see Limitation
 	r.pol.postQueue = pc.PluginMaxInflight
 	switch {
@@ -387,14 +460,14 @@ func rateStats(l policy.LimitStats) RateLimitStats {
 // PolicyStats returns the rate-limit and plugin counters.
 func (r *Relay) PolicyStats() PolicyStats {
 	var ps PolicyStats
-	if r.pol.limEventIP != nil {
-		ps.EventRateIP = rateStats(r.pol.limEventIP.Stats().EventIP)
+	if l := r.pol.limEventIP.Load(); l != nil {
+		ps.EventRateIP = rateStats(l.Stats().EventIP)
 	}
-	if r.pol.limEventPK != nil {
-		ps.EventRatePubKey = rateStats(r.pol.limEventPK.Stats().EventPubKey)
+	if l := r.pol.limEventPK.Load(); l != nil {
+		ps.EventRatePubKey = rateStats(l.Stats().EventPubKey)
 	}
-	if r.pol.limReq != nil {
-		ps.ReqRateIP = rateStats(r.pol.limReq.Stats().ReqIP)
+	if l := r.pol.limReq.Load(); l != nil {
+		ps.ReqRateIP = rateStats(l.Stats().ReqIP)
 	}
 	if r.pol.plugin != nil {
 		st := r.pol.plugin.Stats()
@@ -406,10 +479,11 @@ func (r *Relay) PolicyStats() PolicyStats {
 // allowReq applies the per-address REQ rate limit to a REQ or COUNT.
 func (s *Session) allowReq() *nostr.Rejection {
 	r := s.r
-	if r.pol.limReq == nil {
+	l := r.pol.limReq.Load()
+	if l == nil {
 		return nil
 	}
-	if rej := r.pol.limReq.AllowReq(s.addr); rej != nil {
+	if rej := l.AllowReq(s.addr); rej != nil {
 		r.stats.LimitTrips[limReqRateIP].Add(1)
 		return rej
 	}

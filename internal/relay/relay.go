@@ -264,7 +264,7 @@ func New(cfg Config, opts Options) (*Relay, error) {
 	if u, ok := r.store.(store.Unverified); ok {
 		r.behind = newBehind(r, u)
 		r.optimistic = cfg.VerifyMode == VerifyOptimistic
-		if r.optimistic && (r.pol.plugin != nil || r.pol.limEventPK != nil) {
+		if r.optimistic && (r.pol.plugin != nil || r.pol.limEventPK.Load() != nil) {
 			r.optimistic = false
 			r.log.Warn("relay: verify_mode optimistic is off: a write-policy plugin and the per-pubkey event rate limit need the signature checked first")
 		}

@@ -141,12 +141,16 @@ func applyTimerSlack(d time.Duration, start time.Time, again bool) (string, erro
 
 // setThreadsSlack sets the timer slack of every thread of the process to
 // d (/proc/TID/timerslack_ns). A thread started meanwhile inherits its
-// starter's slack, old or new, so it goes over the threads again until a
-// pass finds nothing to change. Threads other than the caller's need
-// CAP_SYS_NICE: without it the error wraps os.ErrPermission.
+// starter's slack, old or new, and one being started while a pass reads
+// the list shows up only after it, so it goes over the threads again
+// until two passes a millisecond apart find nothing to change (one clean
+// pass let a thread keep the old slack, seen once under heavy load).
+// Threads other than the caller's need CAP_SYS_NICE: without it the
+// error wraps os.ErrPermission.
 func setThreadsSlack(d time.Duration) error {
 	want := strconv.FormatInt(d.Nanoseconds(), 10)
-	for range 8 {
+	clean := 0
+	for range 10 {
 		changed := 0
 		err := eachThreadSlack("self", func(tid string, slack time.Duration) error {
 			if slack == d {
@@ -158,9 +162,17 @@ func setThreadsSlack(d time.Duration) error {
 			changed++
 			return nil
 		})
-		if err != nil || changed == 0 {
+		if err != nil {
 			return err
 		}
+		if changed > 0 {
+			clean = 0
+			continue
+		}
+		if clean++; clean == 2 {
+			return nil
+		}
+		time.Sleep(time.Millisecond)
 	}
 	return errors.New("setting the timer slack: threads kept starting with another")
 }

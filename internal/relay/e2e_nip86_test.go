@@ -356,7 +356,8 @@ func TestNIP86AcrossNodes(t *testing.T) {
 
 // TestNIP86InfoFieldsApart: a field changed through NIP-86 overrides the
 // configuration's [info] from then on; the fields never changed that way
-// keep following the configuration, at a reload and at a restart. (The
+// keep following the configuration, at a reload and at a restart; a field
+// set to the value it has is set all the same. (The
 // three were persisted together, so a description changed through NIP-86
 // froze the name the file had then.) A document persisted before, with
 // all three, still overrides all three.
@@ -385,6 +386,14 @@ func TestNIP86InfoFieldsApart(t *testing.T) {
 	opts.Info.Name = "file name 3"
 	r = relaytest.Start(t, opts)
 	check("after a restart", nip11Doc(t, r), "file name 3", "admin's description")
+	// A name set through NIP-86 to what it is now is the admin's too.
+	if code, out := nip86(t, r, admin, "changerelayname", "file name 3"); code != 200 || out["result"] != true {
+		t.Fatalf("changerelayname: %d %v", code, out)
+	}
+	if err := r.Relay.ReloadInfo(relay.Info{Name: "file name 4"}); err != nil {
+		t.Fatal(err)
+	}
+	check("after a name set as it was", nip11Doc(t, r), "file name 3", "admin's description")
 	r.Stop()
 	if err := p.Save(context.Background(), "relay/info", []byte(`{"name":"old name","description":"old description","icon":""}`)); err != nil {
 		t.Fatal(err)

@@ -362,16 +362,39 @@ func (r *Relay) initProtected() {
 // DisconnectBlocked after a ban or block to close open connections too.
 func (r *Relay) Lists() *policy.Lists { return r.pol.lists }
 
-// ChangeInfo applies change to the relay's NIP-11 information (NIP-86's
-// changerelayname, changerelaydescription, changerelayicon), persists
-// the name, description or icon it changes through the persister (from
-// then on they override the configuration's [info] at start and at a
-// reload; a field never changed through NIP-86 keeps following the
-// configuration) and makes the result the relay's. The change is made to
-// the information as persisted, one at a time (and not during a reload),
-// atomically where the persister is shared by several nodes
-// (policy.Update), so that two changes at once both stay.
-func (r *Relay) ChangeInfo(change func(*Info)) error {
+// InfoField is a field of the NIP-11 information that NIP-86 changes.
+type InfoField int
+
+// The fields NIP-86 changes: changerelayname, changerelaydescription,
+// changerelayicon.
+const (
+	InfoName InfoField = iota
+	InfoDescription
+	InfoIcon
+)
+
+// fields returns where f is in pi and in info.
+func (f InfoField) fields(pi *persistedInfo, info *Info) (**string, *string, error) {
+	switch f {
+	case InfoName:
+		return &pi.Name, &info.Name, nil
+	case InfoDescription:
+		return &pi.Description, &info.Description, nil
+	case InfoIcon:
+		return &pi.Icon, &info.Icon, nil
+	}
+	return nil, nil, fmt.Errorf("relay: no NIP-11 field %d to change", f)
+}
+
+// ChangeInfo sets one field of the relay's NIP-11 information (NIP-86's
+// changerelayname, changerelaydescription, changerelayicon), persists it
+// through the persister (from then on it overrides the configuration's
+// [info] at start and at a reload; a field never set through NIP-86
+// keeps following the configuration) and makes it the relay's. The
+// change is made to the information as persisted, one at a time (and
+// not during a reload), atomically where the persister is shared by
+// several nodes (policy.Update), so that two changes at once both stay.
+func (r *Relay) ChangeInfo(field InfoField, value string) error {
 	r.infoChange.Lock()
 	defer r.infoChange.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -387,16 +410,11 @@ func (r *Relay) ChangeInfo(change func(*Info)) error {
 		}
 		info = r.Info()
 		pi.overlay(&info)
-		before := info
-		change(&info)
-		for _, f := range []struct {
-			before, after string
-			to            **string
-		}{{before.Name, info.Name, &pi.Name}, {before.Description, info.Description, &pi.Description}, {before.Icon, info.Icon, &pi.Icon}} {
-			if f.after != f.before {
-				*f.to = &f.after
-			}
+		saved, shown, err := field.fields(&pi, &info)
+		if err != nil {
+			return nil, err
 		}
+		*saved, *shown = &value, value
 		return json.Marshal(pi)
 	})
 	if err != nil {

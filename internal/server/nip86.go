@@ -53,11 +53,11 @@ type NIP86Deps struct {
 	// but only when its host is a loopback address: a public relay must
 	// configure its URL.
 	URL string
-	// ChangeInfo applies a change to the relay's NIP-11 information and
+	// ChangeInfo sets one field of the relay's NIP-11 information and
 	// persists it (Relay.ChangeInfo: one change at a time, so that two
 	// at once both stay). If nil, changerelayname, changerelaydescription
 	// and changerelayicon are not offered.
-	ChangeInfo func(change func(*relay.Info)) error
+	ChangeInfo func(field relay.InfoField, value string) error
 	// DeleteEvent removes a stored event; banevent calls it after the ban
 	// is saved. Nil: banevent only bans.
 	DeleteEvent func(ctx context.Context, id nostr.ID) error
@@ -455,7 +455,7 @@ func (h *nip86Handler) register() {
 	list("listallowedevents", func() any { return nip86EventItems(l.AllowedEvents()) })
 
 	if h.d.ChangeInfo != nil {
-		info := func(name, what string, max int, set func(*relay.Info, string)) {
+		info := func(name, what string, max int, field relay.InfoField) {
 			add(name, func(_ context.Context, admin nostr.PubKey, params []json.RawMessage) (any, error) {
 				v, err := nip86Param(params, 0, what)
 				if err != nil {
@@ -464,16 +464,16 @@ func (h *nip86Handler) register() {
 				if len(v) > max {
 					return nil, fmt.Errorf("%s longer than %d bytes", what, max)
 				}
-				if err := h.d.ChangeInfo(func(i *relay.Info) { set(i, v) }); err != nil {
+				if err := h.d.ChangeInfo(field, v); err != nil {
 					return nil, fmt.Errorf("could not save the relay information: %v", err)
 				}
 				audit(admin, name, "value", v)
 				return true, nil
 			})
 		}
-		info("changerelayname", "name", nip86MaxName, func(i *relay.Info, v string) { i.Name = v })
-		info("changerelaydescription", "description", nip86MaxText, func(i *relay.Info, v string) { i.Description = v })
-		info("changerelayicon", "icon URL", nip86MaxText, func(i *relay.Info, v string) { i.Icon = v })
+		info("changerelayname", "name", nip86MaxName, relay.InfoName)
+		info("changerelaydescription", "description", nip86MaxText, relay.InfoDescription)
+		info("changerelayicon", "icon URL", nip86MaxText, relay.InfoIcon)
 	}
 
 	kindMethod := func(name string, do func(context.Context, int) error) {

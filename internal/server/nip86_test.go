@@ -63,10 +63,10 @@ func newNIP86Env(t *testing.T) *nip86Env {
 		Lists:  e.lists,
 		Admins: []nostr.PubKey{e.admin.PubKey()},
 		URL:    e.url,
-		ChangeInfo: func(change func(*relay.Info)) error {
+		ChangeInfo: func(field relay.InfoField, v string) error {
 			e.mu.Lock()
 			defer e.mu.Unlock()
-			change(&e.info)
+			*map[relay.InfoField]*string{relay.InfoName: &e.info.Name, relay.InfoDescription: &e.info.Description, relay.InfoIcon: &e.info.Icon}[field] = v
 			return nil
 		},
 		DeleteEvent: func(_ context.Context, id nostr.ID) error {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/petrel-relay/petrel/internal/config"
 	"github.com/petrel-relay/petrel/internal/nostr"
+	"github.com/petrel-relay/petrel/internal/pgtest"
 	"github.com/petrel-relay/petrel/internal/relaytest"
 	"github.com/petrel-relay/petrel/internal/store"
 	"github.com/petrel-relay/petrel/internal/store/postgres"
@@ -193,7 +194,7 @@ func TestMigrateRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	pgSpec := "postgres:" + pgTestURL() + "#" + schema
+	pgSpec := "postgres:" + pgtest.URL() + "#" + schema
 	out, _, err := runTool(t, migrateCmd, "", "--from", "pebble:"+dir, "--to", pgSpec, "-q", "--batch", "700")
 	if err != nil {
 		t.Fatalf("pebble -> postgres: %v\n%s", err, out)
@@ -284,7 +285,7 @@ func checkHeld(t *testing.T, st store.Store, want ...*nostr.Event) {
 // missing source and a malformed name are refused.
 func TestMigrateRefuses(t *testing.T) {
 	schema := pgSchema(t)
-	pgSpec := "postgres:" + pgTestURL() + "#" + schema
+	pgSpec := "postgres:" + pgtest.URL() + "#" + schema
 	evs := toolEvents()
 	data := fillStore(t, evs[:30])
 	f := func(want string, args ...string) {
@@ -297,9 +298,9 @@ func TestMigrateRefuses(t *testing.T) {
 	f("same store", "--from", "pebble:"+data, "--to", "pebble:"+data+"/")
 	f("same store", "--from", pgSpec, "--to", pgSpec)
 	f("no store in the data directory", "--from", "pebble:"+filepath.Join(t.TempDir(), "none"), "--to", pgSpec)
-	f("no petrel store in this PostgreSQL schema", "--from", "postgres:"+pgTestURL()+"#"+schema+"_none", "--to", "pebble:"+filepath.Join(t.TempDir(), "x"))
+	f("no petrel store in this PostgreSQL schema", "--from", "postgres:"+pgtest.URL()+"#"+schema+"_none", "--to", "pebble:"+filepath.Join(t.TempDir(), "x"))
 	f("want pebble:DIR or postgres:URL", "--from", "sqlite:x", "--to", pgSpec)
-	f("schema", "--from", "pebble:"+data, "--to", "postgres:"+pgTestURL()+"#bad-name")
+	f("schema", "--from", "pebble:"+data, "--to", "postgres:"+pgtest.URL()+"#bad-name")
 	f(`required flag(s) "to" not set`, "--from", "pebble:"+data)
 	if schemaExists(t, schema) || schemaExists(t, schema+"_none") {
 		t.Fatal("a refused migrate created a schema")
@@ -372,7 +373,7 @@ func TestMigrateEmptySource(t *testing.T) {
 		t.Fatal(err)
 	}
 	st.Close()
-	out, _, err := runTool(t, migrateCmd, "", "--from", "pebble:"+dir, "--to", "postgres:"+pgTestURL()+"#"+schema)
+	out, _, err := runTool(t, migrateCmd, "", "--from", "pebble:"+dir, "--to", "postgres:"+pgtest.URL()+"#"+schema)
 	if err != nil || !strings.Contains(out, "copied 0 events") || !strings.Contains(out, "policy state: 1 entries") || !strings.Contains(out, "verified") {
 		t.Fatalf("%v\n%s", err, out)
 	}

@@ -15,19 +15,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/petrel-relay/petrel/internal/nostr"
+	"github.com/petrel-relay/petrel/internal/pgtest"
 	"github.com/petrel-relay/petrel/internal/relaytest"
 	"github.com/petrel-relay/petrel/internal/store/postgres"
 )
-
-// pgTestURL is the database the tests use: PETREL_TEST_POSTGRES_URL, or
-// a local server with trust authentication (as internal/store/postgres's
-// tests).
-func pgTestURL() string {
-	if u := os.Getenv("PETREL_TEST_POSTGRES_URL"); u != "" {
-		return u
-	}
-	return "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-}
 
 // needPostgres fails the test when the database cannot be reached,
 // unless PETREL_TEST_POSTGRES=skip.
@@ -38,9 +29,9 @@ func needPostgres(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c, err := pgx.Connect(ctx, pgTestURL())
+	c, err := pgx.Connect(ctx, pgtest.URL())
 	if err != nil {
-		t.Fatalf("PostgreSQL at %s unreachable (set PETREL_TEST_POSTGRES_URL, or PETREL_TEST_POSTGRES=skip to skip): %v", pgTestURL(), err)
+		t.Fatalf("PostgreSQL at %s unreachable (set PETREL_TEST_POSTGRES_URL, or PETREL_TEST_POSTGRES=skip to skip): %v", pgtest.URL(), err)
 	}
 	c.Close(ctx)
 }
@@ -56,7 +47,7 @@ func pgSchema(t *testing.T) string {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		c, err := pgx.Connect(ctx, pgTestURL())
+		c, err := pgx.Connect(ctx, pgtest.URL())
 		if err != nil {
 			t.Errorf("drop schema %s: %v", name, err)
 			return
@@ -73,7 +64,7 @@ func pgSchema(t *testing.T) string {
 func schemaExists(t *testing.T, name string) bool {
 	t.Helper()
 	ctx := context.Background()
-	c, err := pgx.Connect(ctx, pgTestURL())
+	c, err := pgx.Connect(ctx, pgtest.URL())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +81,7 @@ func schemaExists(t *testing.T, name string) bool {
 func pgConfig(t *testing.T, schema string) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "pg.toml")
-	writeFile(t, path, fmt.Appendf(nil, "[store]\nbackend = \"postgres\"\npostgres_url = %q\npostgres_schema = %q\n", pgTestURL(), schema))
+	writeFile(t, path, fmt.Appendf(nil, "[store]\nbackend = \"postgres\"\npostgres_url = %q\npostgres_schema = %q\n", pgtest.URL(), schema))
 	return path
 }
 
@@ -98,7 +89,7 @@ func pgConfig(t *testing.T, schema string) string {
 // end unless the test closed it).
 func openPG(t *testing.T, schema string) *postgres.Store {
 	t.Helper()
-	st, err := postgres.Open(context.Background(), postgres.Options{URL: pgTestURL(), Schema: schema, Logger: quietLog, PurgeInterval: -1})
+	st, err := postgres.Open(context.Background(), postgres.Options{URL: pgtest.URL(), Schema: schema, Logger: quietLog, PurgeInterval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/petrel-relay/petrel/internal/cluster"
+	"github.com/petrel-relay/petrel/internal/pgtest"
 )
 
 // The harness: the petrel binary (built once per test run), and clusters
@@ -77,13 +78,6 @@ func skipUnlessWanted(t *testing.T) {
 	}
 }
 
-func sharedPostgresURL() string {
-	if u := os.Getenv("PETREL_TEST_POSTGRES_URL"); u != "" {
-		return u
-	}
-	return "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-}
-
 func sharedNATSURL() string {
 	if u := os.Getenv("PETREL_TEST_NATS_URL"); u != "" {
 		return u
@@ -97,9 +91,9 @@ func needServices(t *testing.T, o clusterOptions) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if !o.privatePostgres {
-		c, err := pgx.Connect(ctx, sharedPostgresURL())
+		c, err := pgx.Connect(ctx, pgtest.URL())
 		if err != nil {
-			t.Fatalf("PostgreSQL at %s unreachable (scripts/setup.sh starts it; PETREL_TEST_POSTGRES=skip skips): %v", sharedPostgresURL(), err)
+			t.Fatalf("PostgreSQL at %s unreachable (scripts/setup.sh starts it; PETREL_TEST_POSTGRES=skip skips): %v", pgtest.URL(), err)
 		}
 		c.Close(ctx)
 	}
@@ -185,7 +179,7 @@ func startCluster(t *testing.T, o clusterOptions) *testCluster {
 	if o.privatePostgres {
 		args = append(args, "--postgres", "private")
 	} else {
-		args = append(args, "--postgres", sharedPostgresURL())
+		args = append(args, "--postgres", pgtest.URL())
 	}
 	if o.privateNATS {
 		args = append(args, "--nats", "private")

@@ -18,8 +18,9 @@ import (
 // again. The write lists' configuration layer is applied at once (a ban
 // added refuses the next event on a connection already open, a ban
 // removed lets it through, a NIP-86 ban stays), so are [info], the rate
-// limits and the proof of work (to the open connection's next event and
-// in NIP-11's limitation); other changed keys are
+// limits, the proof of work and [relay]'s message limits (to the open
+// connection's next message and in NIP-11's limitation); other changed
+// keys are
 // logged as waiting for the next start (and --listen, a flag, is not
 // one); a configuration serve --check would refuse changes nothing and
 // the relay goes on serving.
@@ -78,8 +79,8 @@ func TestServeReload(t *testing.T) {
 	if code, out := relaytest.NIP86(t, p.HTTP, admin, "banpubkey", bob.PK.Hex()); code != 200 {
 		t.Fatalf("NIP-86 ban: %d %v", code, out)
 	}
-	write("banned_pubkeys = [\"" + nip19.EncodePubKey(alice.PK) + "\"]\nblocked_ips = [\"192.0.2.0/24\"]\n[relay]\nmax_limit = 10\n")
-	hup(`applied="[policy.banned_pubkeys policy.blocked_ips]" closed_connections=0 at_next_start=[relay.max_limit]`)
+	write("banned_pubkeys = [\"" + nip19.EncodePubKey(alice.PK) + "\"]\nblocked_ips = [\"192.0.2.0/24\"]\n[relay]\nquery_workers = 3\n")
+	hup(`applied="[policy.banned_pubkeys policy.blocked_ips]" closed_connections=0 at_next_start=[relay.query_workers]`)
 	publish(alice, "after the ban", false)
 	publish(bob, "banned by NIP-86", false)
 
@@ -123,12 +124,16 @@ func TestServeReload(t *testing.T) {
 		}
 	}
 	info := []string{`name = "reloaded"`, `description = "from the file, again"`}
-	write("event_rate = 0.001\nevent_burst = 1\n", info...)
-	hup(`applied="[policy.event_burst policy.event_rate]" closed_connections=0 at_next_start=[]`)
+	write("event_rate = 0.001\nevent_burst = 1\n[relay]\nmax_subscriptions = 1\n", info...)
+	hup(`applied="[policy.event_burst policy.event_rate relay.max_subscriptions]" closed_connections=0 at_next_start=[]`)
 	c.MustPublish(carol.Note("the burst of one"))
 	refused("past the burst", "rate-limited:")
+	c.Req("one", `{"kinds":[7]}`)
+	c.SendRaw(`["REQ","two",{"kinds":[7]}]`)
+	c.ExpectClosed("two", "blocked: too many open subscriptions")
+	c.Send("CLOSE", "one")
 	write("min_pow_difficulty = 28\n", info...)
-	hup(`applied="[policy.event_burst policy.event_rate policy.min_pow_difficulty]" closed_connections=0 at_next_start=[]`)
+	hup(`applied="[policy.event_burst policy.event_rate policy.min_pow_difficulty relay.max_subscriptions]" closed_connections=0 at_next_start=[]`)
 	refused("without work", "pow:")
 	if lim, _ := nip11(t, p.HTTP)["limitation"].(map[string]any); lim["min_pow_difficulty"] != 28.0 {
 		t.Fatalf("NIP-11 limitation after the reload: %v", lim)

@@ -353,7 +353,8 @@ var liveKeys = map[string]bool{
 
 // rateKeys are the rate limits' settings and the proof of work, which a
 // reload applies too (an operator tightens them during a flood without
-// dropping every connection).
+// dropping every connection), as it does the [relay] limits of
+// relay.LiveKeys (relayLiveKey).
 var rateKeys = map[string]bool{
 	"policy.event_rate":         true,
 	"policy.event_burst":        true,
@@ -365,12 +366,19 @@ var rateKeys = map[string]bool{
 	"policy.min_pow_difficulty": true,
 }
 
+// relayLiveKey reports whether k is a [relay] setting a reload applies
+// (relay.LiveKeys).
+func relayLiveKey(k string) bool {
+	name, ok := strings.CutPrefix(k, "relay.")
+	return ok && slices.Contains(relay.LiveKeys, name)
+}
+
 // reload reads the configuration again (SIGHUP) and returns the one the
 // relay now runs with. A configuration serve --check would refuse is
 // logged and changes nothing. Otherwise the write lists' configuration
 // layer is replaced (the NIP-86 layer stays; connections a new ban or
 // block concerns are closed, as a NIP-86 ban closes them), the rate
-// limits and proof of work are replaced, [info] too (a name,
+// limits, proof of work and [relay] message limits are replaced, [info] too (a name,
 // description or icon set through NIP-86 still over it), and the other
 // changed keys are logged as applying at the next start.
 func reload(running config.Config, load func() (config.Config, error), rl *relay.Relay, log *slog.Logger) config.Config {
@@ -383,13 +391,15 @@ func reload(running config.Config, load func() (config.Config, error), rl *relay
 		return running
 	}
 	live, later := []string{}, []string{}
-	var lists, rates, info []string
+	var lists, rates, limits, info []string
 	for _, k := range config.Changed(running, next) {
 		switch {
 		case liveKeys[k]:
 			lists = append(lists, k)
 		case rateKeys[k]:
 			rates = append(rates, k)
+		case relayLiveKey(k):
+			limits = append(limits, k)
 		case strings.HasPrefix(k, "info."):
 			info = append(info, k)
 		default:
@@ -406,27 +416,27 @@ func reload(running config.Config, load func() (config.Config, error), rl *relay
 		live = append(live, lists...)
 		closed = rl.DisconnectBlocked()
 	}
-	if len(rates) > 0 {
-		// Only a per-pubkey limit turned on under optimistic
-		// verification; tried again at the next reload.
-		if err := rl.ReloadRates(next.Policy); err != nil {
-			log.Error("config reload: rate limits not applied", "keys", rates, "err", err)
-			later = append(later, rates...)
-		} else {
-			config.Copy(&running, next, rates...)
-			live = append(live, rates...)
+	// apply applies keys with do; keys it could not apply wait for the
+	// next start (a later reload tries them again).
+	apply := func(keys []string, what string, do func() error) {
+		if len(keys) == 0 {
+			return
 		}
-	}
-	if len(info) > 0 {
-		// Only a failure to read what NIP-86 changed; tried again at the
-		// next reload.
-		if err := rl.ReloadInfo(next.Info); err != nil {
-			log.Error("config reload: [info] not applied", "keys", info, "err", err)
-		} else {
-			config.Copy(&running, next, info...)
-			live = append(live, info...)
+		if err := do(); err != nil {
+			log.Error("config reload: "+what+" not applied", "keys", keys, "err", err)
+			later = append(later, keys...)
+			return
 		}
+		config.Copy(&running, next, keys...)
+		live = append(live, keys...)
 	}
+	// Fails only for a per-pubkey limit turned on under optimistic
+	// verification.
+	apply(rates, "rate limits", func() error { return rl.ReloadRates(next.Policy) })
+	// next passed checkConfig: does not fail.
+	apply(limits, "[relay] limits", func() error { return rl.ReloadLimits(next.Relay) })
+	// Fails only when what NIP-86 changed cannot be read.
+	apply(info, "[info]", func() error { return rl.ReloadInfo(next.Info) })
 	slices.Sort(live)
 	slices.Sort(later)
 	log.Info("config reloaded", "applied", live, "closed_connections", closed, "at_next_start", later)

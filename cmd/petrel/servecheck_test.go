@@ -10,6 +10,7 @@ import (
 	"github.com/petrel-relay/petrel/internal/config"
 	"github.com/petrel-relay/petrel/internal/nip19"
 	"github.com/petrel-relay/petrel/internal/nostr"
+	"github.com/petrel-relay/petrel/internal/relay"
 )
 
 // runCheck runs `petrel serve --check` in this process with args and
@@ -138,7 +139,14 @@ plugin = "`+notExe+`"
 // TestReloadKeys: every key a reload applies names a setting (a wrong
 // name would make config.Copy panic at the reload).
 func TestReloadKeys(t *testing.T) {
-	for _, keys := range []map[string]bool{liveKeys, rateKeys} {
+	relayKeys := map[string]bool{}
+	for _, k := range relay.LiveKeys {
+		relayKeys["relay."+k] = true
+		if !relayLiveKey("relay." + k) {
+			t.Errorf("relay.%s is not taken as live", k)
+		}
+	}
+	for _, keys := range []map[string]bool{liveKeys, rateKeys, relayKeys} {
 		for k := range keys {
 			func() {
 				defer func() {

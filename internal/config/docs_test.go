@@ -192,8 +192,9 @@ flags) as ` + "`serve`" + ` would, without starting. SIGHUP (` + "`systemctl rel
 reads it again: the ` + "`[policy]`" + ` lists (` + "`banned_pubkeys`" + `, ` + "`allowed_pubkeys`" + `,
 ` + "`allowed_kinds`, `disallowed_kinds`, `blocked_ips`" + `), its rate limits
 (` + "`event_rate`, `pubkey_event_rate`, `req_rate`" + `, their bursts, ` + "`rate_max_keys`" + `),
-` + "`min_pow_difficulty`" + ` and ` + "`[info]`" + ` apply at once, every other change at the
-next start (docs/operations.md).
+` + "`min_pow_difficulty`" + `, the message limits of ` + "`[relay]`" + ` (` + "`auth_required`" + `,
+` + "`max_limit`, `max_subscriptions`" + ` and the others docs/operations.md lists) and
+` + "`[info]`" + ` apply at once, every other change at the next start.
 
 Where a limit can be switched off, a negative value means "no limit".
 `)

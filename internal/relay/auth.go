@@ -229,7 +229,7 @@ func (s *Session) policy(ev *nostr.Event) *nostr.Rejection {
 			return rej
 		}
 	}
-	if r.cfg.AuthRequired && !s.auth.load().authed() {
+	if r.live.Load().authRequired && !s.auth.load().authed() {
 		return s.authRequired("this relay accepts events from authenticated clients only")
 	}
 	if ev.IsProtected() {
@@ -415,14 +415,15 @@ func tagCond(f *nostr.Filter, name byte) *nostr.TagFilter {
 // arithmetic). The AUTH challenge is sent before an "auth-required:".
 func (s *Session) checkReq(filters []nostr.Filter) *nostr.Rejection {
 	r := s.r
-	if !r.cfg.AuthRequired && r.pol.prot == nil {
+	authRequired := r.live.Load().authRequired
+	if !authRequired && r.pol.prot == nil {
 		return nil
 	}
 	info := s.auth.load()
 	if info.authed() {
 		return nil
 	}
-	if r.cfg.AuthRequired {
+	if authRequired {
 		return s.authRequired("this relay serves authenticated clients only")
 	}
 	if r.namesProtected(filters) {

@@ -149,7 +149,7 @@ func (s *Session) planCount(j *queryJob) (*nostr.Rejection, error) {
 		}
 		return nil, nil
 	}
-	if r.cfg.CountScanLimit < 0 {
+	if r.live.Load().countScanLimit < 0 {
 		return nostr.Reject(nostr.PrefixRestricted, "kinds "+r.pol.protText+
 			" can be counted only with authors or #p limited to your authenticated pubkeys"), nil
 	}
@@ -163,10 +163,11 @@ func (s *Session) planHLL(j *queryJob) {
 	r, c := s.r, j.cnt
 	c.phase = countDone
 	offset, ok := hllFilter(j.filters)
-	if !ok || r.cfg.CountScanLimit < 0 {
+	scanLimit := r.live.Load().countScanLimit
+	if !ok || scanLimit < 0 {
 		return
 	}
-	if c.n > int64(r.cfg.CountScanLimit) {
+	if c.n > int64(scanLimit) {
 		r.stats.LimitTrips[limCountScan].Add(1)
 		return
 	}
@@ -197,6 +198,7 @@ func (q *queryScheduler) scanSlice(j *queryJob, deadline time.Time) (done bool, 
 		j.it = it
 	}
 	it := j.it
+	scanLimit := r.live.Load().countScanLimit
 	for n := 1; ; n++ {
 		if n&15 == 0 && time.Now().After(deadline) {
 			return false, nil
@@ -204,7 +206,7 @@ func (q *queryScheduler) scanSlice(j *queryJob, deadline time.Time) (done bool, 
 		if !it.Next() {
 			break
 		}
-		if c.seen++; c.seen > r.cfg.CountScanLimit {
+		if c.seen++; c.seen > scanLimit {
 			c.over = true
 			break
 		}

@@ -401,18 +401,19 @@ func (s *Session) handleEvent(ev *nostr.Event) {
 		r.countReject(p)
 		s.ok(ev.ID, false, string(p)+": "+msg)
 	}
-	if len(ev.Raw) > r.cfg.MaxEventBytes {
+	lim := r.live.Load()
+	if len(ev.Raw) > lim.maxEventBytes {
 		r.stats.LimitTrips[limEventBytes].Add(1)
 		reject(nostr.PrefixInvalid, "event too large")
 		return
 	}
 	now := t0.Unix()
-	if r.cfg.CreatedAtFuture > 0 && ev.CreatedAt > now+int64(r.cfg.CreatedAtFuture/time.Second) {
+	if lim.createdAtFuture > 0 && ev.CreatedAt > now+int64(lim.createdAtFuture/time.Second) {
 		r.stats.LimitTrips[limCreatedAtFuture].Add(1)
 		reject(nostr.PrefixInvalid, "created_at too far in the future")
 		return
 	}
-	if r.cfg.CreatedAtPast > 0 && ev.CreatedAt < now-int64(r.cfg.CreatedAtPast/time.Second) {
+	if lim.createdAtPast > 0 && ev.CreatedAt < now-int64(lim.createdAtPast/time.Second) {
 		r.stats.LimitTrips[limCreatedAtPast].Add(1)
 		reject(nostr.PrefixInvalid, "created_at too far in the past")
 		return
@@ -504,7 +505,7 @@ func (s *Session) handleEvent(ev *nostr.Event) {
 // badSignature counts one more invalid signature in a row and closes the
 // connection at MaxBadSignatures.
 func (s *Session) badSignature() {
-	if n := s.badSigs.Add(1); s.r.cfg.MaxBadSignatures > 0 && int(n) >= s.r.cfg.MaxBadSignatures {
+	if n, lim := s.badSigs.Add(1), s.r.live.Load().maxBadSignatures; lim > 0 && int(n) >= lim {
 		s.closeFor(ClosePolicy, "too many invalid signatures", limBadSignatures)
 	}
 }
@@ -512,7 +513,7 @@ func (s *Session) badSignature() {
 // slowed reports whether the connection sent enough invalid signatures in
 // a row (a tenth of MaxBadSignatures) to be held to one EVENT at a time.
 func (s *Session) slowed() bool {
-	lim := s.r.cfg.MaxBadSignatures
+	lim := s.r.live.Load().maxBadSignatures
 	return lim > 0 && int(s.badSigs.Load()) >= max(1, lim/10)
 }
 

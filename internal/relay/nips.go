@@ -22,7 +22,7 @@ func (r *Relay) SupportedNIPs() []int {
 
 // Limitation returns the NIP-11 limitation object for the configuration.
 func (r *Relay) Limitation() nostr.Limitation {
-	c := r.cfg
+	c := r.Config()
 	pow := int(r.pol.minPoW.Load())
 	l := nostr.Limitation{
 		MaxMessageLength: c.MaxMessageBytes,

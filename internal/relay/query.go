@@ -309,13 +309,14 @@ func (q *queryScheduler) fail(j *queryJob, err error) {
 // clampFilters applies MaxLimit to every filter (a missing limit becomes
 // MaxLimit) and counts each limit it lowers (limit_clamped).
 func (r *Relay) clampFilters(filters []nostr.Filter) {
+	maxLimit := r.live.Load().maxLimit
 	for i := range filters {
 		f := &filters[i]
-		if !f.HasLimit || f.Limit > r.cfg.MaxLimit {
+		if !f.HasLimit || f.Limit > maxLimit {
 			if f.HasLimit {
 				r.stats.LimitTrips[limLimitClamped].Add(1)
 			}
-			f.Limit, f.HasLimit = r.cfg.MaxLimit, true
+			f.Limit, f.HasLimit = maxLimit, true
 		}
 	}
 }
@@ -359,10 +360,10 @@ func (s *Session) handleReq(subID string, filters []nostr.Filter) {
 		return
 	}
 	old := s.subs.get(subID)
-	if old == nil && len(s.subs) >= r.cfg.MaxSubscriptions {
+	if maxSubs := r.live.Load().maxSubscriptions; old == nil && len(s.subs) >= maxSubs {
 		s.mu.Unlock()
 		r.stats.LimitTrips[limSubscriptions].Add(1)
-		s.closedMsg(subID, "blocked: too many open subscriptions on this connection (max "+itoa(r.cfg.MaxSubscriptions)+")")
+		s.closedMsg(subID, "blocked: too many open subscriptions on this connection (max "+itoa(maxSubs)+")")
 		return
 	}
 	s.subs.put(sb)

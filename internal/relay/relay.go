@@ -111,8 +111,8 @@ type FanoutGate interface {
 
 // Relay is the protocol engine shared by all sessions.
 type Relay struct {
-	cfg      Config
-	limits   nostr.Limits
+	cfg      Config // the live limits zeroed: they are in live
+	live     atomic.Pointer[liveLimits]
 	store    store.Store
 	pre      store.Prechecker // store, if it implements it; else nil
 	verifier nostr.Verifier
@@ -213,6 +213,9 @@ func New(cfg Config, opts Options) (*Relay, error) {
 		bus:      opts.Bus,
 	}
 	r.gate, _ = opts.Bus.(FanoutGate)
+	live, static := takeLive(cfg)
+	r.live.Store(live)
+	r.cfg = static
 	r.pre, _ = opts.Store.(store.Prechecker)
 	if r.verifier == nil {
 		r.verifier = nostr.DefaultVerifier()
@@ -230,13 +233,6 @@ func New(cfg Config, opts Options) (*Relay, error) {
 	r.initProtected()
 	if err := r.initPolicy(opts); err != nil {
 		return nil, err
-	}
-	r.limits = nostr.Limits{
-		MaxFilters:      cfg.MaxFilters,
-		MaxFilterValues: cfg.MaxFilterValues,
-		MaxTags:         cfg.MaxTags,
-		MaxSubIDLen:     cfg.MaxSubIDLength,
-		MaxContentBytes: max(cfg.MaxContentBytes, 0),
 	}
 	r.stats.start = time.Now()
 	r.OKLatency = prometheus.NewHistogram(prometheus.HistogramOpts{
@@ -284,8 +280,9 @@ func New(cfg Config, opts Options) (*Relay, error) {
 	return r, nil
 }
 
-// Config returns the normalized configuration.
-func (r *Relay) Config() Config { return r.cfg }
+// Config returns the normalized configuration, with the live limits as
+// they are now (ReloadLimits).
+func (r *Relay) Config() Config { return putLive(r.cfg, r.live.Load()) }
 
 // Store returns the relay's store.
 func (r *Relay) Store() store.Store { return r.store }

@@ -239,7 +239,7 @@ func (s *Session) HandleMessage(data []byte, binary bool) {
 		s.closeFor(CloseTooBig, "message too big", limMessageBytes)
 		return
 	}
-	msg, err := nostr.ParseClientMessage(data, &r.limits)
+	msg, err := nostr.ParseClientMessage(data, &r.live.Load().parse)
 	if err != nil {
 		s.rejectParse(err)
 		return

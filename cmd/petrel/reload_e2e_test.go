@@ -138,8 +138,12 @@ func TestServeReload(t *testing.T) {
 	if lim, _ := nip11(t, p.HTTP)["limitation"].(map[string]any); lim["min_pow_difficulty"] != 28.0 {
 		t.Fatalf("NIP-11 limitation after the reload: %v", lim)
 	}
-	if st := p.Stats(t); st.EventsAccepted != 3 {
+	st := p.Stats(t)
+	if st.EventsAccepted != 3 {
 		t.Fatalf("accepted %d events, want 3", st.EventsAccepted)
+	}
+	if r := st.ConfigReloads; r.Applied != int64(reloads-1) || r.Refused != 1 || r.LastRefused {
+		t.Fatalf("/stats config_reloads %+v after %d reloads, one refused", r, reloads)
 	}
 }
 

@@ -300,7 +300,9 @@ func serve(cfg config.Config, load func() (config.Config, error)) error {
 	for s == nil {
 		select {
 		case <-hup:
-			running = reload(running, load, rl, log)
+			var applied bool
+			running, applied = reload(running, load, rl, log)
+			srv.NoteReload(applied)
 		case s = <-sig:
 		}
 	}
@@ -374,21 +376,21 @@ func relayLiveKey(k string) bool {
 }
 
 // reload reads the configuration again (SIGHUP) and returns the one the
-// relay now runs with. A configuration serve --check would refuse is
-// logged and changes nothing. Otherwise the write lists' configuration
+// relay now runs with, and whether it was applied. A configuration serve
+// --check would refuse is logged and changes nothing. Otherwise the write lists' configuration
 // layer is replaced (the NIP-86 layer stays; connections a new ban or
 // block concerns are closed, as a NIP-86 ban closes them), the rate
 // limits, proof of work and [relay] message limits are replaced, [info] too (a name,
 // description or icon set through NIP-86 still over it), and the other
 // changed keys are logged as applying at the next start.
-func reload(running config.Config, load func() (config.Config, error), rl *relay.Relay, log *slog.Logger) config.Config {
+func reload(running config.Config, load func() (config.Config, error), rl *relay.Relay, log *slog.Logger) (config.Config, bool) {
 	next, err := load()
 	if err == nil {
 		err = checkConfig(next)
 	}
 	if err != nil {
 		log.Error("config reload refused; running as before", "err", err)
-		return running
+		return running, false
 	}
 	live, later := []string{}, []string{}
 	var lists, rates, limits, info []string
@@ -410,7 +412,7 @@ func reload(running config.Config, load func() (config.Config, error), rl *relay
 	if len(lists) > 0 {
 		if err := rl.Lists().SetStatic(next.Policy); err != nil {
 			log.Error("config reload refused; running as before", "err", err)
-			return running
+			return running, false
 		}
 		config.Copy(&running, next, lists...)
 		live = append(live, lists...)
@@ -440,7 +442,7 @@ func reload(running config.Config, load func() (config.Config, error), rl *relay
 	slices.Sort(live)
 	slices.Sort(later)
 	log.Info("config reloaded", "applied", live, "closed_connections", closed, "at_next_start", later)
-	return running
+	return running, true
 }
 
 // policyPersister returns where NIP-86 changes (ban lists, relay name,

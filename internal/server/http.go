@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"net/http"
 	"slices"
+	"sync"
+	"time"
 
 	"github.com/petrel-relay/petrel/internal/nostr"
 	"github.com/petrel-relay/petrel/internal/relay"
@@ -91,9 +93,50 @@ type Stats struct {
 	// ProxyProtocol counts the PROXY headers read and the connections
 	// refused for theirs (server.proxy_protocol).
 	ProxyProtocol ProxyProtocolStats `json:"proxy_protocol"`
+	// ConfigReloads counts petrel serve's configuration reloads (SIGHUP).
+	ConfigReloads ReloadStats `json:"config_reloads"`
 	// Process: the process's memory, goroutines and open files.
 	Process ProcessStats `json:"process"`
 	Version string       `json:"version"`
+}
+
+// ReloadStats counts the configuration reloads: applied (wholly, or with
+// some keys left for the next start, as the log says) and refused (a
+// configuration serve --check would refuse: nothing changed), and when
+// the last one was and how it ended.
+type ReloadStats struct {
+	Applied     int64     `json:"applied"`
+	Refused     int64     `json:"refused"`
+	Last        time.Time `json:"last,omitzero"`
+	LastRefused bool      `json:"last_refused"`
+}
+
+// reloadCounts is ReloadStats kept under a lock (reloads are rare).
+type reloadCounts struct {
+	mu sync.Mutex
+	st ReloadStats
+}
+
+func (c *reloadCounts) snapshot() ReloadStats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.st
+}
+
+// NoteReload counts a configuration reload (petrel serve's SIGHUP):
+// applied, or refused with nothing changed. /stats shows it under
+// config_reloads; /metrics as petrel_config_reloads_total{result} and
+// petrel_config_last_reload_successful.
+func (s *Server) NoteReload(applied bool) {
+	c := &s.reloads
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if applied {
+		c.st.Applied++
+	} else {
+		c.st.Refused++
+	}
+	c.st.Last, c.st.LastRefused = time.Now(), !applied
 }
 
 func (s *Server) statsDoc() Stats {
@@ -105,6 +148,7 @@ func (s *Server) statsDoc() Stats {
 		SlotsReserve:       s.slots.inReserve(),
 		ProxyHeaderMissing: s.proxyNoClient.Load(),
 		ProxyProtocol:      s.proxyStats.snapshot(),
+		ConfigReloads:      s.reloads.snapshot(),
 		Process:            proc,
 		Version:            s.version,
 	}

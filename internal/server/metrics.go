@@ -43,6 +43,8 @@ var (
 	dSlots        *prometheus.Desc
 	dSlotsReserve *prometheus.Desc
 	dProxyNoAddr  *prometheus.Desc
+	dReloads      *prometheus.Desc
+	dReloadOK     *prometheus.Desc
 	dProxyHeaders *prometheus.Desc
 	dProxyRefused *prometheus.Desc
 	dSubsActive   *prometheus.Desc
@@ -138,6 +140,8 @@ var makeDescs = sync.OnceFunc(func() {
 	dSlots = desc("connection_slots_active", "TCP connections holding a slot (incl. not yet upgraded).")
 	dSlotsReserve = desc("connection_slots_http_reserve", "Connections admitted past max_connections for plain HTTP (server.http_reserve).")
 	dProxyNoAddr = desc("proxy_header_missing_total", "WebSocket upgrades from a trusted proxy without a usable client address header.")
+	dReloads = desc("config_reloads_total", "Configuration reloads (SIGHUP), applied or refused (nothing changed).", "result")
+	dReloadOK = desc("config_last_reload_successful", "0 if the last configuration reload was refused, else 1.")
 	dProxyHeaders = desc("proxy_protocol_headers_total", "PROXY protocol headers read from trusted proxies, by command: forwarded (names the client), local, unspec (no usable client address).", "command")
 	dProxyRefused = desc("proxy_protocol_refused_total", "Connections closed for their PROXY protocol header, by reason: untrusted (a header from a peer not in trusted_proxies), missing, invalid, incomplete (closed before the header was complete).", "reason")
 	dSubsActive = desc("subscriptions_active", "Open subscriptions.")
@@ -244,6 +248,13 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 	g(dSlots, float64(st.SlotsActive))
 	g(dSlotsReserve, float64(st.SlotsReserve))
 	k(dProxyNoAddr, st.ProxyHeaderMissing)
+	k(dReloads, st.ConfigReloads.Applied, "applied")
+	k(dReloads, st.ConfigReloads.Refused, "refused")
+	if st.ConfigReloads.LastRefused {
+		g(dReloadOK, 0)
+	} else {
+		g(dReloadOK, 1)
+	}
 	pp := st.ProxyProtocol
 	k(dProxyHeaders, pp.Forwarded, "forwarded")
 	k(dProxyHeaders, pp.Local, "local")

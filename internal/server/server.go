@@ -57,6 +57,7 @@ type Server struct {
 
 	proxies       []netip.Prefix // Config.TrustedProxies
 	proxyNoClient atomic.Int64   // upgrades from a trusted proxy without a usable client address
+	reloads       reloadCounts   // configuration reloads (NoteReload)
 	proxyStats    proxyStats     // Config.ProxyProtocol
 
 	handlers   *handlerPool  // runs nbio's message handlers (handlers.go)

@@ -229,7 +229,7 @@ func (s *Session) policy(ev *nostr.Event) *nostr.Rejection {
 			return rej
 		}
 	}
-	if r.live.Load().authRequired && !s.auth.load().authed() {
+	if r.live.Load().AuthRequired && !s.auth.load().authed() {
 		return s.authRequired("this relay accepts events from authenticated clients only")
 	}
 	if ev.IsProtected() {
@@ -415,7 +415,7 @@ func tagCond(f *nostr.Filter, name byte) *nostr.TagFilter {
 // arithmetic). The AUTH challenge is sent before an "auth-required:".
 func (s *Session) checkReq(filters []nostr.Filter) *nostr.Rejection {
 	r := s.r
-	authRequired := r.live.Load().authRequired
+	authRequired := r.live.Load().AuthRequired
 	if !authRequired && r.pol.prot == nil {
 		return nil
 	}

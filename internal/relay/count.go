@@ -149,7 +149,7 @@ func (s *Session) planCount(j *queryJob) (*nostr.Rejection, error) {
 		}
 		return nil, nil
 	}
-	if r.live.Load().countScanLimit < 0 {
+	if r.live.Load().CountScanLimit < 0 {
 		return nostr.Reject(nostr.PrefixRestricted, "kinds "+r.pol.protText+
 			" can be counted only with authors or #p limited to your authenticated pubkeys"), nil
 	}
@@ -163,7 +163,7 @@ func (s *Session) planHLL(j *queryJob) {
 	r, c := s.r, j.cnt
 	c.phase = countDone
 	offset, ok := hllFilter(j.filters)
-	scanLimit := r.live.Load().countScanLimit
+	scanLimit := r.live.Load().CountScanLimit
 	if !ok || scanLimit < 0 {
 		return
 	}
@@ -198,7 +198,7 @@ func (q *queryScheduler) scanSlice(j *queryJob, deadline time.Time) (done bool, 
 		j.it = it
 	}
 	it := j.it
-	scanLimit := r.live.Load().countScanLimit
+	scanLimit := r.live.Load().CountScanLimit
 	for n := 1; ; n++ {
 		if n&15 == 0 && time.Now().After(deadline) {
 			return false, nil

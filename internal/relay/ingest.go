@@ -402,18 +402,18 @@ func (s *Session) handleEvent(ev *nostr.Event) {
 		s.ok(ev.ID, false, string(p)+": "+msg)
 	}
 	lim := r.live.Load()
-	if len(ev.Raw) > lim.maxEventBytes {
+	if len(ev.Raw) > lim.MaxEventBytes {
 		r.stats.LimitTrips[limEventBytes].Add(1)
 		reject(nostr.PrefixInvalid, "event too large")
 		return
 	}
 	now := t0.Unix()
-	if lim.createdAtFuture > 0 && ev.CreatedAt > now+int64(lim.createdAtFuture/time.Second) {
+	if lim.CreatedAtFuture > 0 && ev.CreatedAt > now+int64(lim.CreatedAtFuture/time.Second) {
 		r.stats.LimitTrips[limCreatedAtFuture].Add(1)
 		reject(nostr.PrefixInvalid, "created_at too far in the future")
 		return
 	}
-	if lim.createdAtPast > 0 && ev.CreatedAt < now-int64(lim.createdAtPast/time.Second) {
+	if lim.CreatedAtPast > 0 && ev.CreatedAt < now-int64(lim.CreatedAtPast/time.Second) {
 		r.stats.LimitTrips[limCreatedAtPast].Add(1)
 		reject(nostr.PrefixInvalid, "created_at too far in the past")
 		return
@@ -505,7 +505,7 @@ func (s *Session) handleEvent(ev *nostr.Event) {
 // badSignature counts one more invalid signature in a row and closes the
 // connection at MaxBadSignatures.
 func (s *Session) badSignature() {
-	if n, lim := s.badSigs.Add(1), s.r.live.Load().maxBadSignatures; lim > 0 && int(n) >= lim {
+	if n, lim := s.badSigs.Add(1), s.r.live.Load().MaxBadSignatures; lim > 0 && int(n) >= lim {
 		s.closeFor(ClosePolicy, "too many invalid signatures", limBadSignatures)
 	}
 }
@@ -513,7 +513,7 @@ func (s *Session) badSignature() {
 // slowed reports whether the connection sent enough invalid signatures in
 // a row (a tenth of MaxBadSignatures) to be held to one EVENT at a time.
 func (s *Session) slowed() bool {
-	lim := s.r.live.Load().maxBadSignatures
+	lim := s.r.live.Load().MaxBadSignatures
 	return lim > 0 && int(s.badSigs.Load()) >= max(1, lim/10)
 }
 

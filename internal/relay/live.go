@@ -1,32 +1,16 @@
 package relay
 
 import (
-	"time"
+	"reflect"
+	"slices"
+	"strings"
 
 	"github.com/petrel-relay/petrel/internal/nostr"
 )
 
-// liveLimits is the part of the configuration a reload changes under the
-// running relay (ReloadLimits): what a message may hold and who may send
-// it, read through r.live, one atomic load where a message is checked.
-// New takes these fields out of r.cfg (zeroed there, so that a read of
-// the stale copy shows in every test of the limit); Config puts them
-// back.
-type liveLimits struct {
-	authRequired     bool
-	maxEventBytes    int
-	maxSubscriptions int
-	maxLimit         int
-	countScanLimit   int
-	maxBadSignatures int
-	createdAtFuture  time.Duration
-	createdAtPast    time.Duration
-	maxContentBytes  int          // as configured (0 or negative: none)
-	parse            nostr.Limits // max_filters, max_filter_values, max_tags, max_subid_length, max_content_bytes
-}
-
 // LiveKeys are the [relay] settings ReloadLimits applies to the running
-// relay, by their configuration names.
+// relay, by their configuration names: what a message may hold and who
+// may send it.
 var LiveKeys = []string{
 	"auth_required", "max_event_bytes", "max_subscriptions", "max_filters",
 	"max_filter_values", "max_limit", "max_subid_length", "max_tags",
@@ -34,48 +18,39 @@ var LiveKeys = []string{
 	"count_scan_limit", "max_bad_signatures",
 }
 
-// takeLive returns c's live limits and c with them zeroed.
-func takeLive(c Config) (*liveLimits, Config) {
-	l := &liveLimits{
-		authRequired:     c.AuthRequired,
-		maxEventBytes:    c.MaxEventBytes,
-		maxSubscriptions: c.MaxSubscriptions,
-		maxLimit:         c.MaxLimit,
-		countScanLimit:   c.CountScanLimit,
-		maxBadSignatures: c.MaxBadSignatures,
-		createdAtFuture:  c.CreatedAtFuture,
-		createdAtPast:    c.CreatedAtPast,
-		maxContentBytes:  c.MaxContentBytes,
-		parse: nostr.Limits{
-			MaxFilters:      c.MaxFilters,
-			MaxFilterValues: c.MaxFilterValues,
-			MaxTags:         c.MaxTags,
-			MaxSubIDLen:     c.MaxSubIDLength,
-			MaxContentBytes: max(c.MaxContentBytes, 0),
-		},
+// liveConfig is the configuration as it is now, LiveKeys included (the
+// relay reads those from here, one atomic load of r.live where a message
+// is checked), with the parser's limits made from it.
+type liveConfig struct {
+	Config
+	parse nostr.Limits
+}
+
+func newLive(c Config) *liveConfig {
+	return &liveConfig{Config: c, parse: nostr.Limits{
+		MaxFilters:      c.MaxFilters,
+		MaxFilterValues: c.MaxFilterValues,
+		MaxTags:         c.MaxTags,
+		MaxSubIDLen:     c.MaxSubIDLength,
+		MaxContentBytes: max(c.MaxContentBytes, 0),
+	}}
+}
+
+// withLive returns dst with src's LiveKeys settings.
+func withLive(dst, src Config) Config {
+	d, s := reflect.ValueOf(&dst).Elem(), reflect.ValueOf(src)
+	for i := range d.NumField() {
+		tag, _, _ := strings.Cut(d.Type().Field(i).Tag.Get("toml"), ",")
+		if slices.Contains(LiveKeys, tag) {
+			d.Field(i).Set(s.Field(i))
+		}
 	}
-	c.AuthRequired = false
-	c.MaxEventBytes, c.MaxSubscriptions, c.MaxLimit, c.CountScanLimit, c.MaxBadSignatures = 0, 0, 0, 0, 0
-	c.CreatedAtFuture, c.CreatedAtPast = 0, 0
-	c.MaxFilters, c.MaxFilterValues, c.MaxTags, c.MaxSubIDLength, c.MaxContentBytes = 0, 0, 0, 0, 0
-	return l, c
+	return dst
 }
 
-// putLive returns c with l's limits in it.
-func putLive(c Config, l *liveLimits) Config {
-	c.AuthRequired = l.authRequired
-	c.MaxEventBytes, c.MaxSubscriptions, c.MaxLimit = l.maxEventBytes, l.maxSubscriptions, l.maxLimit
-	c.CountScanLimit, c.MaxBadSignatures = l.countScanLimit, l.maxBadSignatures
-	c.CreatedAtFuture, c.CreatedAtPast = l.createdAtFuture, l.createdAtPast
-	c.MaxFilters, c.MaxFilterValues, c.MaxTags = l.parse.MaxFilters, l.parse.MaxFilterValues, l.parse.MaxTags
-	c.MaxSubIDLength, c.MaxContentBytes = l.parse.MaxSubIDLen, l.maxContentBytes
-	return c
-}
-
-// ReloadLimits applies c's live limits (LiveKeys: what a message may
-// hold, auth_required, created_at bounds, the bad-signature budget) to
-// the running relay (petrel serve's reload), from the next message on;
-// what a connection already holds stays (subscriptions past a lowered
+// ReloadLimits applies c's LiveKeys settings to the running relay
+// (petrel serve's reload), from each connection's next message on; what
+// a connection already holds stays (subscriptions past a lowered
 // max_subscriptions stay open, new ones are refused). The rest of c is
 // not applied. It fails, changing nothing, if c is invalid.
 func (r *Relay) ReloadLimits(c Config) error {
@@ -83,7 +58,8 @@ func (r *Relay) ReloadLimits(c Config) error {
 	if err := c.Check(); err != nil {
 		return err
 	}
-	l, _ := takeLive(c)
-	r.live.Store(l)
+	r.liveChange.Lock()
+	defer r.liveChange.Unlock()
+	r.live.Store(newLive(withLive(r.live.Load().Config, c)))
 	return nil
 }

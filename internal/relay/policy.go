@@ -312,21 +312,15 @@ func (r *Relay) refreshPolicy(every time.Duration) {
 }
 
 // refreshInfo sets the name, description and icon to those persisted
-// (changed through another node's NIP-86), if they differ.
+// (changed through another node's NIP-86).
 func (r *Relay) refreshInfo(ctx context.Context) error {
 	r.infoChange.Lock()
 	defer r.infoChange.Unlock()
-	r.infoMu.RLock()
-	info := r.info
-	r.infoMu.RUnlock()
+	info := r.Info()
 	if err := r.overlayPersistedInfo(ctx, &info); err != nil {
 		return err
 	}
-	r.infoMu.Lock()
-	if r.info.Name != info.Name || r.info.Description != info.Description || r.info.Icon != info.Icon {
-		r.info = info
-	}
-	r.infoMu.Unlock()
+	r.SetInfo(info)
 	return nil
 }
 

@@ -309,7 +309,7 @@ func (q *queryScheduler) fail(j *queryJob, err error) {
 // clampFilters applies MaxLimit to every filter (a missing limit becomes
 // MaxLimit) and counts each limit it lowers (limit_clamped).
 func (r *Relay) clampFilters(filters []nostr.Filter) {
-	maxLimit := r.live.Load().maxLimit
+	maxLimit := r.live.Load().MaxLimit
 	for i := range filters {
 		f := &filters[i]
 		if !f.HasLimit || f.Limit > maxLimit {
@@ -360,7 +360,7 @@ func (s *Session) handleReq(subID string, filters []nostr.Filter) {
 		return
 	}
 	old := s.subs.get(subID)
-	if maxSubs := r.live.Load().maxSubscriptions; old == nil && len(s.subs) >= maxSubs {
+	if maxSubs := r.live.Load().MaxSubscriptions; old == nil && len(s.subs) >= maxSubs {
 		s.mu.Unlock()
 		r.stats.LimitTrips[limSubscriptions].Add(1)
 		s.closedMsg(subID, "blocked: too many open subscriptions on this connection (max "+itoa(maxSubs)+")")

@@ -111,13 +111,16 @@ type FanoutGate interface {
 
 // Relay is the protocol engine shared by all sessions.
 type Relay struct {
-	cfg      Config // the live limits zeroed: they are in live
-	live     atomic.Pointer[liveLimits]
-	store    store.Store
-	pre      store.Prechecker // store, if it implements it; else nil
-	verifier nostr.Verifier
-	log      *slog.Logger
-	now      func() time.Time
+	// cfg has the LiveKeys settings zeroed, so that a read of them
+	// there, not in live, fails every test of the limit.
+	cfg        Config
+	live       atomic.Pointer[liveConfig]
+	liveChange sync.Mutex // ReloadLimits
+	store      store.Store
+	pre        store.Prechecker // store, if it implements it; else nil
+	verifier   nostr.Verifier
+	log        *slog.Logger
+	now        func() time.Time
 
 	idx      *index
 	flusher  *flusher
@@ -213,9 +216,8 @@ func New(cfg Config, opts Options) (*Relay, error) {
 		bus:      opts.Bus,
 	}
 	r.gate, _ = opts.Bus.(FanoutGate)
-	live, static := takeLive(cfg)
-	r.live.Store(live)
-	r.cfg = static
+	r.live.Store(newLive(cfg))
+	r.cfg = withLive(cfg, Config{})
 	r.pre, _ = opts.Store.(store.Prechecker)
 	if r.verifier == nil {
 		r.verifier = nostr.DefaultVerifier()
@@ -282,7 +284,7 @@ func New(cfg Config, opts Options) (*Relay, error) {
 
 // Config returns the normalized configuration, with the live limits as
 // they are now (ReloadLimits).
-func (r *Relay) Config() Config { return putLive(r.cfg, r.live.Load()) }
+func (r *Relay) Config() Config { return r.live.Load().Config }
 
 // Store returns the relay's store.
 func (r *Relay) Store() store.Store { return r.store }

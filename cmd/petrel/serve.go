@@ -91,9 +91,10 @@ func serveCmd() *cobra.Command {
 		Long: `Run the relay (zero config: 127.0.0.1:7447, store in ./petrel-data).
 
 SIGINT or SIGTERM stops it gracefully. SIGHUP reads the configuration
-again: the [policy] write lists and [info] apply at once, other changes
-at the next start (the log says which). --check checks a configuration
-without starting. See docs/operations.md.`,
+again: the [policy] write lists, rate limits and proof of work, the
+[relay] message limits and [info] apply at once, other changes at the
+next start (the log says which). --check checks a configuration without
+starting. See docs/operations.md.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			load := func() (config.Config, error) {
@@ -337,15 +338,17 @@ func serve(cfg config.Config, load func() (config.Config, error)) error {
 }
 
 // sharedPolicyRefresh is how often a node on a shared store (PostgreSQL)
-// reads the NIP-86 state again: a ban made through one node holds on
-// every node within it (7 small reads a node; docs/operations.md).
+// reads the NIP-86 state again (8 small reads a node): at once after a
+// change through another node when the bus hints at it, within this
+// when the hint is lost (docs/operations.md).
 const sharedPolicyRefresh = 2 * time.Second
 
-// liveKeys are the write lists' settings, which a reload applies to the
-// running relay (policy.Lists.SetStatic); so are rateKeys
-// (relay.ReloadRates) and [info]'s. Every other change is logged as
-// waiting for the next start.
-var liveKeys = map[string]bool{
+// The settings a reload applies to the running relay: listKeys (the
+// write lists: policy.Lists.SetStatic), rateKeys (relay.ReloadRates),
+// relay.LiveKeys under [relay] (relay.ReloadLimits) and [info]
+// (relay.ReloadInfo). Every other change is logged as waiting for the
+// next start.
+var listKeys = map[string]bool{
 	"policy.banned_pubkeys":   true,
 	"policy.allowed_pubkeys":  true,
 	"policy.allowed_kinds":    true,
@@ -353,10 +356,8 @@ var liveKeys = map[string]bool{
 	"policy.blocked_ips":      true,
 }
 
-// rateKeys are the rate limits' settings and the proof of work, which a
-// reload applies too (an operator tightens them during a flood without
-// dropping every connection), as it does the [relay] limits of
-// relay.LiveKeys (relayLiveKey).
+// rateKeys: an operator tightens them during a flood without dropping
+// every connection.
 var rateKeys = map[string]bool{
 	"policy.event_rate":         true,
 	"policy.event_burst":        true,
@@ -377,12 +378,13 @@ func relayLiveKey(k string) bool {
 
 // reload reads the configuration again (SIGHUP) and returns the one the
 // relay now runs with, and whether it was applied. A configuration serve
-// --check would refuse is logged and changes nothing. Otherwise the write lists' configuration
-// layer is replaced (the NIP-86 layer stays; connections a new ban or
-// block concerns are closed, as a NIP-86 ban closes them), the rate
-// limits, proof of work and [relay] message limits are replaced, [info] too (a name,
-// description or icon set through NIP-86 still over it), and the other
-// changed keys are logged as applying at the next start.
+// --check would refuse is logged and changes nothing. Otherwise the
+// write lists' configuration layer is replaced (the NIP-86 layer stays;
+// connections a new ban or block concerns are closed, as a NIP-86 ban
+// closes them), so are the rate limits, the proof of work, the [relay]
+// message limits and [info] (a name, description or icon set through
+// NIP-86 still over it), and the other changed keys are logged as
+// applying at the next start.
 func reload(running config.Config, load func() (config.Config, error), rl *relay.Relay, log *slog.Logger) (config.Config, bool) {
 	next, err := load()
 	if err == nil {
@@ -396,7 +398,7 @@ func reload(running config.Config, load func() (config.Config, error), rl *relay
 	var lists, rates, limits, info []string
 	for _, k := range config.Changed(running, next) {
 		switch {
-		case liveKeys[k]:
+		case listKeys[k]:
 			lists = append(lists, k)
 		case rateKeys[k]:
 			rates = append(rates, k)

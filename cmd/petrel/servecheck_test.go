@@ -146,7 +146,7 @@ func TestReloadKeys(t *testing.T) {
 			t.Errorf("relay.%s is not taken as live", k)
 		}
 	}
-	for _, keys := range []map[string]bool{liveKeys, rateKeys, relayKeys} {
+	for _, keys := range []map[string]bool{listKeys, rateKeys, relayKeys} {
 		for k := range keys {
 			func() {
 				defer func() {

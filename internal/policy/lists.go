@@ -233,9 +233,9 @@ func (l *Lists) SetStatic(cfg Config) error {
 // Refresh reads the NIP-86 layer of every list from the persister again
 // and reports whether it differs from what the lists held: with a store
 // several nodes share, what the other nodes changed (petrel serve runs it
-// every few seconds there). A read that fails changes nothing. Every
-// change method refreshes first too, so that a change is made to the
-// lists as persisted, not as this node last saw them.
+// every few seconds there, and when another node hints at a change). A
+// read that fails changes nothing. (A change method needs no refresh
+// first: it edits its list as persisted.)
 func (l *Lists) Refresh(ctx context.Context) (bool, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -244,26 +244,20 @@ func (l *Lists) Refresh(ctx context.Context) (bool, error) {
 
 // refresh is Refresh with l.mu held.
 func (l *Lists) refresh(ctx context.Context) (bool, error) {
-	dy := &snapshot{
-		bannedPK: newSet[nostr.PubKey](), allowedPK: newSet[nostr.PubKey](),
-		bannedEv: newSet[nostr.ID](), allowedEv: newSet[nostr.ID](),
-		allowedKinds: &kindSet{set: newSet[int]()}, disallowedKinds: &kindSet{set: newSet[int]()},
-		blocked: &ipSet{set: newSet[netip.Prefix]()},
+	dy := &snapshot{}
+	var errs []error
+	for _, li := range allLists {
+		errs = append(errs, li.load(ctx, l.p, dy))
 	}
-	err := errors.Join(
-		loadSet(ctx, l.p, KeyBannedPubKeys, dy.bannedPK, parsePubKey),
-		loadSet(ctx, l.p, KeyAllowedPubKeys, dy.allowedPK, parsePubKey),
-		loadSet(ctx, l.p, KeyBannedEvents, dy.bannedEv, parseID),
-		loadSet(ctx, l.p, KeyAllowedEvents, dy.allowedEv, parseID),
-		loadSet(ctx, l.p, KeyAllowedKinds, dy.allowedKinds.set, parseKindKey),
-		loadSet(ctx, l.p, KeyDisallowedKinds, dy.disallowedKinds.set, parseKindKey),
-		loadSet(ctx, l.p, KeyBlockedIPs, dy.blocked.set, parseIPBlock),
-	)
-	if err != nil {
+	if err := errors.Join(errs...); err != nil {
 		return false, err
 	}
 	old := l.snap.Load()
-	if sameDynamic(old, dy) {
+	same := true
+	for _, li := range allLists {
+		same = same && li.sameDynamic(old, dy)
+	}
+	if same {
 		return false, nil
 	}
 	l.snap.Store(layered(old, dy))
@@ -273,23 +267,11 @@ func (l *Lists) refresh(ctx context.Context) (bool, error) {
 // layered returns the snapshot of st's configuration layer and dy's
 // NIP-86 layer, its lookup structures built.
 func layered(st, dy *snapshot) *snapshot {
-	return &snapshot{
-		bannedPK:        &set[nostr.PubKey]{static: st.bannedPK.static, dynamic: dy.bannedPK.dynamic},
-		allowedPK:       &set[nostr.PubKey]{static: st.allowedPK.static, dynamic: dy.allowedPK.dynamic},
-		bannedEv:        &set[nostr.ID]{static: st.bannedEv.static, dynamic: dy.bannedEv.dynamic},
-		allowedEv:       &set[nostr.ID]{static: st.allowedEv.static, dynamic: dy.allowedEv.dynamic},
-		allowedKinds:    newKindSet(&set[int]{static: st.allowedKinds.static, dynamic: dy.allowedKinds.dynamic}),
-		disallowedKinds: newKindSet(&set[int]{static: st.disallowedKinds.static, dynamic: dy.disallowedKinds.dynamic}),
-		blocked:         newIPSet(&set[netip.Prefix]{static: st.blocked.static, dynamic: dy.blocked.dynamic}),
+	s := &snapshot{}
+	for _, li := range allLists {
+		li.layer(s, st, dy)
 	}
-}
-
-// sameDynamic reports whether a and b hold the same NIP-86 layer.
-func sameDynamic(a, b *snapshot) bool {
-	return maps.Equal(a.bannedPK.dynamic, b.bannedPK.dynamic) && maps.Equal(a.allowedPK.dynamic, b.allowedPK.dynamic) &&
-		maps.Equal(a.bannedEv.dynamic, b.bannedEv.dynamic) && maps.Equal(a.allowedEv.dynamic, b.allowedEv.dynamic) &&
-		maps.Equal(a.allowedKinds.dynamic, b.allowedKinds.dynamic) && maps.Equal(a.disallowedKinds.dynamic, b.disallowedKinds.dynamic) &&
-		maps.Equal(a.blocked.dynamic, b.blocked.dynamic)
+	return s
 }
 
 // newStatic builds a snapshot holding the configuration's lists, with
@@ -428,6 +410,46 @@ var (
 	blockedIPs = list[netip.Prefix]{KeyBlockedIPs, parseIPBlock, formatIPBlock,
 		func(s *snapshot) *set[netip.Prefix] { return s.blocked.set }, func(s *snapshot, v *set[netip.Prefix]) { s.blocked = newIPSet(v) }}
 )
+
+// anyList is a list whatever the type of its values, for the work done
+// on every list.
+type anyList interface {
+	// load sets the list's NIP-86 layer in dy (a snapshot being
+	// built) to the persisted one.
+	load(ctx context.Context, p Persister, dy *snapshot) error
+	// layer sets the list in dst to st's configuration layer and dy's
+	// NIP-86 layer.
+	layer(dst, st, dy *snapshot)
+	// sameDynamic reports whether a and b hold the same NIP-86 layer.
+	sameDynamic(a, b *snapshot) bool
+}
+
+// allLists are the seven lists.
+var allLists = []anyList{bannedPubKeys, allowedPubKeys, bannedEvents, allowedEvents, allowedKinds, disallowedKinds, blockedIPs}
+
+func (li list[K]) load(ctx context.Context, p Persister, dy *snapshot) error {
+	m := make(map[K]entry)
+	data, err := p.Load(ctx, li.key)
+	switch {
+	case isNotFound(err):
+	case err != nil:
+		return fmt.Errorf("policy: load %s: %w", li.key, err)
+	default:
+		if m, err = decodeSet(data, li.parse); err != nil {
+			return fmt.Errorf("policy: load %s: %w", li.key, err)
+		}
+	}
+	li.put(dy, &set[K]{dynamic: m})
+	return nil
+}
+
+func (li list[K]) layer(dst, st, dy *snapshot) {
+	li.put(dst, &set[K]{static: li.get(st).static, dynamic: li.get(dy).dynamic})
+}
+
+func (li list[K]) sameDynamic(a, b *snapshot) bool {
+	return maps.Equal(li.get(a).dynamic, li.get(b).dynamic)
+}
 
 // add is the change that puts k on li's NIP-86 layer (replacing its
 // entry if it has one), whether or not the configuration file has it
@@ -768,23 +790,6 @@ func decodeSet[K comparable](data []byte, parse func(string) (K, error)) (map[K]
 		m[k] = entry{reason: e.Reason, at: e.At}
 	}
 	return m, nil
-}
-
-// loadSet fills dst's dynamic layer from the persister.
-func loadSet[K comparable](ctx context.Context, p Persister, key string, dst *set[K], parse func(string) (K, error)) error {
-	data, err := p.Load(ctx, key)
-	if isNotFound(err) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("policy: load %s: %w", key, err)
-	}
-	m, err := decodeSet(data, parse)
-	if err != nil {
-		return fmt.Errorf("policy: load %s: %w", key, err)
-	}
-	dst.dynamic = m
-	return nil
 }
 
 // Value parsers. Hex is accepted in either case, and the NIP-19 forms

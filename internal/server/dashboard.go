@@ -57,8 +57,8 @@ var seriesScale = map[string]int64{
 const msScale = 1000
 
 // seriesFields lists the figures the dashboard charts: integers in
-// /stats (counters, gauges, bucket counts), or seconds scaled to
-// integers. The embedded store's background work is in it when st has
+// /stats (counters, gauges, bucket counts), seconds scaled to integers,
+// or true and false as 1 and 0. The embedded store's background work is in it when st has
 // it (only the pebble store reports it), the PostgreSQL store's pool
 // and retries likewise (st is the relay's first /stats document, and the
 // store does not change while the relay runs).
@@ -76,6 +76,11 @@ func seriesFields(st *Stats) []seriesField {
 		{"db_size_bytes", func(s *Stats) int64 { return s.DBSizeBytes }},
 		{"store_events", func(s *Stats) int64 { return s.StoreEvents }},
 		{"store_commits", func(s *Stats) int64 { return s.StoreCommits }},
+		// The configuration reloads: the page warns while the last one
+		// was refused (a restart would fail on the file as it is).
+		{"config_reloads.applied", func(s *Stats) int64 { return s.ConfigReloads.Applied }},
+		{"config_reloads.refused", func(s *Stats) int64 { return s.ConfigReloads.Refused }},
+		{"config_reloads.last_refused", func(s *Stats) int64 { return boolInt(s.ConfigReloads.LastRefused) }},
 	}
 	for _, r := range relay.ReasonNames() {
 		fs = append(fs, seriesField{"events_rejected." + r, func(s *Stats) int64 { return s.EventsRejected[r] }})
@@ -116,6 +121,14 @@ func seriesFields(st *Stats) []seriesField {
 		})
 	}
 	return fs
+}
+
+// boolInt is a /stats true or false as the series holds it: 1 or 0.
+func boolInt(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // storeField appends the field at path, read by get from the block of

@@ -192,6 +192,15 @@ func TestDashboardInBrowser(t *testing.T) {
 		t.Fatalf("stored events tile %v, want %d", v, n)
 	}
 
+	screenshot(t, bin, r.HTTPURL()+"/", "dashboard.png", "1280,1700")
+	screenshot(t, bin, r.HTTPURL()+"/", "dashboard-phone.png", "412,2600")
+}
+
+// screenshot saves the page at url, in a window of size ("w,h"), as name
+// in $PETREL_TEST_ARTIFACTS (or the temporary directory's
+// petrel-test-artifacts) and logs where.
+func screenshot(t *testing.T, bin, url, name, size string) {
+	t.Helper()
 	dir := os.Getenv("PETREL_TEST_ARTIFACTS")
 	if dir == "" {
 		dir = filepath.Join(os.TempDir(), "petrel-test-artifacts")
@@ -199,16 +208,14 @@ func TestDashboardInBrowser(t *testing.T) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for _, shot := range []struct{ name, size string }{{"dashboard.png", "1280,1700"}, {"dashboard-phone.png", "412,2600"}} {
-		p := filepath.Join(dir, shot.name)
-		os.Remove(p)
-		runChromium(t, bin, r.HTTPURL()+"/", "--screenshot="+p, "--window-size="+shot.size)
-		b, err := os.ReadFile(p)
-		if err != nil || len(b) < 1000 || !bytes.HasPrefix(b, []byte("\x89PNG")) {
-			t.Fatalf("screenshot %s: %d bytes, %v", p, len(b), err)
-		}
-		t.Logf("screenshot: %s", p)
+	p := filepath.Join(dir, name)
+	os.Remove(p)
+	runChromium(t, bin, url, "--screenshot="+p, "--window-size="+size)
+	b, err := os.ReadFile(p)
+	if err != nil || len(b) < 1000 || !bytes.HasPrefix(b, []byte("\x89PNG")) {
+		t.Fatalf("screenshot %s: %d bytes, %v", p, len(b), err)
 	}
+	t.Logf("screenshot: %s", p)
 }
 
 // TestDashboardWithoutStoreBackground: with a store that reports no
@@ -297,5 +304,43 @@ func TestDashboardPostgres(t *testing.T) {
 	}
 	if !isHidden(t, dom, `<div[^>]*id="tile-stalls"[^>]*>`) {
 		t.Fatal("store write stalls tile shown on PostgreSQL")
+	}
+}
+
+// TestDashboardReloadAlert: while the last configuration reload was
+// refused the page says so above the charts (a restart would fail on the
+// file as it is), and an applied reload takes the warning away.
+func TestDashboardReloadAlert(t *testing.T) {
+	bin := chromium(t)
+	r := relaytest.Start(t, relaytest.Options{})
+	const alert = `<p[^>]*id="alert"[^>]*>`
+	page := func(lastRefused int64) string {
+		t.Helper()
+		awaitSample(t, r, fmt.Sprint("last_refused ", lastRefused), func(last map[string]int64) bool {
+			return last["config_reloads.last_refused"] == lastRefused
+		})
+		dom := string(runChromium(t, bin, r.HTTPURL()+"/", "--dump-dom"))
+		if st := attr(t, dom, `<main[^>]*id="dash"[^>]*>`, "data-state"); st != "live" {
+			t.Fatalf("dashboard state %q, want live:\n%s", st, dom)
+		}
+		return dom
+	}
+
+	if dom := page(0); !isHidden(t, dom, alert) {
+		t.Fatalf("warning shown with no reload: %s", regexp.MustCompile(alert+`[^<]*`).FindString(dom))
+	}
+	r.Server.NoteReload(false)
+	r.Server.NoteReload(false)
+	dom := page(1)
+	if isHidden(t, dom, alert) || attr(t, dom, alert, "data-alerts") != "reload" {
+		t.Fatalf("no reload warning after a refused reload: %s", regexp.MustCompile(alert).FindString(dom))
+	}
+	if text := regexp.MustCompile(alert + `([^<]*)`).FindStringSubmatch(dom)[1]; !strings.Contains(text, "reload was refused (2 refused") {
+		t.Fatalf("warning says %q", text)
+	}
+	screenshot(t, bin, r.HTTPURL()+"/", "dashboard-reload-refused.png", "1280,700")
+	r.Server.NoteReload(true)
+	if dom := page(0); !isHidden(t, dom, alert) {
+		t.Fatalf("warning still shown after an applied reload: %s", regexp.MustCompile(alert+`[^<]*`).FindString(dom))
 	}
 }

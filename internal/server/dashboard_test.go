@@ -203,7 +203,8 @@ func lookup(doc any, path string) (any, bool) {
 }
 
 // TestSeriesOnlyStats: the dashboard's feed exposes nothing /stats does
-// not: every field is a /stats path holding a number, its latest sample
+// not: every field is a /stats path holding a number (or a boolean,
+// held as 1 or 0), its latest sample
 // equals /stats once the relay is quiet, and the bucket bounds are
 // /stats's. The page itself carries only NIP-11's fields.
 func TestSeriesOnlyStats(t *testing.T) {
@@ -221,9 +222,13 @@ func TestSeriesOnlyStats(t *testing.T) {
 	for range n {
 		sub.ExpectType("EVENT")
 	}
+	// Two reloads, the last refused (the series holds the boolean).
+	r.Server.NoteReload(true)
+	r.Server.NoteReload(false)
 	// Wait for a sample that saw all of it.
 	d, last := awaitSample(t, r, "the events", func(last map[string]int64) bool {
-		return last["store_events"] == n && last["events_rejected.invalid"] == 1 && last["live_deliveries"] == n
+		return last["store_events"] == n && last["events_rejected.invalid"] == 1 && last["live_deliveries"] == n &&
+			last["config_reloads.last_refused"] == 1
 	})
 	_, body := get(t, r, "/stats")
 	var st map[string]any
@@ -239,8 +244,14 @@ func TestSeriesOnlyStats(t *testing.T) {
 			t.Fatalf("series field %q is not in /stats", f)
 		}
 		x, ok := v.(float64)
+		if b, isBool := v.(bool); isBool { // held as 1 or 0
+			x, ok = 0, true
+			if b {
+				x = 1
+			}
+		}
 		if !ok {
-			t.Fatalf("series field %q is %T in /stats, not a number", f, v)
+			t.Fatalf("series field %q is %T in /stats, not a number or a boolean", f, v)
 		}
 		switch f {
 		case "uptime_seconds", "db_size_bytes": // move by themselves

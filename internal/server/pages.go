@@ -104,6 +104,7 @@ func dashboardPageHTML(d nip11) []byte {
 </header>
 <main id="dash" data-state="loading">
 <p id="status" role="status">Loading the last 15 minutes…</p>
+<p id="alert" class="alert" role="alert" hidden></p>
 <section id="tiles" class="tiles"></section>
 <section id="charts" class="charts"></section>
 </main>

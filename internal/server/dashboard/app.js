@@ -102,6 +102,15 @@
     { id: 'uptime', label: 'uptime', f: gauge('uptime_seconds'), fmt: dur },
   ];
 
+  // ALERTS are the page's warnings: shown while show is true of the
+  // latest sample, with the text text gives.
+  const last = (f) => { const c = S.cols[f]; return c && c.length ? c[c.length - 1] : null; };
+  const ALERTS = [
+    { id: 'reload', show: () => last('config_reloads.last_refused') === 1,
+      text: () => 'The last configuration reload was refused (' + num(last('config_reloads.refused')) +
+        ' refused since the relay started): the relay runs on the configuration it had before, and a restart would fail on the file as it is now. The log says why; petrel serve --check checks the file.' },
+  ];
+
   function num(v) {
     if (v === null || v === undefined) return '–';
     const a = Math.abs(v);
@@ -197,6 +206,10 @@
       c.fig.setAttribute('data-max', max);
       c.fig.setAttribute('data-points', n - first);
     }
+    const shown = ALERTS.filter((a) => a.show());
+    alertEl.hidden = !shown.length;
+    alertEl.textContent = shown.map((a) => a.text()).join(' ');
+    alertEl.dataset.alerts = shown.map((a) => a.id).join(' ');
     for (const t of TILES) {
       const v = n ? t.f(n - 1) : null;
       t.v.textContent = t.fmt(v);
@@ -227,7 +240,8 @@
     if (drop) { S.t.splice(0, drop); for (const f of S.fields) S.cols[f].splice(0, drop); }
   }
 
-  const main = document.getElementById('dash'), status = document.getElementById('status');
+  const main = document.getElementById('dash'), status = document.getElementById('status'),
+    alertEl = document.getElementById('alert');
   async function poll() {
     try {
       const r = await fetch('/stats/series?after=' + S.last, { cache: 'no-store' });

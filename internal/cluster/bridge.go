@@ -55,7 +55,8 @@ type Bridge struct {
 	droppedSeen atomic.Int64 // sub.Dropped() as last read
 	lastOwnSent atomic.Int64 // send time of the last own message heard back
 
-	policyHint func() // set by OnPolicyHint before Start; nil: none
+	policyHint func()       // set by OnPolicyHint before Start; nil: none
+	rates      func([]byte) // set by OnRates before Start; nil: none
 
 	mu          sync.Mutex // guards the fields below
 	nc          *nats.Conn
@@ -189,6 +190,9 @@ func (b *Bridge) Start(deliver Deliver) error {
 	}
 	if err == nil {
 		_, err = nc.Subscribe(policySubject(o.Subject), b.onPolicyMsg)
+	}
+	if err == nil {
+		_, err = nc.Subscribe(ratesSubject(o.Subject), b.onRatesMsg)
 	}
 	if err != nil {
 		close(b.checked)
@@ -397,6 +401,52 @@ func (b *Bridge) onPolicyMsg(m *nats.Msg) {
 	b.st.policyHints.Add(1)
 	if f := b.policyHint; f != nil {
 		f()
+	}
+}
+
+// ratesSubject is the subject of the rate limits' spending.
+func ratesSubject(subject string) string { return subject + ".rates" }
+
+// ShareRates implements relay.RateSharer: it sends what this node's rate
+// limits took to the other nodes, on <subject>.rates, after this node's
+// origin (uvarint length, then the origin). Lost like any bus message
+// when the connection is down and NATS's reconnect buffer full, or
+// before Start and after Close.
+func (b *Bridge) ShareRates(msg []byte) {
+	b.mu.Lock()
+	nc := b.nc
+	b.mu.Unlock()
+	if nc == nil || b.closing.Load() {
+		return
+	}
+	m := make([]byte, 0, binary.MaxVarintLen32+len(b.origin)+len(msg))
+	m = binary.AppendUvarint(m, uint64(len(b.origin)))
+	m = append(append(m, b.origin...), msg...)
+	if err := nc.Publish(ratesSubject(b.opts.Subject), m); err != nil {
+		b.log.Debug("cluster: rate-limit spending not sent", "err", err)
+		return
+	}
+	b.st.ratesSent.Add(1)
+}
+
+// OnRates implements relay.RateSharer: f is called with each message of
+// another node's rate-limit spending. Call it before Start.
+func (b *Bridge) OnRates(f func([]byte)) { b.rates = f }
+
+// onRatesMsg hands another node's rate-limit spending to the relay; this
+// node's own, heard back, is ignored.
+func (b *Bridge) onRatesMsg(m *nats.Msg) {
+	n, w := binary.Uvarint(m.Data)
+	if w <= 0 || n > uint64(len(m.Data)-w) {
+		b.st.bad.Add(1)
+		return
+	}
+	if bytes.Equal(m.Data[w:w+int(n)], b.origin) {
+		return
+	}
+	b.st.ratesReceived.Add(1)
+	if f := b.rates; f != nil {
+		f(m.Data[w+int(n):])
 	}
 }
 

@@ -9,6 +9,7 @@ var (
 	_ relay.FanoutGate   = (*Bridge)(nil)
 	_ relay.BusReporter  = (*Bridge)(nil)
 	_ relay.PolicyHinter = (*Bridge)(nil)
+	_ relay.RateSharer   = (*Bridge)(nil)
 )
 
 // Report implements relay.BusReporter: the bridge's Stats, shown under
@@ -52,5 +53,7 @@ func (b *Bridge) Gauges() []relay.BusGauge {
 		c("dedup_short_total", "Catch-ups that reached back past what the window held.", s.DedupShort),
 		c("policy_hints_sent_total", "Hints that the NIP-86 state changed through this node, sent to the others.", s.PolicyHintsSent),
 		c("policy_hints_received_total", "Such hints from other nodes (each makes this node read the state again).", s.PolicyHintsReceived),
+		c("rate_shares_sent_total", "Messages of what this node's rate limits took, sent to the other nodes.", s.RateSharesSent),
+		c("rate_shares_received_total", "Such messages from other nodes, taken from this node's rate-limit buckets.", s.RateSharesReceived),
 	}
 }

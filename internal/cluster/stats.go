@@ -78,6 +78,13 @@ type Stats struct {
 	// every 100 ms).
 	PolicyHintsSent     int64 `json:"policy_hints_sent"`
 	PolicyHintsReceived int64 `json:"policy_hints_received"`
+
+	// RateSharesSent: messages of what this node's rate limits took,
+	// sent to the others (one a limit every 100 ms while it takes any);
+	// RateSharesReceived: such messages from other nodes, taken from
+	// this node's buckets.
+	RateSharesSent     int64 `json:"rate_shares_sent"`
+	RateSharesReceived int64 `json:"rate_shares_received"`
 }
 
 // counters are the bridge's atomic counters.
@@ -90,6 +97,7 @@ type counters struct {
 	catchUps, caughtUp, catchUpErrors atomic.Int64
 	dedupShort                        atomic.Int64
 	policyHintsSent, policyHints      atomic.Int64
+	ratesSent, ratesReceived          atomic.Int64
 	lastOutageStart, lastOutageEnd    atomic.Int64 // unix nanos
 }
 
@@ -120,6 +128,8 @@ func (b *Bridge) Stats() Stats {
 		DedupShort:          c.dedupShort.Load(),
 		PolicyHintsSent:     c.policyHintsSent.Load(),
 		PolicyHintsReceived: c.policyHints.Load(),
+		RateSharesSent:      c.ratesSent.Load(),
+		RateSharesReceived:  c.ratesReceived.Load(),
 	}
 	if t := c.lastOutageStart.Load(); t != 0 {
 		s.LastOutageStart = time.Unix(0, t)

@@ -23,6 +23,7 @@ import (
 
 	"github.com/petrel-relay/petrel/internal/cluster"
 	"github.com/petrel-relay/petrel/internal/pgtest"
+	"github.com/petrel-relay/petrel/internal/relay"
 )
 
 // The harness: the petrel binary (built once per test run), and clusters
@@ -326,15 +327,16 @@ func (c *testCluster) restart(name string) {
 
 // nodeStats is the part of a node's /stats document the tests read.
 type nodeStats struct {
-	StoreUnavailable    bool             `json:"store_unavailable"`
-	StoreErrors         int64            `json:"store_errors"`
-	EventsAccepted      int64            `json:"events_accepted"`
-	EventsRejected      map[string]int64 `json:"events_rejected"`
-	SubscriptionsActive int64            `json:"subscriptions_active"`
-	SubscriptionsTotal  int64            `json:"subscriptions_total"`
-	ConnectionsActive   int64            `json:"connections_active"`
-	ConnectionsBlocked  int64            `json:"connections_blocked"`
-	Cluster             *cluster.Stats   `json:"cluster"`
+	StoreUnavailable    bool              `json:"store_unavailable"`
+	StoreErrors         int64             `json:"store_errors"`
+	EventsAccepted      int64             `json:"events_accepted"`
+	EventsRejected      map[string]int64  `json:"events_rejected"`
+	SubscriptionsActive int64             `json:"subscriptions_active"`
+	SubscriptionsTotal  int64             `json:"subscriptions_total"`
+	ConnectionsActive   int64             `json:"connections_active"`
+	ConnectionsBlocked  int64             `json:"connections_blocked"`
+	Cluster             *cluster.Stats    `json:"cluster"`
+	Policy              relay.PolicyStats `json:"policy"`
 }
 
 var httpClient = &http.Client{Timeout: 10 * time.Second}

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"hash/maphash"
+	"math"
 	"net/netip"
 	"strconv"
 	"sync"
@@ -37,6 +38,7 @@ type LimitStats struct {
 	Limited int64 // requests refused ("rate-limited:")
 	Evicted int64 // buckets forgotten because the table was full
 	Keys    int   // keys tracked now
+	Remote  int64 // tokens other nodes of a cluster took from these buckets (Debit)
 }
 
 // RateStats are the counters of every rate limit; a limit that is off has
@@ -128,6 +130,7 @@ func carryStats[K comparable](to, from *limiter[K]) {
 	if to != nil && from != nil {
 		to.limited.Add(from.limited.Load())
 		to.evicted.Add(from.evicted.Load())
+		to.remote.Add(from.remote.Load())
 	}
 }
 
@@ -158,14 +161,18 @@ type limiter[K comparable] struct {
 	rej      *nostr.Rejection
 	limited  atomic.Int64
 	evicted  atomic.Int64
+	remote   atomic.Int64 // tokens other nodes took (Debit)
+	shared   bool         // spending is recorded for other nodes (Share)
 	shards   [limiterShards]shard[K]
 }
 
 type shard[K comparable] struct {
 	mu        sync.Mutex
 	m         map[K]bucket
+	spent     map[K]uint32 // tokens taken since the last harvest, when shared
+	spare     map[K]uint32 // the map spent was before the last harvest, cleared (its room kept)
 	lastSweep int64
-	_         [40]byte // keep shards on separate cache lines
+	_         [24]byte // keep shards on separate cache lines
 }
 
 // newLimiter returns nil when rate is not positive (the limit is off).
@@ -209,6 +216,9 @@ func (l *limiter[K]) take(k K, now int64) bool {
 	if !ok {
 		l.makeRoom(sh, now)
 		sh.m[k] = bucket{tokens: l.burst - 1, last: now}
+		if l.shared {
+			l.spend(sh, k, 1)
+		}
 		sh.mu.Unlock()
 		return true
 	}
@@ -220,11 +230,31 @@ func (l *limiter[K]) take(k K, now int64) bool {
 	}
 	b.tokens = t
 	sh.m[k] = b
+	if ok && l.shared {
+		l.spend(sh, k, 1)
+	}
 	sh.mu.Unlock()
 	if !ok {
 		l.limited.Add(1)
 	}
 	return ok
+}
+
+// spend notes n tokens taken from k's bucket for the next harvest (n
+// may be -1: a refund). sh.mu must be held.
+func (l *limiter[K]) spend(sh *shard[K], k K, n int) {
+	if sh.spent == nil {
+		sh.spent, sh.spare = sh.spare, nil
+		if sh.spent == nil {
+			sh.spent = make(map[K]uint32)
+		}
+	}
+	switch v := int(sh.spent[k]) + n; {
+	case v <= 0:
+		delete(sh.spent, k)
+	default:
+		sh.spent[k] = uint32(min(v, math.MaxUint32))
+	}
 }
 
 // refund gives back a token taken at now.
@@ -236,7 +266,29 @@ func (l *limiter[K]) refund(k K, now int64) {
 		b.last = max(b.last, now)
 		sh.m[k] = b
 	}
+	if l.shared {
+		l.spend(sh, k, -1)
+	}
 	sh.mu.Unlock()
+}
+
+// debit takes n tokens another node took from k's bucket, down to minus
+// the burst (never noted as spent here: that node shares them).
+func (l *limiter[K]) debit(k K, n float64, now int64) {
+	sh := l.shardOf(k)
+	sh.mu.Lock()
+	b, ok := sh.m[k]
+	if !ok {
+		l.makeRoom(sh, now)
+		b = bucket{tokens: l.burst, last: now}
+	} else {
+		b.tokens = l.level(b, now)
+		b.last = max(b.last, now)
+	}
+	b.tokens = max(b.tokens-n, -l.burst)
+	sh.m[k] = b
+	sh.mu.Unlock()
+	l.remote.Add(int64(n))
 }
 
 // makeRoom sweeps the shard when due, and evicts one bucket if the shard
@@ -275,7 +327,7 @@ func (l *limiter[K]) stats() LimitStats {
 	if l == nil {
 		return LimitStats{}
 	}
-	st := LimitStats{Limited: l.limited.Load(), Evicted: l.evicted.Load()}
+	st := LimitStats{Limited: l.limited.Load(), Evicted: l.evicted.Load(), Remote: l.remote.Load()}
 	for i := range l.shards {
 		sh := &l.shards[i]
 		sh.mu.Lock()

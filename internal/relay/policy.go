@@ -133,11 +133,60 @@ func (r *Relay) setRates(pc policy.Config) {
 		if want.rate > 0 {
 			next = policy.NewRateLimits(rl.cfg(want))
 			next.CarryStats(p.Load())
+			if r.rateShare != nil {
+				next.Share()
+			}
 		}
 		p.Store(next)
 	}
 	r.pol.minPoW.Store(int64(pc.MinPoWDifficulty))
 	r.pol.rates = pc
+}
+
+// rateShareInterval is how often a node of a cluster sends what its
+// rate limits took to the others (RateSharer): the delay, and so the
+// most a client spread over several nodes gets past a limit besides
+// one burst a node, is about what the rate refills in it.
+const rateShareInterval = 100 * time.Millisecond
+
+// maxRateShare is the most a message of the rate limits' spending holds
+// (about 3,000 keys): well under NATS's default payload limit of 1 MB.
+const maxRateShare = 64 << 10
+
+// shareRates sends what the rate limits took to the other nodes every
+// rateShareInterval until the relay closes; nothing when they took
+// nothing.
+func (r *Relay) shareRates() {
+	defer r.wg.Done()
+	t := time.NewTicker(rateShareInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-r.ctx.Done():
+			return
+		case <-t.C:
+		}
+		for _, rl := range rateLimits {
+			if l := rl.lim(&r.pol).Load(); l != nil {
+				for _, m := range l.Spent(maxRateShare) {
+					r.rateShare.ShareRates(m)
+				}
+			}
+		}
+	}
+}
+
+// debitRates takes from the rate limits what another node's took (a
+// RateSharer's message).
+func (r *Relay) debitRates(msg []byte) {
+	for _, rl := range rateLimits {
+		if l := rl.lim(&r.pol).Load(); l != nil {
+			if err := l.Debit(msg); err != nil {
+				r.log.Debug("relay: rate-limit share message refused", "err", err)
+				return
+			}
+		}
+	}
 }
 
 // ReloadRates applies pc's rate limits (event_rate, pubkey_event_rate,
@@ -455,6 +504,9 @@ type RateLimitStats struct {
 	Limited int64 `json:"limited"` // requests refused with "rate-limited:"
 	Evicted int64 `json:"evicted"` // partly drained buckets forgotten (table full)
 	Keys    int   `json:"keys"`    // addresses or pubkeys tracked now
+	// Remote counts the tokens the other nodes of a cluster took from
+	// these limits' buckets (their clients' requests, shared over the bus).
+	Remote int64 `json:"remote_taken"`
 }
 
 // PolicyStats are the write-policy counters in /stats.
@@ -466,7 +518,7 @@ type PolicyStats struct {
 }
 
 func rateStats(l policy.LimitStats) RateLimitStats {
-	return RateLimitStats{Limited: l.Limited, Evicted: l.Evicted, Keys: l.Keys}
+	return RateLimitStats{Limited: l.Limited, Evicted: l.Evicted, Keys: l.Keys, Remote: l.Remote}
 }
 
 // PolicyStats returns the rate-limit and plugin counters.

@@ -65,6 +65,21 @@ type PolicyHinter interface {
 	OnPolicyHint(f func())
 }
 
+// RateSharer is implemented by a Bus that carries the rate limits'
+// spending between nodes (the cluster's bridge), so that a client spread
+// over several nodes gets one node's limits, not one per node: every
+// rateShareInterval the relay hands it what its limits took
+// (policy.RateLimits.Spent), and the bridge hands the relay what the
+// other nodes' took (policy.RateLimits.Debit). A message may be lost: a
+// client then gets that much more.
+type RateSharer interface {
+	// ShareRates sends msg to the other nodes. It must not block.
+	ShareRates(msg []byte)
+	// OnRates sets f to be called with each message another node sent.
+	// relay.New calls it, before the bus starts; f does not block.
+	OnRates(f func(msg []byte))
+}
+
 // Bus is the relay's side of a cluster's live bus.
 type Bus interface {
 	// Publish sends an event this node accepted to the other nodes: a
@@ -156,6 +171,7 @@ type Relay struct {
 	// (ChangeInfo, ReloadInfo), so that none is lost to another.
 	infoChange sync.Mutex
 	policyKick chan struct{} // another node's NIP-86 change: refresh now; nil without PolicyRefresh
+	rateShare  RateSharer    // the bus, when it shares the rate limits' spending; nil: not
 
 	regMu       sync.Mutex
 	sessions    []*Session
@@ -216,6 +232,7 @@ func New(cfg Config, opts Options) (*Relay, error) {
 		bus:      opts.Bus,
 	}
 	r.gate, _ = opts.Bus.(FanoutGate)
+	r.rateShare, _ = opts.Bus.(RateSharer)
 	r.live.Store(newLive(cfg))
 	r.cfg = withLive(cfg, Config{})
 	r.pre, _ = opts.Store.(store.Prechecker)
@@ -271,6 +288,11 @@ func New(cfg Config, opts Options) (*Relay, error) {
 	r.ingest = newIngest(r)
 	r.wg.Add(1)
 	go r.sweep()
+	if r.rateShare != nil {
+		r.rateShare.OnRates(r.debitRates)
+		r.wg.Add(1)
+		go r.shareRates()
+	}
 	if opts.PolicyRefresh > 0 {
 		r.policyKick = make(chan struct{}, 1)
 		if h, ok := opts.Bus.(PolicyHinter); ok {

@@ -1,0 +1,73 @@
+package cluster
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/petrel-relay/petrel/internal/policy"
+	"github.com/petrel-relay/petrel/internal/relaytest"
+)
+
+// TestRateShare: a client spread over two nodes (one connection to
+// each, as a load balancer's leastconn spreads them) gets one node's
+// per-address EVENT limit, not one per node: the burst taken through
+// both is accepted, what passes it is refused with "rate-limited:" on
+// either node, and another address on the same nodes is untouched. The
+// rate refills one token in 100 s, so nothing refills while it runs.
+func TestRateShare(t *testing.T) {
+	t.Parallel()
+	url, subject, st := sharedNATS(t), testSubject(t), sharedStore(t)
+	ro := relaytest.Options{Policy: policy.Config{EventRate: 0.01, EventBurst: 10}}
+	a := startNodeWith(t, url, "a", subject, st, ro, nil)
+	b := startNodeWith(t, url, "b", subject, st, ro, nil)
+	waitConnected(t, a, b)
+	alice := relaytest.NewKey("rate share alice")
+	ca, cb := relaytest.Dial(t, a.r.URL), relaytest.Dial(t, b.r.URL)
+	publish := func(c *relaytest.Client, n int, tag string) (ok, limited int) {
+		t.Helper()
+		for i := range n {
+			m := c.Publish(alice.Note(fmt.Sprint(tag, " ", i)))
+			switch {
+			case m.OK:
+				ok++
+			case strings.HasPrefix(m.Message, "rate-limited:"):
+				limited++
+			default:
+				t.Fatalf("%s %d: %v %q", tag, i, m.OK, m.Message)
+			}
+		}
+		return ok, limited
+	}
+	remote := func(n *node) int64 { return n.r.Relay.PolicyStats().EventRateIP.Remote }
+
+	if ok, _ := publish(ca, 6, "through a"); ok != 6 {
+		t.Fatalf("a accepted %d of 6 within the burst", ok)
+	}
+	waitFor(t, "a's spending on b", func() bool { return remote(b) == 6 })
+	// Four more reach the burst of 10 through b; two past it are refused.
+	if ok, limited := publish(cb, 6, "through b"); ok != 4 || limited != 2 {
+		t.Fatalf("b accepted %d and refused %d, want 4 and 2 (the burst of 10 taken through both)", ok, limited)
+	}
+	waitFor(t, "b's spending on a", func() bool { return remote(a) == 4 })
+	if ok, limited := publish(ca, 1, "a again"); ok != 0 || limited != 1 {
+		t.Fatalf("a accepted %d past the shared burst", ok)
+	}
+	// Another address through both nodes: its own burst.
+	for _, n := range []*node{a, b} {
+		c, err := relaytest.DialWith(t, n.r.URL, relaytest.DialOptions{LocalIP: "127.0.0.2"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok, _ := publish(c, 2, "from 127.0.0.2 through "+n.name); ok != 2 {
+			t.Fatalf("127.0.0.2 through %s: %d of 2 accepted", n.name, ok)
+		}
+	}
+	sa, sb := a.b.Stats(), b.b.Stats()
+	if sa.RateSharesSent < 1 || sb.RateSharesSent < 1 || sa.RateSharesReceived < 1 || sb.RateSharesReceived < 1 {
+		t.Fatalf("rate shares: a sent %d received %d, b sent %d received %d", sa.RateSharesSent, sa.RateSharesReceived, sb.RateSharesSent, sb.RateSharesReceived)
+	}
+	if pa, pb := a.r.Relay.PolicyStats().EventRateIP, b.r.Relay.PolicyStats().EventRateIP; pa.Limited != 1 || pb.Limited != 2 {
+		t.Fatalf("limited: a %+v, b %+v", pa, pb)
+	}
+}

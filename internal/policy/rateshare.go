@@ -1,0 +1,194 @@
+package policy
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"unsafe"
+
+	"github.com/petrel-relay/petrel/internal/nostr"
+)
+
+// Sharing the rate limits between the nodes of a cluster. Each node keeps
+// its own buckets; a client the load balancer spreads over several nodes
+// (several connections from one address, or one pubkey publishing through
+// several) would get the limit once per node. With Share on, a node notes
+// the tokens it takes, key by key, and hands them out as messages
+// (Spent); the other nodes take the same tokens from their buckets
+// (Debit). Every bucket then sees what the whole cluster took, one
+// message late: over a rate limit, a client spread over N nodes gets at
+// most what one node allows plus, in all, (N-1) times a burst and what
+// the rate refills in a message's delay.
+//
+// A message is a version byte, then sections, one per limit:
+//
+//	section = tag (1 byte) | body length (uvarint) | body
+//	body    = { key (16 bytes: an address key; 32: a pubkey) | tokens (uvarint) }
+//
+// A section of a limit that is off here, or of a tag this version does not
+// know, is skipped whole.
+
+const rateShareV1 = 1
+
+// The sections' tags.
+const (
+	tagEventIP = 1 + iota
+	tagEventPK
+	tagReqIP
+)
+
+// Share makes r note the tokens it takes for Spent. Call it before r is
+// in use.
+func (r *RateLimits) Share() {
+	r.eventIP.share()
+	r.eventPK.share()
+	r.reqIP.share()
+}
+
+func (l *limiter[K]) share() {
+	if l != nil {
+		l.shared = true
+	}
+}
+
+// Spent returns the tokens r took since the last call (with Share on), as
+// messages of at most maxBytes each (at least 256; each holds one limit's
+// section, and a key's entry is never split), or none when it took none.
+func (r *RateLimits) Spent(maxBytes int) [][]byte {
+	w := spentWriter{max: max(maxBytes, 256)}
+	harvest(&w, tagEventIP, r.eventIP, func(k [16]byte) []byte { return k[:] })
+	harvest(&w, tagEventPK, r.eventPK, func(k nostr.PubKey) []byte { return k[:] })
+	harvest(&w, tagReqIP, r.reqIP, func(k [16]byte) []byte { return k[:] })
+	return w.msgs
+}
+
+// spentWriter builds Spent's messages: one section each.
+type spentWriter struct {
+	max  int
+	msgs [][]byte
+	tag  byte   // the open section's
+	body []byte // the open section's entries
+}
+
+// header is the most a message holds besides its section's body.
+const header = 1 + 1 + binary.MaxVarintLen32
+
+// add appends one entry to the section of tag, starting a new message
+// when the entry would take this one past max.
+func (w *spentWriter) add(tag byte, key []byte, n uint32) {
+	if len(w.body) > 0 && (w.tag != tag || header+len(w.body)+len(key)+binary.MaxVarintLen32 > w.max) {
+		w.flush()
+	}
+	w.tag = tag
+	w.body = append(w.body, key...)
+	w.body = binary.AppendUvarint(w.body, uint64(n))
+}
+
+// flush closes the open section as a message of its own.
+func (w *spentWriter) flush() {
+	if len(w.body) == 0 {
+		return
+	}
+	m := make([]byte, 0, header+len(w.body))
+	m = append(m, rateShareV1, w.tag)
+	m = binary.AppendUvarint(m, uint64(len(w.body)))
+	w.msgs = append(w.msgs, append(m, w.body...))
+	w.body = w.body[:0]
+}
+
+// harvest takes l's noted spending, shard by shard, into w as one
+// section (or several messages' worth).
+func harvest[K comparable](w *spentWriter, tag byte, l *limiter[K], key func(K) []byte) {
+	if l == nil || !l.shared {
+		return
+	}
+	for i := range l.shards {
+		sh := &l.shards[i]
+		sh.mu.Lock()
+		spent := sh.spent
+		sh.spent = nil
+		sh.mu.Unlock()
+		if spent == nil {
+			continue
+		}
+		for k, n := range spent {
+			w.add(tag, key(k), n)
+		}
+		// Keep the map for the next interval's spending: rebuilt from
+		// nothing each time, a busy limit's grew through every size.
+		clear(spent)
+		sh.mu.Lock()
+		if sh.spare == nil {
+			sh.spare = spent
+		}
+		sh.mu.Unlock()
+	}
+	w.flush()
+}
+
+// errRateShare is a message Debit cannot read.
+var errRateShare = errors.New("policy: bad rate-limit share message")
+
+// Debit takes from r's buckets the tokens another node took, as a
+// message of its Spent says. Sections of limits r has off are skipped. A
+// bucket may go below empty, down to minus its burst: its client waits
+// for what it took elsewhere. It fails on a message it cannot read,
+// having applied the sections before the fault.
+func (r *RateLimits) Debit(msg []byte) error {
+	if len(msg) == 0 || msg[0] != rateShareV1 {
+		return fmt.Errorf("%w: version %v", errRateShare, msg[:min(len(msg), 1)])
+	}
+	now := r.now().UnixNano()
+	for p := msg[1:]; len(p) > 0; {
+		tag := p[0]
+		n, w := binary.Uvarint(p[1:])
+		if w <= 0 || n > uint64(len(p)-1-w) {
+			return fmt.Errorf("%w: section length", errRateShare)
+		}
+		body := p[1+w : 1+w+int(n)]
+		p = p[1+w+int(n):]
+		var err error
+		switch tag {
+		case tagEventIP:
+			err = debit(r.eventIP, body, now, func(b []byte) (k [16]byte) { copy(k[:], b); return })
+		case tagEventPK:
+			err = debit(r.eventPK, body, now, func(b []byte) (k nostr.PubKey) { copy(k[:], b); return })
+		case tagReqIP:
+			err = debit(r.reqIP, body, now, func(b []byte) (k [16]byte) { copy(k[:], b); return })
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// debit applies one section's entries to l (nil: off, skipped); key
+// makes a key of its size from the bytes it is given.
+func debit[K comparable](l *limiter[K], body []byte, now int64, key func([]byte) K) error {
+	if l == nil {
+		return nil
+	}
+	size := keySize[K]()
+	for len(body) > 0 {
+		if len(body) < size {
+			return fmt.Errorf("%w: short key", errRateShare)
+		}
+		k := key(body[:size])
+		n, w := binary.Uvarint(body[size:])
+		if w <= 0 {
+			return fmt.Errorf("%w: token count", errRateShare)
+		}
+		body = body[size+w:]
+		l.debit(k, float64(min(n, math.MaxUint32)), now)
+	}
+	return nil
+}
+
+// keySize is the bytes of a key of type K: 16 for an address key, 32 for
+// a pubkey.
+func keySize[K comparable]() int {
+	var k K
+	return int(unsafe.Sizeof(k))
+}

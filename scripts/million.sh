@@ -18,7 +18,8 @@
 #   --timeout S    bound on the bench run (default 600); the cluster's
 #                  watchdog stops everything 120 s after it regardless
 #   --per-ip P     connections per source address 127.0.0.2, ... (default
-#                  100, below the nodes' max_connections_per_ip of 128)
+#                  100, below the nodes' max_connections_per_ip of 128,
+#                  which holds across the nodes)
 #   --bin PATH     the petrel binary (default: built into the state dir)
 #   --out DIR      keep the bench's JSON and the nodes' logs there
 #   --min-avail MB stop the run (it fails) when the machine's MemAvailable

@@ -55,8 +55,9 @@ type Bridge struct {
 	droppedSeen atomic.Int64 // sub.Dropped() as last read
 	lastOwnSent atomic.Int64 // send time of the last own message heard back
 
-	policyHint func()       // set by OnPolicyHint before Start; nil: none
-	rates      func([]byte) // set by OnRates before Start; nil: none
+	policyHint func()                               // set by OnPolicyHint before Start; nil: none
+	rates      func([]byte)                         // set by OnRates before Start; nil: none
+	conns      atomic.Pointer[func(string, []byte)] // set by OnConns, at any time
 
 	mu          sync.Mutex // guards the fields below
 	nc          *nats.Conn
@@ -193,6 +194,9 @@ func (b *Bridge) Start(deliver Deliver) error {
 	}
 	if err == nil {
 		_, err = nc.Subscribe(ratesSubject(o.Subject), b.onRatesMsg)
+	}
+	if err == nil {
+		_, err = nc.Subscribe(connsSubject(o.Subject), b.onConnsMsg)
 	}
 	if err != nil {
 		close(b.checked)
@@ -409,24 +413,11 @@ func ratesSubject(subject string) string { return subject + ".rates" }
 
 // ShareRates implements relay.RateSharer: it sends what this node's rate
 // limits took to the other nodes, on <subject>.rates, after this node's
-// origin (uvarint length, then the origin). Lost like any bus message
-// when the connection is down and NATS's reconnect buffer full, or
-// before Start and after Close.
+// origin (publishTagged). Lost like any bus message.
 func (b *Bridge) ShareRates(msg []byte) {
-	b.mu.Lock()
-	nc := b.nc
-	b.mu.Unlock()
-	if nc == nil || b.closing.Load() {
-		return
+	if b.publishTagged(ratesSubject(b.opts.Subject), msg) {
+		b.st.ratesSent.Add(1)
 	}
-	m := make([]byte, 0, binary.MaxVarintLen32+len(b.origin)+len(msg))
-	m = binary.AppendUvarint(m, uint64(len(b.origin)))
-	m = append(append(m, b.origin...), msg...)
-	if err := nc.Publish(ratesSubject(b.opts.Subject), m); err != nil {
-		b.log.Debug("cluster: rate-limit spending not sent", "err", err)
-		return
-	}
-	b.st.ratesSent.Add(1)
 }
 
 // OnRates implements relay.RateSharer: f is called with each message of
@@ -436,18 +427,80 @@ func (b *Bridge) OnRates(f func([]byte)) { b.rates = f }
 // onRatesMsg hands another node's rate-limit spending to the relay; this
 // node's own, heard back, is ignored.
 func (b *Bridge) onRatesMsg(m *nats.Msg) {
-	n, w := binary.Uvarint(m.Data)
-	if w <= 0 || n > uint64(len(m.Data)-w) {
-		b.st.bad.Add(1)
-		return
-	}
-	if bytes.Equal(m.Data[w:w+int(n)], b.origin) {
+	_, msg, ok := b.untag(m.Data)
+	if !ok {
 		return
 	}
 	b.st.ratesReceived.Add(1)
 	if f := b.rates; f != nil {
-		f(m.Data[w+int(n):])
+		f(msg)
 	}
+}
+
+// connsSubject is the subject of the nodes' connections per address.
+func connsSubject(subject string) string { return subject + ".conns" }
+
+// ShareConns implements relay.ConnSharer: it sends this node's
+// connections per address to the others, on <subject>.conns, after its
+// origin, as ShareRates does.
+func (b *Bridge) ShareConns(msg []byte) {
+	if b.publishTagged(connsSubject(b.opts.Subject), msg) {
+		b.st.connsSent.Add(1)
+	}
+}
+
+// OnConns implements relay.ConnSharer: f is called with the origin and
+// message of each other node's connections per address.
+func (b *Bridge) OnConns(f func(origin string, msg []byte)) { b.conns.Store(&f) }
+
+// onConnsMsg hands another node's connections per address on; this
+// node's own, heard back, is ignored.
+func (b *Bridge) onConnsMsg(m *nats.Msg) {
+	origin, msg, ok := b.untag(m.Data)
+	if !ok {
+		return
+	}
+	b.st.connsReceived.Add(1)
+	if f := b.conns.Load(); f != nil {
+		(*f)(string(origin), msg)
+	}
+}
+
+// publishTagged publishes msg on subject after this node's origin
+// (uvarint length, then the origin), and reports whether NATS took it:
+// not before Start nor after Close; while the connection is down, if
+// NATS's reconnect buffer has room.
+func (b *Bridge) publishTagged(subject string, msg []byte) bool {
+	b.mu.Lock()
+	nc := b.nc
+	b.mu.Unlock()
+	if nc == nil || b.closing.Load() {
+		return false
+	}
+	m := make([]byte, 0, binary.MaxVarintLen32+len(b.origin)+len(msg))
+	m = binary.AppendUvarint(m, uint64(len(b.origin)))
+	m = append(append(m, b.origin...), msg...)
+	if err := nc.Publish(subject, m); err != nil {
+		b.log.Debug("cluster: message not sent", "subject", subject, "err", err)
+		return false
+	}
+	return true
+}
+
+// untag splits a publishTagged message into its origin and body; ok is
+// false for this node's own message heard back, and for one that is not
+// readable (counted as bad).
+func (b *Bridge) untag(data []byte) (origin, msg []byte, ok bool) {
+	n, w := binary.Uvarint(data)
+	if w <= 0 || n > uint64(len(data)-w) {
+		b.st.bad.Add(1)
+		return nil, nil, false
+	}
+	origin = data[w : w+int(n)]
+	if bytes.Equal(origin, b.origin) {
+		return nil, nil, false
+	}
+	return origin, data[w+int(n):], true
 }
 
 // admit decides whether a stored event from the bus or a catch-up is

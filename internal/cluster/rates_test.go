@@ -1,12 +1,15 @@
 package cluster
 
 import (
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 
 	"github.com/petrel-relay/petrel/internal/policy"
 	"github.com/petrel-relay/petrel/internal/relaytest"
+	"github.com/petrel-relay/petrel/internal/server"
 )
 
 // TestRateShare: a client spread over two nodes (one connection to
@@ -70,4 +73,68 @@ func TestRateShare(t *testing.T) {
 	if pa, pb := a.r.Relay.PolicyStats().EventRateIP, b.r.Relay.PolicyStats().EventRateIP; pa.Limited != 1 || pb.Limited != 2 {
 		t.Fatalf("limited: a %+v, b %+v", pa, pb)
 	}
+}
+
+// TestConnCapShare: server.max_connections_per_ip holds across two nodes
+// over real NATS: 5 connections from one address on a leave 3 for b (a
+// cap of 8; addresses with 2 or more are told), the 4th refused there
+// while another address still connects; when a's close, b takes them.
+func TestConnCapShare(t *testing.T) {
+	t.Parallel()
+	url, subject, st := sharedNATS(t), testSubject(t), sharedStore(t)
+	ro := relaytest.Options{Server: server.Config{MaxConnectionsPerIP: 8}}
+	a := startNodeWith(t, url, "a", subject, st, ro, nil)
+	b := startNodeWith(t, url, "b", subject, st, ro, nil)
+	waitConnected(t, a, b)
+	dial := func(n *node, from string) (*relaytest.Client, error) {
+		return relaytest.DialWith(t, n.r.URL, relaytest.DialOptions{LocalIP: from})
+	}
+	var onA []*relaytest.Client
+	for i := range 5 {
+		c, err := dial(a, "127.0.0.2")
+		if err != nil {
+			t.Fatalf("connection %d on a: %v", i, err)
+		}
+		onA = append(onA, c)
+	}
+	waitFor(t, "b to hear of a's connections", func() bool { return remoteAddresses(t, b) == 1 })
+	for i := range 3 {
+		if _, err := dial(b, "127.0.0.2"); err != nil {
+			t.Fatalf("connection %d on b (of the 3 left): %v", i, err)
+		}
+	}
+	if _, err := dial(b, "127.0.0.2"); err == nil {
+		t.Fatal("b admitted a 9th connection from the address across both nodes")
+	}
+	if _, err := dial(b, "127.0.0.3"); err != nil {
+		t.Fatalf("another address refused on b: %v", err)
+	}
+	for _, c := range onA {
+		c.Close()
+	}
+	waitFor(t, "b to admit what a freed", func() bool {
+		c, err := dial(b, "127.0.0.2")
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	})
+	if sa, sb := a.b.Stats(), b.b.Stats(); sa.ConnSharesSent < 1 || sb.ConnSharesReceived < 1 {
+		t.Fatalf("conn shares: a sent %d, b received %d", sa.ConnSharesSent, sb.ConnSharesReceived)
+	}
+}
+
+// remoteAddresses reads n's /stats connection_slots_remote_addresses.
+func remoteAddresses(t *testing.T, n *node) int {
+	t.Helper()
+	resp, err := http.Get(n.r.HTTPURL() + "/stats")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var st server.Stats
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		t.Fatal(err)
+	}
+	return st.SlotsRemoteAddresses
 }

@@ -10,6 +10,7 @@ var (
 	_ relay.BusReporter  = (*Bridge)(nil)
 	_ relay.PolicyHinter = (*Bridge)(nil)
 	_ relay.RateSharer   = (*Bridge)(nil)
+	_ relay.ConnSharer   = (*Bridge)(nil)
 )
 
 // Report implements relay.BusReporter: the bridge's Stats, shown under
@@ -55,5 +56,7 @@ func (b *Bridge) Gauges() []relay.BusGauge {
 		c("policy_hints_received_total", "Such hints from other nodes (each makes this node read the state again).", s.PolicyHintsReceived),
 		c("rate_shares_sent_total", "Messages of what this node's rate limits took, sent to the other nodes.", s.RateSharesSent),
 		c("rate_shares_received_total", "Such messages from other nodes, taken from this node's rate-limit buckets.", s.RateSharesReceived),
+		c("conn_shares_sent_total", "Messages of the client addresses holding many connections on this node, sent to the other nodes.", s.ConnSharesSent),
+		c("conn_shares_received_total", "Such messages from other nodes, counted against server.max_connections_per_ip here.", s.ConnSharesReceived),
 	}
 }

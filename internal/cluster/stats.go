@@ -85,6 +85,12 @@ type Stats struct {
 	// this node's buckets.
 	RateSharesSent     int64 `json:"rate_shares_sent"`
 	RateSharesReceived int64 `json:"rate_shares_received"`
+
+	// ConnSharesSent: messages of the client addresses holding many
+	// connections on this node, sent to the others (every 250 ms while
+	// there are any); ConnSharesReceived: such messages from other nodes.
+	ConnSharesSent     int64 `json:"conn_shares_sent"`
+	ConnSharesReceived int64 `json:"conn_shares_received"`
 }
 
 // counters are the bridge's atomic counters.
@@ -98,6 +104,7 @@ type counters struct {
 	dedupShort                        atomic.Int64
 	policyHintsSent, policyHints      atomic.Int64
 	ratesSent, ratesReceived          atomic.Int64
+	connsSent, connsReceived          atomic.Int64
 	lastOutageStart, lastOutageEnd    atomic.Int64 // unix nanos
 }
 
@@ -130,6 +137,8 @@ func (b *Bridge) Stats() Stats {
 		PolicyHintsReceived: c.policyHints.Load(),
 		RateSharesSent:      c.ratesSent.Load(),
 		RateSharesReceived:  c.ratesReceived.Load(),
+		ConnSharesSent:      c.connsSent.Load(),
+		ConnSharesReceived:  c.connsReceived.Load(),
 	}
 	if t := c.lastOutageStart.Load(); t != 0 {
 		s.LastOutageStart = time.Unix(0, t)

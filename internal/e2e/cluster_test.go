@@ -327,16 +327,17 @@ func (c *testCluster) restart(name string) {
 
 // nodeStats is the part of a node's /stats document the tests read.
 type nodeStats struct {
-	StoreUnavailable    bool              `json:"store_unavailable"`
-	StoreErrors         int64             `json:"store_errors"`
-	EventsAccepted      int64             `json:"events_accepted"`
-	EventsRejected      map[string]int64  `json:"events_rejected"`
-	SubscriptionsActive int64             `json:"subscriptions_active"`
-	SubscriptionsTotal  int64             `json:"subscriptions_total"`
-	ConnectionsActive   int64             `json:"connections_active"`
-	ConnectionsBlocked  int64             `json:"connections_blocked"`
-	Cluster             *cluster.Stats    `json:"cluster"`
-	Policy              relay.PolicyStats `json:"policy"`
+	StoreUnavailable     bool              `json:"store_unavailable"`
+	StoreErrors          int64             `json:"store_errors"`
+	EventsAccepted       int64             `json:"events_accepted"`
+	EventsRejected       map[string]int64  `json:"events_rejected"`
+	SubscriptionsActive  int64             `json:"subscriptions_active"`
+	SubscriptionsTotal   int64             `json:"subscriptions_total"`
+	ConnectionsActive    int64             `json:"connections_active"`
+	ConnectionsBlocked   int64             `json:"connections_blocked"`
+	SlotsRemoteAddresses int               `json:"connection_slots_remote_addresses"`
+	Cluster              *cluster.Stats    `json:"cluster"`
+	Policy               relay.PolicyStats `json:"policy"`
 }
 
 var httpClient = &http.Client{Timeout: 10 * time.Second}

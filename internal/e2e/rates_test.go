@@ -2,7 +2,9 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -89,5 +91,52 @@ func TestRateLimitsAcrossNodes(t *testing.T) {
 		st := n.mustStats(t)
 		t.Logf("%s: limited %d, remote_taken %d, rate shares sent %d received %d", n.name,
 			st.Policy.EventRateIP.Limited, st.Policy.EventRateIP.Remote, st.Cluster.RateSharesSent, st.Cluster.RateSharesReceived)
+	}
+}
+
+// TestConnCapAcrossNodes: server.max_connections_per_ip holds for the
+// cluster behind HAProxy, whose leastconn spreads one client's
+// connections over the nodes (each node counting the client HAProxy
+// names in X-Forwarded-For): with a cap of 8, eight connections from
+// one address through HAProxy are admitted, the ninth is refused (429)
+// whichever node it reaches, and another address still connects.
+func TestConnCapAcrossNodes(t *testing.T) {
+	c := startCluster(t, clusterOptions{nodes: 2, haproxy: true, env: []string{"PETREL_SERVER_MAX_CONNECTIONS_PER_IP=8"}})
+	dial := func(from string) (*client.Conn, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		conn, err := dialFrom(ctx, c.proxy, from)
+		if err == nil {
+			t.Cleanup(conn.Close)
+		}
+		return conn, err
+	}
+	for i := range 8 {
+		if _, err := dial("127.0.0.4"); err != nil {
+			t.Fatalf("connection %d of 8: %v", i+1, err)
+		}
+	}
+	// leastconn put four on each node; each hears of the other's.
+	deadline := time.Now().Add(15 * time.Second)
+	for _, n := range c.nodes {
+		for n.mustStats(t).SlotsRemoteAddresses != 1 {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s does not hear of the other node's connections", n.name)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		if got := n.mustStats(t).ConnectionsActive; got != 4 {
+			t.Fatalf("%s holds %d of the 8 connections, want 4 (leastconn)", n.name, got)
+		}
+	}
+	for range 2 { // refused on either node
+		_, err := dial("127.0.0.4")
+		var he *client.HandshakeError
+		if !errors.As(err, &he) || he.Status != http.StatusTooManyRequests {
+			t.Fatalf("9th connection through HAProxy: %v, want 429", err)
+		}
+	}
+	if _, err := dial("127.0.0.5"); err != nil {
+		t.Fatalf("another address: %v", err)
 	}
 }

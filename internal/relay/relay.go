@@ -80,6 +80,20 @@ type RateSharer interface {
 	OnRates(f func(msg []byte))
 }
 
+// ConnSharer is implemented by a Bus that carries each node's
+// connections per client address between nodes (the cluster's bridge),
+// so that the server's max_connections_per_ip holds for the cluster, not
+// once per node (internal/server's connshare.go says what a message
+// holds). A message may be lost; the next one replaces it.
+type ConnSharer interface {
+	// ShareConns sends msg to the other nodes. It must not block.
+	ShareConns(msg []byte)
+	// OnConns sets f to be called with each message another node sent,
+	// with that node's origin (the same for each message of one run of
+	// it). It may be called at any time; f does not block.
+	OnConns(f func(origin string, msg []byte))
+}
+
 // Bus is the relay's side of a cluster's live bus.
 type Bus interface {
 	// Publish sends an event this node accepted to the other nodes: a
@@ -303,6 +317,9 @@ func New(cfg Config, opts Options) (*Relay, error) {
 	}
 	return r, nil
 }
+
+// Bus returns the bus the relay was given (nil: a single node).
+func (r *Relay) Bus() Bus { return r.bus }
 
 // Config returns the normalized configuration, with the live limits as
 // they are now (ReloadLimits).

@@ -86,6 +86,10 @@ type Stats struct {
 	// SlotsReserve counts the connections of SlotsActive admitted past
 	// server.max_connections, in the HTTP reserve (server.http_reserve).
 	SlotsReserve int `json:"connection_slots_http_reserve"`
+	// SlotsRemoteAddresses counts the client addresses other nodes of a
+	// cluster told this one they hold many connections for (a sixteenth
+	// of max_connections_per_ip or more), counted against the cap here.
+	SlotsRemoteAddresses int `json:"connection_slots_remote_addresses"`
 	// ProxyHeaderMissing counts WebSocket upgrades from a trusted proxy
 	// without a usable client address (server.real_ip_header): counted
 	// under the proxy's own address.
@@ -143,14 +147,15 @@ func (s *Server) statsDoc() Stats {
 	proc := readProcess()
 	proc.HandlerGoroutinesIdle = s.IdleHandlers()
 	return Stats{
-		Snapshot:           s.relay.Stats(),
-		SlotsActive:        s.slots.active(),
-		SlotsReserve:       s.slots.inReserve(),
-		ProxyHeaderMissing: s.proxyNoClient.Load(),
-		ProxyProtocol:      s.proxyStats.snapshot(),
-		ConfigReloads:      s.reloads.snapshot(),
-		Process:            proc,
-		Version:            s.version,
+		Snapshot:             s.relay.Stats(),
+		SlotsActive:          s.slots.active(),
+		SlotsReserve:         s.slots.inReserve(),
+		SlotsRemoteAddresses: s.slots.remoteAddresses(),
+		ProxyHeaderMissing:   s.proxyNoClient.Load(),
+		ProxyProtocol:        s.proxyStats.snapshot(),
+		ConfigReloads:        s.reloads.snapshot(),
+		Process:              proc,
+		Version:              s.version,
 	}
 }
 

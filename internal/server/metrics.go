@@ -42,6 +42,7 @@ var (
 	dConnRejected *prometheus.Desc
 	dSlots        *prometheus.Desc
 	dSlotsReserve *prometheus.Desc
+	dSlotsRemote  *prometheus.Desc
 	dProxyNoAddr  *prometheus.Desc
 	dReloads      *prometheus.Desc
 	dReloadOK     *prometheus.Desc
@@ -139,6 +140,7 @@ var makeDescs = sync.OnceFunc(func() {
 	dConnRejected = desc("connections_rejected_total", "Connections refused by connection limits.")
 	dSlots = desc("connection_slots_active", "TCP connections holding a slot (incl. not yet upgraded).")
 	dSlotsReserve = desc("connection_slots_http_reserve", "Connections admitted past max_connections for plain HTTP (server.http_reserve).")
+	dSlotsRemote = desc("connection_slots_remote_addresses", "Client addresses other nodes hold many connections for, counted against max_connections_per_ip here.")
 	dProxyNoAddr = desc("proxy_header_missing_total", "WebSocket upgrades from a trusted proxy without a usable client address header.")
 	dReloads = desc("config_reloads_total", "Configuration reloads (SIGHUP), applied or refused (nothing changed).", "result")
 	dReloadOK = desc("config_last_reload_successful", "0 if the last configuration reload was refused, else 1.")
@@ -247,6 +249,7 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 	k(dConnRejected, st.ConnectionsRejected)
 	g(dSlots, float64(st.SlotsActive))
 	g(dSlotsReserve, float64(st.SlotsReserve))
+	g(dSlotsRemote, float64(st.SlotsRemoteAddresses))
 	k(dProxyNoAddr, st.ProxyHeaderMissing)
 	k(dReloads, st.ConfigReloads.Applied, "applied")
 	k(dReloads, st.ConfigReloads.Refused, "refused")

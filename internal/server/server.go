@@ -62,7 +62,8 @@ type Server struct {
 
 	handlers   *handlerPool  // runs nbio's message handlers (handlers.go)
 	series     *series       // the dashboard's samples (dashboard.go)
-	sampleStop chan struct{} // closed by Shutdown: stops the sampler
+	sampleStop chan struct{} // closed by Shutdown: stops the sampler (and connShare)
+	connShare  *connShare    // the per-address cap across nodes; nil: one node, or no cap
 }
 
 // New builds a server; Start begins listening.
@@ -92,6 +93,9 @@ func New(cfg Config, opts Options) (*Server, error) {
 	s.initNIP86(parsed.admins)
 	s.proxies = parsed.proxies
 	s.slots = newSlots(cfg.MaxConnections, cfg.MaxConnectionsPerIP, cfg.HTTPReserve)
+	if cs, ok := s.relay.Bus().(relay.ConnSharer); ok && cfg.MaxConnectionsPerIP > 0 {
+		s.connShare = newConnShare(cs, s.slots, cfg.MaxConnectionsPerIP)
+	}
 	s.initMetrics()
 	st := s.statsDoc()
 	s.series = newSeries(&st)
@@ -170,6 +174,9 @@ func (s *Server) Start() error {
 	st := s.statsDoc()
 	s.series.add(time.Now(), &st)
 	go s.sample(s.sampleStop)
+	if s.connShare != nil {
+		go s.connShare.run(s.sampleStop)
+	}
 	if s.cfg.PprofListen != "" {
 		ln, err := net.Listen("tcp", s.cfg.PprofListen)
 		if err != nil {

@@ -34,6 +34,14 @@ type slots struct {
 	// client (its address); none for the others, so that a connection's
 	// entry costs nothing without the PROXY protocol.
 	proxied map[net.Conn]netip.Addr
+	// With many nodes (connshare.go): heavy holds the addresses with at
+	// least heavyMin connections here (0: not kept), which this node
+	// tells the others; remote the connections the other nodes hold for
+	// the addresses they told of, counted against maxIP with this
+	// node's own.
+	heavyMin int32
+	heavy    map[netip.Prefix]*ipSlots
+	remote   map[netip.Prefix]int32
 }
 
 // ipSlots counts the connections of one client address.
@@ -202,17 +210,26 @@ func (sl *slots) source(c net.Conn) (netip.Addr, bool) {
 	return a, a.IsValid()
 }
 
-// takeIP counts one more connection for k. sl.mu must be held.
+// takeIP counts one more connection for k: refused at maxIP, counting
+// what other nodes hold for k. sl.mu must be held.
 func (sl *slots) takeIP(k netip.Prefix) (*ipSlots, bool) {
 	ip := sl.perIP[k]
-	if sl.maxIP > 0 && ip != nil && int(ip.n) >= sl.maxIP {
-		return nil, false
+	if sl.maxIP > 0 {
+		n := sl.remote[k]
+		if ip != nil {
+			n += ip.n
+		}
+		if int(n) >= sl.maxIP {
+			return nil, false
+		}
 	}
 	if ip == nil {
 		ip = &ipSlots{key: k}
 		sl.perIP[k] = ip
 	}
-	ip.n++
+	if ip.n++; sl.heavyMin > 0 && ip.n == sl.heavyMin {
+		sl.heavy[k] = ip
+	}
 	return ip, true
 }
 
@@ -222,9 +239,65 @@ func (sl *slots) dropIP(ip *ipSlots) {
 	if ip == nil {
 		return
 	}
+	if sl.heavyMin > 0 && ip.n == sl.heavyMin {
+		delete(sl.heavy, ip.key)
+	}
 	if ip.n--; ip.n <= 0 {
 		delete(sl.perIP, ip.key)
 	}
+}
+
+// keepHeavy starts keeping the addresses with at least min connections
+// here (heavyConns lists them). Call it before any connection.
+func (sl *slots) keepHeavy(min int32) {
+	sl.mu.Lock()
+	defer sl.mu.Unlock()
+	sl.heavyMin, sl.heavy = min, make(map[netip.Prefix]*ipSlots)
+}
+
+// heavyConns appends to dst the addresses with at least heavyMin
+// connections here and their counts, at most limit of them.
+func (sl *slots) heavyConns(dst []addrConns, limit int) []addrConns {
+	sl.mu.Lock()
+	defer sl.mu.Unlock()
+	for k, ip := range sl.heavy {
+		if len(dst) >= limit {
+			break
+		}
+		dst = append(dst, addrConns{k, ip.n})
+	}
+	return dst
+}
+
+// moveRemote changes what other nodes hold, by address: one node's
+// counts from was to now (either nil).
+func (sl *slots) moveRemote(was, now map[netip.Prefix]int32) {
+	sl.mu.Lock()
+	defer sl.mu.Unlock()
+	if sl.remote == nil {
+		sl.remote = make(map[netip.Prefix]int32)
+	}
+	for k, n := range was {
+		if sl.remote[k] -= n; sl.remote[k] <= 0 {
+			delete(sl.remote, k)
+		}
+	}
+	for k, n := range now {
+		sl.remote[k] += n
+	}
+}
+
+// remoteAddresses returns how many addresses other nodes told of.
+func (sl *slots) remoteAddresses() int {
+	sl.mu.Lock()
+	defer sl.mu.Unlock()
+	return len(sl.remote)
+}
+
+// addrConns is one address's connections.
+type addrConns struct {
+	key netip.Prefix
+	n   int32
 }
 
 // release frees c's slot if it holds one. It returns the client c's

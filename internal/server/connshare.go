@@ -1,0 +1,175 @@
+package server
+
+import (
+	"encoding/binary"
+	"errors"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/petrel-relay/petrel/internal/relay"
+)
+
+// The per-address connection cap across the nodes of a cluster. Each node
+// counts its own connections per client address (slots); a client the
+// load balancer spreads over N nodes (HAProxy's leastconn does) would get
+// max_connections_per_ip on each. With a bus that is a
+// relay.ConnSharer, every connShareInterval a node tells the others the
+// addresses holding at least a sixteenth of the cap here (heavyShare; at
+// least 2), with their counts, and counts what the others told it
+// against the cap with its own. An address under that share on every
+// node is not told of: a client spread over N nodes gets at most the
+// cap plus (N-1) times one less than the share (15 each for the default
+// 128), and, for the connections opened within one interval of each
+// other on several nodes, what each node admitted before it heard.
+// Connections already open are never closed for this.
+//
+// A message is a version byte, then one entry an address:
+//
+//	address (16 bytes) | prefix bits (1 byte) | connections (uvarint)
+//
+// and replaces what that node told before; a node not heard from for
+// connShareExpiry is forgotten (it stopped, or left the bus).
+
+const (
+	connShareV1       = 1
+	connShareInterval = 250 * time.Millisecond
+	connShareExpiry   = 4 * connShareInterval
+	// maxConnShare is the most addresses one message lists (about 67 KB,
+	// well under NATS's default payload limit of 1 MB); past it, some of
+	// the heavy addresses are left out of that interval's message.
+	maxConnShare = 3000
+)
+
+// heavyShare returns the connections from which an address is told to
+// the other nodes: a sixteenth of the cap, at least 2.
+func heavyShare(maxIP int) int32 {
+	return int32(max(2, maxIP/16))
+}
+
+// connShare exchanges the heavy addresses' counts with the other nodes.
+type connShare struct {
+	bus relay.ConnSharer
+	sl  *slots
+	now func() time.Time
+
+	mu    sync.Mutex
+	nodes map[string]*remoteNode // by origin
+	told  bool                   // this node's last message listed an address
+	buf   []addrConns
+}
+
+// remoteNode is what one other node told last.
+type remoteNode struct {
+	conns map[netip.Prefix]int32
+	heard time.Time
+}
+
+func newConnShare(bus relay.ConnSharer, sl *slots, maxIP int) *connShare {
+	cs := &connShare{bus: bus, sl: sl, now: time.Now, nodes: make(map[string]*remoteNode)}
+	sl.keepHeavy(heavyShare(maxIP))
+	bus.OnConns(cs.heard)
+	return cs
+}
+
+// run tells the other nodes this node's heavy addresses every
+// connShareInterval, and forgets the nodes gone silent, until done
+// closes.
+func (cs *connShare) run(done <-chan struct{}) {
+	t := time.NewTicker(connShareInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-t.C:
+			cs.tick()
+		}
+	}
+}
+
+// tick sends this node's heavy addresses: while it has any, and once
+// more when it has none left (so the others drop them at once, not at
+// expiry); then forgets the silent nodes.
+func (cs *connShare) tick() {
+	cs.buf = cs.sl.heavyConns(cs.buf[:0], maxConnShare)
+	if len(cs.buf) > 0 || cs.told {
+		cs.bus.ShareConns(encodeConns(cs.buf))
+		cs.told = len(cs.buf) > 0
+	}
+	now := cs.now()
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	for o, n := range cs.nodes {
+		if now.Sub(n.heard) > connShareExpiry {
+			delete(cs.nodes, o)
+			cs.sl.moveRemote(n.conns, nil)
+		}
+	}
+}
+
+// heard takes another node's message (relay.ConnSharer's callback): it
+// replaces what that node told before.
+func (cs *connShare) heard(origin string, msg []byte) {
+	conns, err := decodeConns(msg)
+	if err != nil {
+		return
+	}
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	var was map[netip.Prefix]int32
+	if n := cs.nodes[origin]; n != nil {
+		was = n.conns
+	}
+	if len(conns) == 0 {
+		delete(cs.nodes, origin)
+	} else {
+		cs.nodes[origin] = &remoteNode{conns: conns, heard: cs.now()}
+	}
+	if was != nil || conns != nil {
+		cs.sl.moveRemote(was, conns)
+	}
+}
+
+func encodeConns(conns []addrConns) []byte {
+	m := make([]byte, 0, 1+len(conns)*(17+binary.MaxVarintLen32))
+	m = append(m, connShareV1)
+	for _, c := range conns {
+		a := c.key.Addr().As16()
+		m = append(m, a[:]...)
+		m = append(m, byte(c.key.Bits()))
+		m = binary.AppendUvarint(m, uint64(c.n))
+	}
+	return m
+}
+
+var errConnShare = errors.New("server: bad connection-share message")
+
+// decodeConns reads a message: nil for one that lists nothing.
+func decodeConns(msg []byte) (map[netip.Prefix]int32, error) {
+	if len(msg) == 0 || msg[0] != connShareV1 {
+		return nil, errConnShare
+	}
+	var m map[netip.Prefix]int32
+	for p := msg[1:]; len(p) > 0; {
+		if len(p) < 17 {
+			return nil, errConnShare
+		}
+		a := netip.AddrFrom16([16]byte(p[:16])).Unmap()
+		bits := int(p[16])
+		n, w := binary.Uvarint(p[17:])
+		if w <= 0 || n == 0 || n > 1<<31-1 {
+			return nil, errConnShare
+		}
+		k, err := a.Prefix(bits)
+		if err != nil || k.Bits() != bits || k != ipKey(a) {
+			return nil, errConnShare
+		}
+		if m == nil {
+			m = make(map[netip.Prefix]int32)
+		}
+		m[k] = int32(min(uint64(m[k])+n, 1<<31-1))
+		p = p[17+w:]
+	}
+	return m, nil
+}

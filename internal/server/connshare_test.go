@@ -1,0 +1,152 @@
+package server
+
+import (
+	"errors"
+	"net/netip"
+	"sync"
+	"testing"
+	"time"
+)
+
+// sharedBus is the relay.ConnSharer side of a bus between connShares in
+// one process: what one sends, the others hear, under its origin.
+type sharedBus struct {
+	mu    sync.Mutex
+	nodes map[string]func(string, []byte)
+}
+
+type busEnd struct {
+	bus    *sharedBus
+	origin string
+	sent   int
+}
+
+func (e *busEnd) ShareConns(msg []byte) {
+	e.sent++
+	e.bus.mu.Lock()
+	defer e.bus.mu.Unlock()
+	for o, f := range e.bus.nodes {
+		if o != e.origin {
+			f(e.origin, msg)
+		}
+	}
+}
+
+func (e *busEnd) OnConns(f func(string, []byte)) {
+	e.bus.mu.Lock()
+	defer e.bus.mu.Unlock()
+	e.bus.nodes[e.origin] = f
+}
+
+// TestConnShare: the per-address cap counts the connections other nodes
+// told of: at the cap across two nodes, admitted; one past it, refused
+// on either, other addresses untouched. Closing connections on one node
+// frees them on the other at its next message, and a node gone silent
+// is forgotten.
+func TestConnShare(t *testing.T) {
+	const maxIP = 32 // told from 2 connections
+	bus := &sharedBus{nodes: map[string]func(string, []byte){}}
+	now := time.Unix(1_700_000_000, 0)
+	clock := func() time.Time { return now }
+	slA, slB := newSlots(0, maxIP, 0), newSlots(0, maxIP, 0)
+	a, b := newConnShare(&busEnd{bus: bus, origin: "a"}, slA, maxIP), newConnShare(&busEnd{bus: bus, origin: "b"}, slB, maxIP)
+	a.now, b.now = clock, clock
+	ip, other := netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("2001:db8::1")
+	var ca, cb [maxIP + 1]fakeConn
+	var oa, ob fakeConn // other's
+	take := func(sl *slots, c *fakeConn, a netip.Addr, want bool) {
+		t.Helper()
+		if ok, perIP := sl.acquire(c, a); ok != want || perIP == want {
+			t.Fatalf("acquire: %v (per-IP %v), want %v", ok, perIP, want)
+		}
+	}
+	for i := range 20 {
+		take(slA, &ca[i], ip, true)
+	}
+	take(slA, &oa, other, true) // one connection: not told of
+	a.tick()
+	if n := slB.remoteAddresses(); n != 1 {
+		t.Fatalf("b heard of %d addresses, want 1", n)
+	}
+	for i := range 12 { // 20 + 12: at the cap
+		take(slB, &cb[i], ip, true)
+	}
+	take(slB, &cb[12], ip, false) // one past it
+	b.tick()
+	take(slA, &ca[20], ip, false) // on a too, once b told it
+	take(slB, &ob, other, true)
+
+	// a closes ten: b admits ten more after a's next message.
+	for i := range 10 {
+		slA.release(&ca[i])
+	}
+	take(slB, &cb[12], ip, false)
+	a.tick()
+	for i := 12; i < 22; i++ {
+		take(slB, &cb[i], ip, true)
+	}
+	take(slB, &cb[22], ip, false)
+
+	// a closes the rest: its message that lists nothing clears it on b.
+	for i := 10; i < 20; i++ {
+		slA.release(&ca[i])
+	}
+	a.tick()
+	if n := slB.remoteAddresses(); n != 0 {
+		t.Fatalf("b still counts %d addresses of a's", n)
+	}
+	sent := a.bus.(*busEnd).sent
+	a.tick() // nothing to tell, and told nothing last: no message
+	if a.bus.(*busEnd).sent != sent {
+		t.Fatal("a sent a message with nothing to tell twice")
+	}
+	// b goes silent: a forgets what it told after connShareExpiry.
+	if n := slA.remoteAddresses(); n != 1 {
+		t.Fatalf("a hears of %d of b's addresses, want 1", n)
+	}
+	now = now.Add(connShareExpiry + time.Millisecond)
+	a.tick()
+	if n := slA.remoteAddresses(); n != 0 {
+		t.Fatalf("a still counts %d addresses of silent b's", n)
+	}
+}
+
+// TestConnShareMessages: encodeConns and decodeConns round-trip; a
+// message that lists nothing decodes to nothing; malformed ones fail.
+func TestConnShareMessages(t *testing.T) {
+	in := []addrConns{{ipKey(netip.MustParseAddr("192.0.2.7")), 3}, {ipKey(netip.MustParseAddr("2001:db8:1:2::9")), 1 << 20}}
+	m, err := decodeConns(encodeConns(in))
+	if err != nil || len(m) != 2 || m[in[0].key] != 3 || m[in[1].key] != 1<<20 {
+		t.Fatalf("round trip: %v %v", m, err)
+	}
+	if m, err := decodeConns(encodeConns(nil)); err != nil || m != nil {
+		t.Fatalf("empty: %v %v", m, err)
+	}
+	good := encodeConns(in[:1])
+	v6 := netip.MustParseAddr("2001:db8::1").As16()
+	for _, bad := range [][]byte{nil, {}, {2}, good[:10], good[:17], append(good[:17:17], 0),
+		append(append([]byte{connShareV1}, v6[:]...), 128, 1), // an IPv6 address is keyed by its /64
+	} {
+		if _, err := decodeConns(bad); !errors.Is(err, errConnShare) {
+			t.Fatalf("decode %v: %v", bad, err)
+		}
+	}
+}
+
+// FuzzConnShareDecode: decodeConns never panics, and what it accepts is
+// keyed as the slots key addresses.
+func FuzzConnShareDecode(f *testing.F) {
+	f.Add(encodeConns([]addrConns{{ipKey(netip.MustParseAddr("192.0.2.7")), 3}}))
+	f.Add([]byte{connShareV1})
+	f.Fuzz(func(t *testing.T, msg []byte) {
+		m, err := decodeConns(msg)
+		if err != nil {
+			return
+		}
+		for k, n := range m {
+			if k != ipKey(k.Addr()) || n <= 0 {
+				t.Fatalf("accepted %v = %d", k, n)
+			}
+		}
+	})
+}

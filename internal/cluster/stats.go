@@ -162,3 +162,27 @@ func (b *Bridge) Stats() Stats {
 	s.SlowConsumerDrops = b.droppedSeen.Load()
 	return s
 }
+
+// Figure returns the figure of s under its /stats key (in "cluster"):
+// the counters and gauges the dashboard charts, connected as 1 or 0.
+// ok is false for a key it does not chart.
+func (s Stats) Figure(key string) (v int64, ok bool) {
+	switch key {
+	case "connected":
+		if s.Connected {
+			return 1, true
+		}
+		return 0, true
+	case "origins":
+		return int64(s.Origins), true
+	case "published":
+		return s.Published, true
+	case "received":
+		return s.Received, true
+	case "caught_up_events":
+		return s.CaughtUp, true
+	case "messages_lost":
+		return s.MessagesLost, true
+	}
+	return 0, false
+}

@@ -120,8 +120,34 @@ func seriesFields(st *Stats) []seriesField {
 			return int64(math.Round(p.PoolAcquireWaitSeconds * msScale))
 		})
 	}
+	if bf, ok := st.Cluster.(busFigures); ok {
+		for _, k := range clusterKeys {
+			if _, ok := bf.Figure(k); !ok {
+				continue
+			}
+			fs = append(fs, seriesField{"cluster." + k, func(s *Stats) int64 {
+				if bf, ok := s.Cluster.(busFigures); ok {
+					v, _ := bf.Figure(k)
+					return v
+				}
+				return 0
+			}})
+		}
+	}
 	return fs
 }
+
+// busFigures is a cluster bus's report (cluster.Stats, /stats
+// "cluster") with the figures the dashboard charts, by /stats key.
+type busFigures interface {
+	Figure(key string) (int64, bool)
+}
+
+// clusterKeys are the bus's figures in the series (a single node has
+// none): whether this node's bus connection is up, the other nodes heard
+// lately, events sent to and received from them, caught up from the
+// store, and bus messages lost.
+var clusterKeys = []string{"connected", "origins", "published", "received", "caught_up_events", "messages_lost"}
 
 // boolInt is a /stats true or false as the series holds it: 1 or 0.
 func boolInt(b bool) int64 {

@@ -2,7 +2,9 @@ package server_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -15,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/petrel-relay/petrel/internal/cluster"
+	"github.com/petrel-relay/petrel/internal/pgtest"
 	"github.com/petrel-relay/petrel/internal/relaytest"
 	"github.com/petrel-relay/petrel/internal/store/pebble"
 )
@@ -176,6 +180,10 @@ func TestDashboardInBrowser(t *testing.T) {
 		if !isHidden(t, dom, chart(id)) {
 			t.Fatalf("chart %s shown with the embedded store", id)
 		}
+	}
+	// A single node: no bus chart, no bus tiles.
+	if !isHidden(t, dom, chart("cluster")) || !isHidden(t, dom, `<div[^>]*id="tile-bus"[^>]*>`) || !isHidden(t, dom, `<div[^>]*id="tile-nodes"[^>]*>`) {
+		t.Fatal("cluster bus chart or tiles shown on a single node")
 	}
 	// Stalls and level 0 may well be zero by now (a compaction empties
 	// level 0): drawn, whatever their value.
@@ -342,5 +350,113 @@ func TestDashboardReloadAlert(t *testing.T) {
 	r.Server.NoteReload(true)
 	if dom := page(0); !isHidden(t, dom, alert) {
 		t.Fatalf("warning still shown after an applied reload: %s", regexp.MustCompile(alert+`[^<]*`).FindString(dom))
+	}
+}
+
+// startClusterNodes starts two relays over one PostgreSQL schema with
+// cluster bridges over the real NATS (127.0.0.1:4222, or
+// PETREL_TEST_NATS_URL), on a subject of their own.
+func startClusterNodes(t *testing.T) (a, b *relaytest.Relay, bb *cluster.Bridge) {
+	t.Helper()
+	url := cmp.Or(os.Getenv("PETREL_TEST_NATS_URL"), "nats://127.0.0.1:4222")
+	subject := fmt.Sprintf("petrel.test.dashboard.%d.%d", os.Getpid(), time.Now().UnixNano())
+	sts := pgtest.Nodes(t, 2)
+	var rs [2]*relaytest.Relay
+	var bridges [2]*cluster.Bridge
+	for i, name := range []string{"a", "b"} {
+		br, err := cluster.New(cluster.Options{URL: url, Node: name, Subject: subject, Feed: sts[i],
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), HeartbeatInterval: 100 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			br.Close(ctx)
+		})
+		rs[i] = relaytest.Start(t, relaytest.Options{Store: sts[i], Bus: br})
+		if err := br.Start(rs[i].Relay.Publish); err != nil {
+			t.Fatalf("bridge %s on %s: %v", name, url, err)
+		}
+		t.Cleanup(br.StopDelivery)
+		bridges[i] = br
+	}
+	return rs[0], rs[1], bridges[1]
+}
+
+// TestDashboardCluster: on a node of a cluster the series holds the bus's
+// figures (each equal to /stats once quiet), and the page shows the bus
+// tiles (up, one other node) and the bus chart with the events received
+// from the other node; when the node loses its bus, a warning says so
+// and the tile says down.
+func TestDashboardCluster(t *testing.T) {
+	bin := chromium(t)
+	a, b, bb := startClusterNodes(t)
+	c := relaytest.Dial(t, a.URL)
+	alice := relaytest.NewKey("dashboard cluster")
+	const n = 10
+	for i := range n {
+		c.MustPublish(alice.Note(fmt.Sprint("across ", i)))
+	}
+	d, last := awaitSample(t, b, "the other node's events", func(last map[string]int64) bool {
+		return last["cluster.received"] == n && last["cluster.origins"] == 1 && last["cluster.connected"] == 1
+	})
+	_, body := get(t, b, "/stats")
+	var st map[string]any
+	if err := json.Unmarshal(body, &st); err != nil {
+		t.Fatal(err)
+	}
+	fields := 0
+	for _, f := range d.Fields {
+		if !strings.HasPrefix(f, "cluster.") {
+			continue
+		}
+		fields++
+		v, ok := lookup(st, f)
+		if b, isBool := v.(bool); isBool {
+			v, ok = 0.0, true
+			if b {
+				v = 1.0
+			}
+		}
+		if x, isNum := v.(float64); !ok || !isNum || float64(last[f]) != x {
+			t.Fatalf("series %s = %d, /stats %v", f, last[f], v)
+		}
+	}
+	if fields != 6 {
+		t.Fatalf("%d cluster fields in the series, want 6: %v", fields, d.Fields)
+	}
+
+	dom := string(runChromium(t, bin, b.HTTPURL()+"/", "--dump-dom"))
+	if st := attr(t, dom, `<main[^>]*id="dash"[^>]*>`, "data-state"); st != "live" {
+		t.Fatalf("dashboard state %q, want live:\n%s", st, dom)
+	}
+	tile := func(id string) string { return `<div[^>]*id="tile-` + id + `"[^>]*><b[^>]*>` }
+	if isHidden(t, dom, `<div[^>]*id="tile-bus"[^>]*>`) || attrNum(t, dom, tile("bus"), "data-value") != 1 ||
+		!regexp.MustCompile(tile("bus")+`up</b>`).MatchString(dom) || attrNum(t, dom, tile("nodes"), "data-value") != 1 {
+		t.Fatalf("bus tiles: %s %s", regexp.MustCompile(tile("bus")+`[^<]*`).FindString(dom), regexp.MustCompile(tile("nodes")+`[^<]*`).FindString(dom))
+	}
+	chart := `<figure[^>]*id="chart-cluster"[^>]*>`
+	if isHidden(t, dom, chart) {
+		t.Fatal("cluster chart hidden on a node of a cluster")
+	}
+	m := regexp.MustCompile(chart + `(?s:.*?)<path[^>]*data-line="received from them"[^>]*>`).FindString(dom)
+	if m == "" || attrNum(t, m[strings.LastIndex(m, "<path"):], `<path[^>]*>`, "data-max") <= 0 {
+		t.Fatalf("no events received drawn: %q", m)
+	}
+	if !isHidden(t, dom, `<p[^>]*id="alert"[^>]*>`) {
+		t.Fatal("warning shown with the bus up")
+	}
+	screenshot(t, bin, b.HTTPURL()+"/", "dashboard-cluster.png", "1280,1900")
+
+	// b loses its bus.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	bb.Close(ctx)
+	awaitSample(t, b, "the bus down", func(last map[string]int64) bool { return last["cluster.connected"] == 0 })
+	dom = string(runChromium(t, bin, b.HTTPURL()+"/", "--dump-dom"))
+	alert := `<p[^>]*id="alert"[^>]*>`
+	if isHidden(t, dom, alert) || attr(t, dom, alert, "data-alerts") != "bus" || !regexp.MustCompile(tile("bus")+`down</b>`).MatchString(dom) {
+		t.Fatalf("bus down: %s %s", regexp.MustCompile(alert+`[^<]*`).FindString(dom), regexp.MustCompile(tile("bus")+`[^<]*`).FindString(dom))
 	}
 }

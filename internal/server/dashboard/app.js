@@ -51,7 +51,7 @@
     return bounds[bounds.length - 1];
   }
 
-  const BG = 'store_background.', PG = 'store_postgres.';
+  const BG = 'store_background.', PG = 'store_postgres.', CL = 'cluster.';
   const refused = REASONS.map((r) => ({ name: r, f: rate('events_rejected.' + r), hideZero: true }));
   const CHARTS = [
     { id: 'accepted', title: 'Events accepted per second', fmt: num, lines: [
@@ -88,6 +88,11 @@
       needs: PG + 'pool_acquire_wait_seconds', lines: [{ name: 'waited', f: times(rate(PG + 'pool_acquire_wait_seconds'), 1000) }] },
     { id: 'pg-writes', title: 'PostgreSQL: write transactions per second', fmt: num, needs: PG + 'write_retries', lines: [
       { name: 'committed', f: rate('store_commits') }, { name: 'retried', f: rate(PG + 'write_retries') }] },
+    // Many nodes: the NATS bus between them (absent on a single node).
+    { id: 'cluster', title: 'Cluster bus: events per second', fmt: num, needs: CL + 'published', lines: [
+      { name: 'sent to the other nodes', f: rate(CL + 'published') }, { name: 'received from them', f: rate(CL + 'received') },
+      { name: 'caught up from the store', f: rate(CL + 'caught_up_events'), hideZero: true },
+      { name: 'bus messages lost', f: rate(CL + 'messages_lost'), hideZero: true }] },
   ];
   const TILES = [
     { id: 'accepted', label: 'accepted /s', f: sum([rate('events_accepted'), rate('events_ephemeral')]), fmt: num },
@@ -99,6 +104,8 @@
     { id: 'events', label: 'stored events', f: gauge('store_events'), fmt: num },
     { id: 'size', label: 'store size', fmt: bytes, f: gauge('db_size_bytes') },
     { id: 'stalls', label: 'store write stalls', f: gauge(BG + 'write_stalls'), fmt: num, needs: BG + 'write_stalls' },
+    { id: 'bus', label: 'cluster bus', f: gauge(CL + 'connected'), fmt: (v) => v === null ? '–' : v ? 'up' : 'down', needs: CL + 'connected' },
+    { id: 'nodes', label: 'other nodes', f: gauge(CL + 'origins'), fmt: num, needs: CL + 'origins' },
     { id: 'uptime', label: 'uptime', f: gauge('uptime_seconds'), fmt: dur },
   ];
 
@@ -109,6 +116,8 @@
     { id: 'reload', show: () => last('config_reloads.last_refused') === 1,
       text: () => 'The last configuration reload was refused (' + num(last('config_reloads.refused')) +
         ' refused since the relay started): the relay runs on the configuration it had before, and a restart would fail on the file as it is now. The log says why; petrel serve --check checks the file.' },
+    { id: 'bus', show: () => last(CL + 'connected') === 0,
+      text: () => 'This node has lost its connection to the cluster bus (NATS): it goes on accepting and storing events, and other nodes\' events reach its subscribers late, caught up from the store, until the bus is back.' },
   ];
 
   function num(v) {

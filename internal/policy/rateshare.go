@@ -21,7 +21,8 @@ import (
 // most what one node allows plus, in all, (N-1) times a burst and what
 // the rate refills in a message's delay.
 //
-// A message is a version byte, then sections, one per limit:
+// A message is a version byte, then sections, one a limit (Spent writes
+// one section a message; Debit reads any number):
 //
 //	section = tag (1 byte) | body length (uvarint) | body
 //	body    = { key (16 bytes: an address key; 32: a pubkey) | tokens (uvarint) }

@@ -13,21 +13,23 @@ import (
 // matter once a feature is on.
 type Config struct {
 	// EventRate is how many EVENTs per second one client address (an IPv4
-	// address, or an IPv6 /64) may send, refilled continuously. Default 0:
-	// no limit. Negative: no limit.
+	// address, or an IPv6 /64) may send, refilled continuously; with many
+	// nodes, through all of them together. Default 0: no limit. Negative:
+	// no limit.
 	EventRate float64 `toml:"event_rate"`
 	// EventBurst is how many EVENTs one address may send at once before
 	// EventRate applies. Default: EventRate rounded up (at least 1).
 	EventBurst int `toml:"event_burst"`
 	// PubKeyEventRate is how many events per second one author (event
-	// pubkey) may publish, whatever address they come from. Default 0: no
-	// limit.
+	// pubkey) may publish, whatever address (and, with many nodes,
+	// whichever node) they come from. Default 0: no limit.
 	PubKeyEventRate float64 `toml:"pubkey_event_rate"`
 	// PubKeyEventBurst is the burst for PubKeyEventRate. Default:
 	// PubKeyEventRate rounded up (at least 1).
 	PubKeyEventBurst int `toml:"pubkey_event_burst"`
 	// ReqRate is how many REQ, COUNT and NEG-OPEN messages per second one
-	// client address may send. Default 0: no limit.
+	// client address may send (with many nodes, through all of them
+	// together). Default 0: no limit.
 	ReqRate float64 `toml:"req_rate"`
 	// ReqBurst is the burst for ReqRate. Default: ReqRate rounded up (at
 	// least 1).

@@ -30,7 +30,9 @@ type Config struct {
 	// Ignored without MaxConnections. Default 16; negative: no reserve.
 	HTTPReserve int `toml:"http_reserve"`
 	// MaxConnectionsPerIP caps open connections per client address (IPv4
-	// address, or IPv6 /64). Default 128; negative: no cap.
+	// address, or IPv6 /64); with many nodes, on all of them together
+	// (give or take a few: docs/operations.md). Default 128; negative: no
+	// cap.
 	MaxConnectionsPerIP int `toml:"max_connections_per_ip"`
 	// HeaderTimeout is how long a client has to send a complete HTTP
 	// request head (and, for keep-alive, the next one); with

@@ -365,6 +365,8 @@ var rateKeys = map[string]bool{
 	"policy.pubkey_event_burst": true,
 	"policy.req_rate":           true,
 	"policy.req_burst":          true,
+	"policy.connect_rate":       true,
+	"policy.connect_burst":      true,
 	"policy.rate_max_keys":      true,
 	"policy.min_pow_difficulty": true,
 }

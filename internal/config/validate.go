@@ -45,6 +45,7 @@ var signedKeys = map[string]bool{
 	"policy.event_rate":               true,
 	"policy.pubkey_event_rate":        true,
 	"policy.req_rate":                 true,
+	"policy.connect_rate":             true,
 }
 
 // upperBounds are the numeric keys with a largest meaningful value.

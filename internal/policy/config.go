@@ -34,6 +34,18 @@ type Config struct {
 	// ReqBurst is the burst for ReqRate. Default: ReqRate rounded up (at
 	// least 1).
 	ReqBurst int `toml:"req_burst"`
+	// ConnectRate is how many connections per second one client address
+	// may open (with many nodes, to all of them together), refilled
+	// continuously; past it a connection is closed at once, or, from
+	// behind a trusted proxy, answered 429. It bounds the churn one
+	// address can cause (each connection costs an upgrade, a session and,
+	// at the proxy, a TLS handshake), where max_connections_per_ip bounds
+	// how many it holds. Default 0: no limit.
+	ConnectRate float64 `toml:"connect_rate"`
+	// ConnectBurst is how many connections one address may open at once
+	// before ConnectRate applies. Default: ConnectRate rounded up (at
+	// least 1).
+	ConnectBurst int `toml:"connect_burst"`
 	// RateMaxKeys bounds the number of addresses (or pubkeys) each rate
 	// limit tracks at once; past it the least recently used of a sample
 	// are forgotten. Rounded up to a multiple of 32. Default 100000 keys
@@ -92,7 +104,7 @@ func (c Config) Normalize() Config {
 			*b = int(math.Max(1, math.Ceil(rate)))
 		}
 	}
-	for _, r := range []*float64{&c.EventRate, &c.PubKeyEventRate, &c.ReqRate} {
+	for _, r := range []*float64{&c.EventRate, &c.PubKeyEventRate, &c.ReqRate, &c.ConnectRate} {
 		if *r < 0 || math.IsNaN(*r) {
 			*r = 0
 		}
@@ -100,6 +112,7 @@ func (c Config) Normalize() Config {
 	burst(c.EventRate, &c.EventBurst)
 	burst(c.PubKeyEventRate, &c.PubKeyEventBurst)
 	burst(c.ReqRate, &c.ReqBurst)
+	burst(c.ConnectRate, &c.ConnectBurst)
 	if c.RateMaxKeys <= 0 {
 		c.RateMaxKeys = DefaultRateMaxKeys
 	}

@@ -13,7 +13,8 @@ import (
 )
 
 // RateLimits applies the token-bucket limits of a Config: EVENTs per client
-// address, events per pubkey, REQs per client address. A client address is
+// address, events per pubkey, REQs per client address, connections per
+// client address. A client address is
 // an IPv4 address or an IPv6 /64 (one site's allocation; an IPv4-mapped
 // IPv6 address counts as IPv4). Safe for concurrent use.
 //
@@ -30,6 +31,7 @@ type RateLimits struct {
 	eventIP *limiter[[16]byte]
 	eventPK *limiter[nostr.PubKey]
 	reqIP   *limiter[[16]byte]
+	connIP  *limiter[[16]byte]
 	now     func() time.Time
 }
 
@@ -47,6 +49,7 @@ type RateStats struct {
 	EventIP     LimitStats // EVENT per client address
 	EventPubKey LimitStats // EVENT per pubkey
 	ReqIP       LimitStats // REQ per client address
+	ConnectIP   LimitStats // connections per client address
 }
 
 // NewRateLimits builds the limits of cfg (normalized here). A limit whose
@@ -60,6 +63,8 @@ func NewRateLimits(cfg Config) *RateLimits {
 		"this pubkey may publish at most "+rateText(cfg.PubKeyEventRate, cfg.PubKeyEventBurst, "events"))
 	r.reqIP = newLimiter[[16]byte](cfg.ReqRate, cfg.ReqBurst, cfg.RateMaxKeys,
 		"this address may send at most "+rateText(cfg.ReqRate, cfg.ReqBurst, "subscription requests"))
+	r.connIP = newLimiter[[16]byte](cfg.ConnectRate, cfg.ConnectBurst, cfg.RateMaxKeys,
+		"this address may open at most "+rateText(cfg.ConnectRate, cfg.ConnectBurst, "connections"))
 	return r
 }
 
@@ -113,6 +118,19 @@ func (r *RateLimits) AllowReq(ip netip.Addr) *nostr.Rejection {
 	return nil
 }
 
+// AllowConnect takes one token from ip's connection bucket and returns
+// nil, or a "rate-limited:" rejection. An invalid (zero) ip is not
+// limited.
+func (r *RateLimits) AllowConnect(ip netip.Addr) *nostr.Rejection {
+	if r.connIP == nil || !ip.IsValid() {
+		return nil
+	}
+	if !r.connIP.take(ipKey(ip), r.now().UnixNano()) {
+		return r.connIP.rej
+	}
+	return nil
+}
+
 // CarryStats adds old's counters of refused requests and forgotten
 // buckets to r's, limit by limit (where both have it on), so that
 // replacing the limits (a reload that changes a rate) does not reset
@@ -124,6 +142,7 @@ func (r *RateLimits) CarryStats(old *RateLimits) {
 	carryStats(r.eventIP, old.eventIP)
 	carryStats(r.eventPK, old.eventPK)
 	carryStats(r.reqIP, old.reqIP)
+	carryStats(r.connIP, old.connIP)
 }
 
 func carryStats[K comparable](to, from *limiter[K]) {
@@ -136,7 +155,7 @@ func carryStats[K comparable](to, from *limiter[K]) {
 
 // Stats returns the counters of each limit.
 func (r *RateLimits) Stats() RateStats {
-	return RateStats{EventIP: r.eventIP.stats(), EventPubKey: r.eventPK.stats(), ReqIP: r.reqIP.stats()}
+	return RateStats{EventIP: r.eventIP.stats(), EventPubKey: r.eventPK.stats(), ReqIP: r.reqIP.stats(), ConnectIP: r.connIP.stats()}
 }
 
 const (

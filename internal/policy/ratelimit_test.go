@@ -230,3 +230,42 @@ func BenchmarkAllowEvent(b *testing.B) {
 		}
 	}
 }
+
+// TestConnectRateLimit: connections per address, at the burst allowed
+// and past it refused with the limit's message; another address, and the
+// other limits, untouched; with sharing, another node's connections
+// count.
+func TestConnectRateLimit(t *testing.T) {
+	r, clock := newTestLimits(Config{ConnectRate: 1, ConnectBurst: 2})
+	ip := netip.MustParseAddr("192.0.2.1")
+	if r.AllowConnect(ip) != nil || r.AllowConnect(ip) != nil {
+		t.Fatal("refused within the burst")
+	}
+	if got := rejText(r.AllowConnect(ip)); got != "rate-limited: slow down: this address may open at most 1 connections per second (bursts of 2)" {
+		t.Fatalf("past the burst: %q", got)
+	}
+	if r.AllowConnect(netip.MustParseAddr("192.0.2.2")) != nil || r.AllowEvent(ip, pkN(1)) != nil || r.AllowReq(ip) != nil {
+		t.Fatal("another address or another limit refused")
+	}
+	if r.AllowConnect(netip.Addr{}) != nil {
+		t.Fatal("no address limited")
+	}
+	clock.advance(time.Second)
+	if r.AllowConnect(ip) != nil {
+		t.Fatal("refused after a token refilled")
+	}
+	if st := r.Stats().ConnectIP; st.Limited != 1 || st.Keys != 2 {
+		t.Fatalf("stats %+v", st)
+	}
+
+	a, b, _ := sharedPair(t, Config{ConnectRate: 1, ConnectBurst: 2})
+	a.AllowConnect(ip)
+	a.AllowConnect(ip)
+	pass(t, a, b)
+	if b.AllowConnect(ip) == nil {
+		t.Fatal("b allowed a connection past the burst taken through a")
+	}
+	if st := b.Stats().ConnectIP; st.Remote != 2 {
+		t.Fatalf("b's remote tokens %d, want 2", st.Remote)
+	}
+}

@@ -37,6 +37,7 @@ const (
 	tagEventIP = 1 + iota
 	tagEventPK
 	tagReqIP
+	tagConnectIP
 )
 
 // Share makes r note the tokens it takes for Spent. Call it before r is
@@ -45,6 +46,7 @@ func (r *RateLimits) Share() {
 	r.eventIP.share()
 	r.eventPK.share()
 	r.reqIP.share()
+	r.connIP.share()
 }
 
 func (l *limiter[K]) share() {
@@ -61,6 +63,7 @@ func (r *RateLimits) Spent(maxBytes int) [][]byte {
 	harvest(&w, tagEventIP, r.eventIP, func(k [16]byte) []byte { return k[:] })
 	harvest(&w, tagEventPK, r.eventPK, func(k nostr.PubKey) []byte { return k[:] })
 	harvest(&w, tagReqIP, r.reqIP, func(k [16]byte) []byte { return k[:] })
+	harvest(&w, tagConnectIP, r.connIP, func(k [16]byte) []byte { return k[:] })
 	return w.msgs
 }
 
@@ -157,6 +160,8 @@ func (r *RateLimits) Debit(msg []byte) error {
 			err = debit(r.eventPK, body, now, func(b []byte) (k nostr.PubKey) { copy(k[:], b); return })
 		case tagReqIP:
 			err = debit(r.reqIP, body, now, func(b []byte) (k [16]byte) { copy(k[:], b); return })
+		case tagConnectIP:
+			err = debit(r.connIP, body, now, func(b []byte) (k [16]byte) { copy(k[:], b); return })
 		}
 		if err != nil {
 			return err

@@ -43,6 +43,7 @@ type policySet struct {
 	limEventIP       atomic.Pointer[policy.RateLimits] // EVENTs per address
 	limEventPK       atomic.Pointer[policy.RateLimits] // events per pubkey
 	limReq           atomic.Pointer[policy.RateLimits] // REQ and COUNT per address
+	limConnect       atomic.Pointer[policy.RateLimits] // connections per address (the server asks)
 	minPoW           atomic.Int64
 	rateChange       sync.Mutex
 	rates            policy.Config
@@ -116,6 +117,11 @@ var rateLimits = []struct {
 		func(c policy.Config) rateSettings { return rateSettings{c.ReqRate, c.ReqBurst, c.RateMaxKeys} },
 		func(s rateSettings) policy.Config {
 			return policy.Config{ReqRate: s.rate, ReqBurst: s.burst, RateMaxKeys: s.maxKeys}
+		}},
+	{func(p *policySet) *atomic.Pointer[policy.RateLimits] { return &p.limConnect },
+		func(c policy.Config) rateSettings { return rateSettings{c.ConnectRate, c.ConnectBurst, c.RateMaxKeys} },
+		func(s rateSettings) policy.Config {
+			return policy.Config{ConnectRate: s.rate, ConnectBurst: s.burst, RateMaxKeys: s.maxKeys}
 		}},
 }
 
@@ -514,6 +520,7 @@ type PolicyStats struct {
 	EventRateIP     RateLimitStats      `json:"event_rate_ip"`
 	EventRatePubKey RateLimitStats      `json:"event_rate_pubkey"`
 	ReqRateIP       RateLimitStats      `json:"req_rate_ip"`
+	ConnectRateIP   RateLimitStats      `json:"connect_rate_ip"`
 	Plugin          *policy.PluginStats `json:"plugin,omitempty"`
 }
 
@@ -533,11 +540,32 @@ func (r *Relay) PolicyStats() PolicyStats {
 	if l := r.pol.limReq.Load(); l != nil {
 		ps.ReqRateIP = rateStats(l.Stats().ReqIP)
 	}
+	if l := r.pol.limConnect.Load(); l != nil {
+		ps.ConnectRateIP = rateStats(l.Stats().ConnectIP)
+	}
 	if r.pol.plugin != nil {
 		st := r.pol.plugin.Stats()
 		ps.Plugin = &st
 	}
 	return ps
+}
+
+// AllowConnect applies policy.connect_rate to a connection from client
+// address ip (the server asks at accept, or for the client a trusted
+// proxy names): nil, or the "rate-limited:" rejection, counted under the
+// connect_rate_ip limit and connections_rejected. An invalid ip is not
+// limited.
+func (r *Relay) AllowConnect(ip netip.Addr) *nostr.Rejection {
+	l := r.pol.limConnect.Load()
+	if l == nil {
+		return nil
+	}
+	rej := l.AllowConnect(ip)
+	if rej != nil {
+		r.stats.ConnectionsRejected.Add(1)
+		r.stats.LimitTrips[limConnectRateIP].Add(1)
+	}
+	return rej
 }
 
 // allowReq applies the per-address REQ rate limit to a REQ or COUNT.

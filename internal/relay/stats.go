@@ -34,7 +34,7 @@ var limitNames = [...]string{
 	"control_backlog", "max_limit_clamped",
 	"event_rate_ip", "event_rate_pubkey", "req_rate_ip", "max_auth_pubkeys",
 	"count_scan_limit", "max_inflight_events", "bad_signatures",
-	"verify_pending", "max_event_wait",
+	"verify_pending", "max_event_wait", "connect_rate_ip",
 }
 
 const (
@@ -68,6 +68,7 @@ const (
 	limBadSignatures
 	limVerifyPending
 	limEventWait
+	limConnectRateIP
 	numLimits
 )
 

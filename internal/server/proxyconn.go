@@ -214,7 +214,7 @@ func discardData(*nbio.Conn, []byte) {}
 
 // proxyAdmit applies a trusted proxy's header to c. It reports false if
 // c is refused (and closed): its client's address is at the per-address
-// cap, or c was closed meanwhile.
+// cap or past policy.connect_rate, or c was closed meanwhile.
 func (s *Server) proxyAdmit(c net.Conn, h proxyHeader) bool {
 	switch h.command {
 	case proxyLocal:
@@ -228,8 +228,15 @@ func (s *Server) proxyAdmit(c net.Conn, h proxyHeader) bool {
 	}
 	src := h.source.Addr()
 	// A trusted source forwards clients of its own (real_ip_header): the
-	// per-address slot is taken at the upgrade, as for any proxy.
-	ok, atCap := s.slots.headerRead(c, src, !s.trusted(src))
+	// per-address slot is taken at the upgrade, as for any proxy, and so
+	// is the connection rate's token.
+	client := !s.trusted(src)
+	if client && s.relay.AllowConnect(src) != nil { // counted there
+		s.slots.headerRead(c, netip.Addr{}, false)
+		_ = c.Close()
+		return false
+	}
+	ok, atCap := s.slots.headerRead(c, src, client)
 	if !ok {
 		if atCap {
 			s.relay.CountRejectedConnection(true)

@@ -60,6 +60,10 @@ func (s *Server) onOpen(c net.Conn) {
 	if proxy {
 		peer = netip.Addr{}
 	}
+	if s.relay.AllowConnect(peer) != nil { // policy.connect_rate; counted there
+		_ = c.Close()
+		return
+	}
 	if ok, perIP := s.slots.acquire(c, peer); !ok {
 		s.relay.CountRejectedConnection(perIP)
 		_ = c.Close()
@@ -185,6 +189,11 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request) {
 			client = peer
 		} else {
 			client = s.proxiedClient(peer, r)
+			if rej := s.relay.AllowConnect(client); rej != nil {
+				w.Header().Set("Connection", "close")
+				http.Error(w, rej.Error(), http.StatusTooManyRequests)
+				return
+			}
 			if !s.slots.attach(c, client) {
 				s.relay.CountRejectedConnection(true)
 				w.Header().Set("Connection", "close")

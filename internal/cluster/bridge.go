@@ -413,7 +413,7 @@ func ratesSubject(subject string) string { return subject + ".rates" }
 
 // ShareRates implements relay.RateSharer: it sends what this node's rate
 // limits took to the other nodes, on <subject>.rates, after this node's
-// origin (publishTagged). Lost like any bus message.
+// origin (publishTagged). Dropped while the connection is down.
 func (b *Bridge) ShareRates(msg []byte) {
 	if b.publishTagged(ratesSubject(b.opts.Subject), msg) {
 		b.st.ratesSent.Add(1)
@@ -468,13 +468,15 @@ func (b *Bridge) onConnsMsg(m *nats.Msg) {
 
 // publishTagged publishes msg on subject after this node's origin
 // (uvarint length, then the origin), and reports whether NATS took it:
-// not before Start nor after Close; while the connection is down, if
-// NATS's reconnect buffer has room.
+// not before Start nor after Close, nor while the connection is down.
+// What it carries is worth something only at once (the next message
+// replaces it), and kept in NATS's reconnect buffer it would take the
+// room of the events waiting there.
 func (b *Bridge) publishTagged(subject string, msg []byte) bool {
 	b.mu.Lock()
 	nc := b.nc
 	b.mu.Unlock()
-	if nc == nil || b.closing.Load() {
+	if nc == nil || b.closing.Load() || !nc.IsConnected() {
 		return false
 	}
 	m := make([]byte, 0, binary.MaxVarintLen32+len(b.origin)+len(msg))

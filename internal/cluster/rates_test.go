@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/petrel-relay/petrel/internal/policy"
 	"github.com/petrel-relay/petrel/internal/relaytest"
@@ -137,4 +138,38 @@ func remoteAddresses(t *testing.T, n *node) int {
 		t.Fatal(err)
 	}
 	return st.SlotsRemoteAddresses
+}
+
+// TestSharesWaitNoBuffer: while a node's bus connection is down, what
+// its rate limits take is not queued in NATS's reconnect buffer (where
+// it would take the room of the events waiting there, and be stale
+// when sent): no share is sent until the connection is back, then they
+// go again.
+func TestSharesWaitNoBuffer(t *testing.T) {
+	t.Parallel()
+	url, subject, st := sharedNATS(t), testSubject(t), sharedStore(t)
+	px := startProxy(t, url)
+	ro := relaytest.Options{Policy: policy.Config{EventRate: 1000, EventBurst: 1000}}
+	a := startNodeWith(t, px.URL, "a", subject, st, ro, nil)
+	b := startNodeWith(t, url, "b", subject, st, ro, nil)
+	waitConnected(t, a, b)
+	alice := relaytest.NewKey("shares alice")
+	ca := relaytest.Dial(t, a.r.URL)
+	ca.MustPublish(alice.Note("before"))
+	waitFor(t, "a's first share", func() bool { return a.b.Stats().RateSharesSent >= 1 })
+
+	px.Cut()
+	waitFor(t, "a to notice", func() bool { return !a.b.Stats().Connected })
+	sent := a.b.Stats().RateSharesSent
+	for i := range 5 {
+		ca.MustPublish(alice.Note(fmt.Sprint("during ", i)))
+		time.Sleep(150 * time.Millisecond) // more than a share interval each
+	}
+	if got := a.b.Stats().RateSharesSent; got != sent {
+		t.Fatalf("%d shares sent while the connection was down", got-sent)
+	}
+	px.Heal()
+	waitFor(t, "a to reconnect", func() bool { return a.b.Stats().Connected })
+	ca.MustPublish(alice.Note("after"))
+	waitFor(t, "a share after the connection is back", func() bool { return a.b.Stats().RateSharesSent > sent })
 }

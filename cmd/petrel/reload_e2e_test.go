@@ -138,7 +138,20 @@ func TestServeReload(t *testing.T) {
 	if lim, _ := nip11(t, p.HTTP)["limitation"].(map[string]any); lim["min_pow_difficulty"] != 28.0 {
 		t.Fatalf("NIP-11 limitation after the reload: %v", lim)
 	}
+	// The connection rate too: from 127.0.0.2, the burst of one, then
+	// the next connection closed at accept.
+	write("connect_rate = 0.001\nconnect_burst = 1\n", info...)
+	hup(`applied="[policy.connect_burst policy.connect_rate policy.min_pow_difficulty]" closed_connections=0 at_next_start=[]`)
+	if _, err := relaytest.DialWith(t, p.URL, relaytest.DialOptions{LocalIP: "127.0.0.2"}); err != nil {
+		t.Fatalf("the burst of one connection: %v", err)
+	}
+	if _, err := relaytest.DialWith(t, p.URL, relaytest.DialOptions{LocalIP: "127.0.0.2"}); err == nil {
+		t.Fatal("a connection past connect_rate's burst was admitted")
+	}
 	st := p.Stats(t)
+	if st.LimitTrips["connect_rate_ip"] != 1 {
+		t.Fatalf("limits_tripped.connect_rate_ip %d, want 1", st.LimitTrips["connect_rate_ip"])
+	}
 	if st.EventsAccepted != 3 {
 		t.Fatalf("accepted %d events, want 3", st.EventsAccepted)
 	}

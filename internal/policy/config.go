@@ -35,9 +35,10 @@ type Config struct {
 	// least 1).
 	ReqBurst int `toml:"req_burst"`
 	// ConnectRate is how many connections per second one client address
-	// may open (with many nodes, to all of them together), refilled
-	// continuously; past it a connection is closed at once, or, from
-	// behind a trusted proxy, answered 429. It bounds the churn one
+	// may open (WebSockets and plain HTTP requests such as NIP-11 alike;
+	// with many nodes, to all of them together), refilled continuously;
+	// past it a connection is closed at once, or, from behind a trusted
+	// proxy, answered 429. It bounds the churn one
 	// address can cause (each connection costs an upgrade, a session and,
 	// at the proxy, a TLS handshake), where max_connections_per_ip bounds
 	// how many it holds. Default 0: no limit.

@@ -70,6 +70,8 @@ func seriesFields(st *Stats) []seriesField {
 		{"live_deliveries", func(s *Stats) int64 { return s.Deliveries }},
 		{"stored_events_sent", func(s *Stats) int64 { return s.StoredSent }},
 		{"connections_active", func(s *Stats) int64 { return s.ConnectionsActive }},
+		{"connections_total", func(s *Stats) int64 { return s.ConnectionsTotal }},
+		{"connections_rejected", func(s *Stats) int64 { return s.ConnectionsRejected }},
 		{"subscriptions_active", func(s *Stats) int64 { return s.SubscriptionsActive }},
 		{"verify_queue_depth", func(s *Stats) int64 { return s.VerifyQueueDepth }},
 		{"verify_queue_capacity", func(s *Stats) int64 { return s.VerifyQueueCapacity }},

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,7 +20,9 @@ import (
 
 	"github.com/petrel-relay/petrel/internal/cluster"
 	"github.com/petrel-relay/petrel/internal/pgtest"
+	"github.com/petrel-relay/petrel/internal/policy"
 	"github.com/petrel-relay/petrel/internal/relaytest"
+	"github.com/petrel-relay/petrel/internal/server"
 	"github.com/petrel-relay/petrel/internal/store/pebble"
 )
 
@@ -458,5 +461,39 @@ func TestDashboardCluster(t *testing.T) {
 	alert := `<p[^>]*id="alert"[^>]*>`
 	if isHidden(t, dom, alert) || attr(t, dom, alert, "data-alerts") != "bus" || !regexp.MustCompile(tile("bus")+`down</b>`).MatchString(dom) {
 		t.Fatalf("bus down: %s %s", regexp.MustCompile(alert+`[^<]*`).FindString(dom), regexp.MustCompile(tile("bus")+`[^<]*`).FindString(dom))
+	}
+}
+
+// TestDashboardChurn: the page charts the WebSockets opened and the
+// connections refused each second (here by policy.connect_rate: a burst
+// of two for a client behind the trusted proxy 127.0.0.1, the third
+// refused; the test's and the browser's own requests come from the
+// proxy's address, whose plain HTTP takes no token).
+func TestDashboardChurn(t *testing.T) {
+	bin := chromium(t)
+	r := relaytest.Start(t, relaytest.Options{
+		Server: server.Config{TrustedProxies: []string{"127.0.0.1"}},
+		Policy: policy.Config{ConnectRate: 0.01, ConnectBurst: 2},
+	})
+	client := relaytest.DialOptions{LocalIP: "127.0.0.1", Header: http.Header{"X-Forwarded-For": {"203.0.113.5"}}}
+	for i := range 3 {
+		_, err := relaytest.DialWith(t, r.URL, client)
+		if (err == nil) != (i < 2) {
+			t.Fatalf("connection %d from 127.0.0.2: %v", i+1, err)
+		}
+	}
+	awaitSample(t, r, "the refusal", func(last map[string]int64) bool {
+		return last["connections_rejected"] == 1 && last["connections_total"] == 2
+	})
+	dom := string(runChromium(t, bin, r.HTTPURL()+"/", "--dump-dom"))
+	chart := `<figure[^>]*id="chart-churn"[^>]*>`
+	if isHidden(t, dom, chart) {
+		t.Fatal("churn chart hidden")
+	}
+	for _, name := range []string{"WebSockets opened", "refused"} {
+		m := regexp.MustCompile(chart + `(?s:.*?)<path[^>]*data-line="` + name + `"[^>]*>`).FindString(dom)
+		if m == "" || attrNum(t, m[strings.LastIndex(m, "<path"):], `<path[^>]*>`, "data-max") <= 0 {
+			t.Fatalf("nothing drawn for %s: %q", name, m)
+		}
 	}
 }

@@ -61,6 +61,8 @@
       { name: 'live', f: rate('live_deliveries') }, { name: 'stored (REQ)', f: rate('stored_events_sent') }] },
     { id: 'connections', title: 'Connections and subscriptions', fmt: num, lines: [
       { name: 'connections', f: gauge('connections_active') }, { name: 'subscriptions', f: gauge('subscriptions_active') }] },
+    { id: 'churn', title: 'Connections opened and refused per second', fmt: num, lines: [
+      { name: 'WebSockets opened', f: rate('connections_total') }, { name: 'refused', f: rate('connections_rejected') }] },
     { id: 'ok-latency', title: 'OK latency (EVENT to OK)', fmt: ms, lines: [
       { name: 'p50', f: pct('ok_latency', 0.5) }, { name: 'p99', f: pct('ok_latency', 0.99) }] },
     { id: 'query-latency', title: 'Stored-query latency (REQ to EOSE)', fmt: ms, lines: [

@@ -108,25 +108,22 @@ func (r *RateLimits) AllowEvent(ip netip.Addr, pk nostr.PubKey) *nostr.Rejection
 
 // AllowReq takes one token from ip's REQ bucket and returns nil, or a
 // "rate-limited:" rejection. An invalid (zero) ip is not limited.
-func (r *RateLimits) AllowReq(ip netip.Addr) *nostr.Rejection {
-	if r.reqIP == nil || !ip.IsValid() {
-		return nil
-	}
-	if !r.reqIP.take(ipKey(ip), r.now().UnixNano()) {
-		return r.reqIP.rej
-	}
-	return nil
-}
+func (r *RateLimits) AllowReq(ip netip.Addr) *nostr.Rejection { return r.allowAddr(r.reqIP, ip) }
 
 // AllowConnect takes one token from ip's connection bucket and returns
 // nil, or a "rate-limited:" rejection. An invalid (zero) ip is not
 // limited.
 func (r *RateLimits) AllowConnect(ip netip.Addr) *nostr.Rejection {
-	if r.connIP == nil || !ip.IsValid() {
+	return r.allowAddr(r.connIP, ip)
+}
+
+// allowAddr takes one token from ip's bucket of l (nil: off).
+func (r *RateLimits) allowAddr(l *limiter[[16]byte], ip netip.Addr) *nostr.Rejection {
+	if l == nil || !ip.IsValid() {
 		return nil
 	}
-	if !r.connIP.take(ipKey(ip), r.now().UnixNano()) {
-		return r.connIP.rej
+	if !l.take(ipKey(ip), r.now().UnixNano()) {
+		return l.rej
 	}
 	return nil
 }
@@ -189,9 +186,8 @@ type shard[K comparable] struct {
 	mu        sync.Mutex
 	m         map[K]bucket
 	spent     map[K]uint32 // tokens taken since the last harvest, when shared
-	spare     map[K]uint32 // the map spent was before the last harvest, cleared (its room kept)
 	lastSweep int64
-	_         [24]byte // keep shards on separate cache lines
+	_         [32]byte // keep shards on separate cache lines
 }
 
 // newLimiter returns nil when rate is not positive (the limit is off).
@@ -263,10 +259,7 @@ func (l *limiter[K]) take(k K, now int64) bool {
 // may be -1: a refund). sh.mu must be held.
 func (l *limiter[K]) spend(sh *shard[K], k K, n int) {
 	if sh.spent == nil {
-		sh.spent, sh.spare = sh.spare, nil
-		if sh.spent == nil {
-			sh.spent = make(map[K]uint32)
-		}
+		sh.spent = make(map[K]uint32)
 	}
 	switch v := int(sh.spent[k]) + n; {
 	case v <= 0:

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"unsafe"
 
 	"github.com/petrel-relay/petrel/internal/nostr"
 )
@@ -60,12 +59,28 @@ func (l *limiter[K]) share() {
 // section, and a key's entry is never split), or none when it took none.
 func (r *RateLimits) Spent(maxBytes int) [][]byte {
 	w := spentWriter{max: max(maxBytes, 256)}
-	harvest(&w, tagEventIP, r.eventIP, func(k [16]byte) []byte { return k[:] })
-	harvest(&w, tagEventPK, r.eventPK, func(k nostr.PubKey) []byte { return k[:] })
-	harvest(&w, tagReqIP, r.reqIP, func(k [16]byte) []byte { return k[:] })
-	harvest(&w, tagConnectIP, r.connIP, func(k [16]byte) []byte { return k[:] })
+	harvest(&w, tagEventIP, r.eventIP, addrKeys)
+	harvest(&w, tagEventPK, r.eventPK, pubKeys)
+	harvest(&w, tagReqIP, r.reqIP, addrKeys)
+	harvest(&w, tagConnectIP, r.connIP, addrKeys)
 	return w.msgs
 }
+
+// keyCodec writes and reads one kind of limit's keys in a section.
+type keyCodec[K comparable] struct {
+	size int
+	put  func([]byte, K) []byte
+	get  func([]byte) K
+}
+
+var (
+	addrKeys = keyCodec[[16]byte]{16,
+		func(b []byte, k [16]byte) []byte { return append(b, k[:]...) },
+		func(b []byte) [16]byte { return [16]byte(b) }}
+	pubKeys = keyCodec[nostr.PubKey]{32,
+		func(b []byte, k nostr.PubKey) []byte { return append(b, k[:]...) },
+		func(b []byte) nostr.PubKey { return nostr.PubKey(b) }}
+)
 
 // spentWriter builds Spent's messages: one section each.
 type spentWriter struct {
@@ -80,12 +95,12 @@ const header = 1 + 1 + binary.MaxVarintLen32
 
 // add appends one entry to the section of tag, starting a new message
 // when the entry would take this one past max.
-func (w *spentWriter) add(tag byte, key []byte, n uint32) {
-	if len(w.body) > 0 && (w.tag != tag || header+len(w.body)+len(key)+binary.MaxVarintLen32 > w.max) {
+func add[K comparable](w *spentWriter, tag byte, kc keyCodec[K], k K, n uint32) {
+	if len(w.body) > 0 && (w.tag != tag || header+len(w.body)+kc.size+binary.MaxVarintLen32 > w.max) {
 		w.flush()
 	}
 	w.tag = tag
-	w.body = append(w.body, key...)
+	w.body = kc.put(w.body, k)
 	w.body = binary.AppendUvarint(w.body, uint64(n))
 }
 
@@ -103,7 +118,7 @@ func (w *spentWriter) flush() {
 
 // harvest takes l's noted spending, shard by shard, into w as one
 // section (or several messages' worth).
-func harvest[K comparable](w *spentWriter, tag byte, l *limiter[K], key func(K) []byte) {
+func harvest[K comparable](w *spentWriter, tag byte, l *limiter[K], kc keyCodec[K]) {
 	if l == nil || !l.shared {
 		return
 	}
@@ -113,20 +128,9 @@ func harvest[K comparable](w *spentWriter, tag byte, l *limiter[K], key func(K) 
 		spent := sh.spent
 		sh.spent = nil
 		sh.mu.Unlock()
-		if spent == nil {
-			continue
-		}
 		for k, n := range spent {
-			w.add(tag, key(k), n)
+			add(w, tag, kc, k, n)
 		}
-		// Keep the map for the next interval's spending: rebuilt from
-		// nothing each time, a busy limit's grew through every size.
-		clear(spent)
-		sh.mu.Lock()
-		if sh.spare == nil {
-			sh.spare = spent
-		}
-		sh.mu.Unlock()
 	}
 	w.flush()
 }
@@ -155,13 +159,13 @@ func (r *RateLimits) Debit(msg []byte) error {
 		var err error
 		switch tag {
 		case tagEventIP:
-			err = debit(r.eventIP, body, now, func(b []byte) (k [16]byte) { copy(k[:], b); return })
+			err = debit(r.eventIP, body, now, addrKeys)
 		case tagEventPK:
-			err = debit(r.eventPK, body, now, func(b []byte) (k nostr.PubKey) { copy(k[:], b); return })
+			err = debit(r.eventPK, body, now, pubKeys)
 		case tagReqIP:
-			err = debit(r.reqIP, body, now, func(b []byte) (k [16]byte) { copy(k[:], b); return })
+			err = debit(r.reqIP, body, now, addrKeys)
 		case tagConnectIP:
-			err = debit(r.connIP, body, now, func(b []byte) (k [16]byte) { copy(k[:], b); return })
+			err = debit(r.connIP, body, now, addrKeys)
 		}
 		if err != nil {
 			return err
@@ -170,31 +174,22 @@ func (r *RateLimits) Debit(msg []byte) error {
 	return nil
 }
 
-// debit applies one section's entries to l (nil: off, skipped); key
-// makes a key of its size from the bytes it is given.
-func debit[K comparable](l *limiter[K], body []byte, now int64, key func([]byte) K) error {
+// debit applies one section's entries to l (nil: off, skipped).
+func debit[K comparable](l *limiter[K], body []byte, now int64, kc keyCodec[K]) error {
 	if l == nil {
 		return nil
 	}
-	size := keySize[K]()
 	for len(body) > 0 {
-		if len(body) < size {
+		if len(body) < kc.size {
 			return fmt.Errorf("%w: short key", errRateShare)
 		}
-		k := key(body[:size])
-		n, w := binary.Uvarint(body[size:])
+		k := kc.get(body[:kc.size])
+		n, w := binary.Uvarint(body[kc.size:])
 		if w <= 0 {
 			return fmt.Errorf("%w: token count", errRateShare)
 		}
-		body = body[size+w:]
+		body = body[kc.size+w:]
 		l.debit(k, float64(min(n, math.MaxUint32)), now)
 	}
 	return nil
-}
-
-// keySize is the bytes of a key of type K: 16 for an address key, 32 for
-// a pubkey.
-func keySize[K comparable]() int {
-	var k K
-	return int(unsafe.Sizeof(k))
 }

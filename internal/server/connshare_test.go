@@ -150,3 +150,69 @@ func FuzzConnShareDecode(f *testing.F) {
 		}
 	})
 }
+
+// TestConnShareLimits: an address is told of from heavyShare
+// connections (at it: told; one under: not), a message lists at most
+// its limit of addresses (at it: all; one more: the limit), and a node
+// is forgotten only past connShareExpiry.
+func TestConnShareLimits(t *testing.T) {
+	const maxIP = 64 // told from 4 connections
+	if heavyShare(maxIP) != 4 || heavyShare(16) != 2 || heavyShare(-1) != 2 {
+		t.Fatalf("heavyShare: %d %d %d", heavyShare(maxIP), heavyShare(16), heavyShare(-1))
+	}
+	sl := newSlots(0, maxIP, 0)
+	sl.keepHeavy(heavyShare(maxIP))
+	var conns [40]fakeConn
+	next := 0
+	open := func(a string, n int) {
+		for range n {
+			if ok, _ := sl.acquire(&conns[next], netip.MustParseAddr(a)); !ok {
+				t.Fatalf("acquire from %s refused", a)
+			}
+			next++
+		}
+	}
+	open("192.0.2.1", 3)
+	if got := sl.heavyConns(nil, 10); len(got) != 0 {
+		t.Fatalf("told of %v one under the share", got)
+	}
+	open("192.0.2.1", 1)
+	if got := sl.heavyConns(nil, 10); len(got) != 1 || got[0].n != 4 {
+		t.Fatalf("told of %v at the share, want 192.0.2.1's 4", got)
+	}
+	sl.release(&conns[0])
+	if got := sl.heavyConns(nil, 10); len(got) != 0 {
+		t.Fatalf("told of %v after one closed", got)
+	}
+	open("192.0.2.1", 1)
+	open("192.0.2.2", 4)
+	open("192.0.2.3", 4)
+	if got := sl.heavyConns(nil, 3); len(got) != 3 {
+		t.Fatalf("at the limit of 3: %d listed", len(got))
+	}
+	if got := sl.heavyConns(nil, 2); len(got) != 2 {
+		t.Fatalf("past the limit of 2: %d listed", len(got))
+	}
+
+	bus := &sharedBus{nodes: map[string]func(string, []byte){}}
+	now := time.Unix(1_700_000_000, 0)
+	slA, slB := newSlots(0, maxIP, 0), newSlots(0, maxIP, 0)
+	a, b := newConnShare(&busEnd{bus: bus, origin: "a"}, slA, maxIP), newConnShare(&busEnd{bus: bus, origin: "b"}, slB, maxIP)
+	a.now = func() time.Time { return now }
+	b.now = a.now
+	var ca [4]fakeConn
+	for i := range ca {
+		slB.acquire(&ca[i], netip.MustParseAddr("192.0.2.9"))
+	}
+	b.tick()
+	now = now.Add(connShareExpiry)
+	a.tick()
+	if slA.remoteAddresses() != 1 {
+		t.Fatal("b forgotten at connShareExpiry, want only past it")
+	}
+	now = now.Add(time.Nanosecond)
+	a.tick()
+	if slA.remoteAddresses() != 0 {
+		t.Fatal("b still counted past connShareExpiry")
+	}
+}

@@ -379,10 +379,8 @@ func policySubject(subject string) string { return subject + ".policy" }
 // or after Close it is not sent, and while the connection is down it
 // waits in NATS's reconnect buffer, if there is room.
 func (b *Bridge) HintPolicy() {
-	b.mu.Lock()
-	nc := b.nc
-	b.mu.Unlock()
-	if nc == nil || b.closing.Load() {
+	nc := b.sideConn()
+	if nc == nil {
 		return
 	}
 	if err := nc.Publish(policySubject(b.opts.Subject), b.origin); err != nil {
@@ -466,6 +464,17 @@ func (b *Bridge) onConnsMsg(m *nats.Msg) {
 	}
 }
 
+// sideConn returns the NATS connection for the messages beside the event
+// stream (hints, shares): nil before Start and once Close began.
+func (b *Bridge) sideConn() *nats.Conn {
+	if b.closing.Load() {
+		return nil
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.nc
+}
+
 // publishTagged publishes msg on subject after this node's origin
 // (uvarint length, then the origin), and reports whether NATS took it:
 // not before Start nor after Close, nor while the connection is down.
@@ -473,10 +482,8 @@ func (b *Bridge) onConnsMsg(m *nats.Msg) {
 // replaces it), and kept in NATS's reconnect buffer it would take the
 // room of the events waiting there.
 func (b *Bridge) publishTagged(subject string, msg []byte) bool {
-	b.mu.Lock()
-	nc := b.nc
-	b.mu.Unlock()
-	if nc == nil || b.closing.Load() || !nc.IsConnected() {
+	nc := b.sideConn()
+	if nc == nil || !nc.IsConnected() {
 		return false
 	}
 	m := make([]byte, 0, binary.MaxVarintLen32+len(b.origin)+len(msg))

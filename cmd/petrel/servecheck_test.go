@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/petrel-relay/petrel/internal/config"
 	"github.com/petrel-relay/petrel/internal/nip19"
 	"github.com/petrel-relay/petrel/internal/nostr"
+	"github.com/petrel-relay/petrel/internal/policy"
 	"github.com/petrel-relay/petrel/internal/relay"
 )
 
@@ -144,6 +146,15 @@ func TestReloadKeys(t *testing.T) {
 		relayKeys["relay."+k] = true
 		if !relayLiveKey("relay." + k) {
 			t.Errorf("relay.%s is not taken as live", k)
+		}
+	}
+	// Every rate setting of [policy] reloads (a new one left out of
+	// rateKeys would silently wait for a restart).
+	pt := reflect.TypeOf(policy.Config{})
+	for i := range pt.NumField() {
+		name, _, _ := strings.Cut(pt.Field(i).Tag.Get("toml"), ",")
+		if (strings.HasSuffix(name, "_rate") || strings.HasSuffix(name, "_burst")) && !rateKeys["policy."+name] {
+			t.Errorf("policy.%s is a rate setting not in rateKeys", name)
 		}
 	}
 	for _, keys := range []map[string]bool{listKeys, rateKeys, relayKeys} {

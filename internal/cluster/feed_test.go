@@ -17,9 +17,9 @@ import (
 // back from the store (so events removed since are left out). Two or three
 // test relays share one instance, as nodes share one database.
 //
-// The real multi-node tests run on the PostgreSQL store (internal/store/
-// postgres), whose CommittedSince is the store's own; they are added once
-// that store is merged.
+// Tests on the PostgreSQL store itself (internal/store/postgres), whose
+// CommittedSince is the store's own, are protect_test.go here (through
+// internal/pgtest) and the multi-process ones in internal/e2e.
 type feedStore struct {
 	store.Store
 	mu  sync.Mutex

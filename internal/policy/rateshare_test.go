@@ -2,6 +2,7 @@ package policy
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"net/netip"
 	"testing"
@@ -191,4 +192,51 @@ func FuzzRateShareDebit(f *testing.F) {
 			t.Fatalf("debited %d from %d bytes", total, len(msg))
 		}
 	})
+}
+
+// BenchmarkRateShareDebit: what a node pays for another node's spending:
+// one full message (64 KB, the relay's maxRateShare) of the event-IP or
+// the pubkey limit's entries, one token a key, debited into limits that
+// hold the keys already (a busy cluster's steady state). keys/msg is the
+// entries a message holds; ns/key what each costs the receiving node.
+func BenchmarkRateShareDebit(b *testing.B) {
+	for _, limit := range []string{"ip", "pubkey"} {
+		b.Run(limit, func(b *testing.B) {
+			cfg := Config{EventRate: 1e9, EventBurst: 1e9, PubKeyEventRate: 1e9, PubKeyEventBurst: 1e9, RateMaxKeys: 1 << 20}
+			from, to := NewRateLimits(cfg), NewRateLimits(cfg)
+			from.Share()
+			// Twice the keys a message holds, each allowed on both nodes.
+			for i := range 2 * (64 << 10) / 17 {
+				ip := netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)})
+				pk := pkN(i)
+				if limit == "ip" {
+					from.eventIP.take(ipKey(ip), from.now().UnixNano())
+					to.eventIP.take(ipKey(ip), to.now().UnixNano())
+				} else {
+					from.eventPK.take(pk, from.now().UnixNano())
+					to.eventPK.take(pk, to.now().UnixNano())
+				}
+			}
+			msg := from.Spent(64 << 10)[0]
+			body, w := binary.Uvarint(msg[2:]) // after the version and the tag
+			size := 16 + 1                      // key and a one-byte token count
+			if limit == "pubkey" {
+				size = 32 + 1
+			}
+			if int(body)%size != 0 || 2+w+int(body) != len(msg) {
+				b.Fatalf("message of %d bytes, body %d", len(msg), body)
+			}
+			keys := int(body) / size
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if err := to.Debit(msg); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(keys), "keys/msg")
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(keys), "ns/key")
+			b.ReportMetric(float64(len(msg)), "B/msg")
+		})
+	}
 }

@@ -3,6 +3,7 @@ package server
 import (
 	"encoding/binary"
 	"errors"
+	"math"
 	"net/netip"
 	"sync"
 	"time"
@@ -53,16 +54,29 @@ type connShare struct {
 	sl  *slots
 	now func() time.Time
 
-	mu    sync.Mutex
-	nodes map[string]*remoteNode // by origin
-	told  bool                   // this node's last message listed an address
-	buf   []addrConns
+	mu     sync.Mutex
+	nodes  map[string]*remoteNode // by origin
+	told   bool                   // this node's last message listed an address
+	buf    []addrConns            // tick's
+	read   []addrConns            // heard's: the message's entries
+	deltas []addrConns            // heard's: the changes to the slots' counts
 }
 
-// remoteNode is what one other node told last.
+// remoteNode is what one other node told last. Each message replaces the
+// one before; heard applies only the difference to the slots, so that a
+// node that tells the same thousands of addresses every interval costs
+// the others a map lookup an address, not the slots' lock for a rebuild.
 type remoteNode struct {
-	conns map[netip.Prefix]int32
+	conns map[netip.Prefix]*remoteConns
 	heard time.Time
+	gen   uint64 // the message being applied
+}
+
+// remoteConns is one address's count as a node told it, and the message
+// (remoteNode.gen) that last listed it.
+type remoteConns struct {
+	n   int32
+	gen uint64
 }
 
 func newConnShare(bus relay.ConnSharer, sl *slots, maxIP int) *connShare {
@@ -103,32 +117,66 @@ func (cs *connShare) tick() {
 	for o, n := range cs.nodes {
 		if now.Sub(n.heard) > connShareExpiry {
 			delete(cs.nodes, o)
-			cs.sl.moveRemote(n.conns, nil)
+			d := cs.deltas[:0]
+			for k, c := range n.conns {
+				d = append(d, addrConns{k, -c.n})
+			}
+			cs.sl.addRemote(d)
+			cs.deltas = d
 		}
 	}
 }
 
 // heard takes another node's message (relay.ConnSharer's callback): it
-// replaces what that node told before.
+// replaces what that node told before. A message that cannot be read
+// changes nothing.
 func (cs *connShare) heard(origin string, msg []byte) {
-	conns, err := decodeConns(msg)
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	read, err := readConns(cs.read[:0], msg)
+	cs.read = read[:0]
 	if err != nil {
 		return
 	}
-	cs.mu.Lock()
-	defer cs.mu.Unlock()
-	var was map[netip.Prefix]int32
-	if n := cs.nodes[origin]; n != nil {
-		was = n.conns
+	n := cs.nodes[origin]
+	if n == nil {
+		if len(read) == 0 {
+			return
+		}
+		n = &remoteNode{conns: make(map[netip.Prefix]*remoteConns, len(read))}
+		cs.nodes[origin] = n
 	}
-	if len(conns) == 0 {
+	n.gen++
+	d := cs.deltas[:0]
+	for _, e := range read {
+		switch c := n.conns[e.key]; {
+		case c == nil:
+			n.conns[e.key] = &remoteConns{e.n, n.gen}
+			d = append(d, e)
+		case c.gen == n.gen: // listed twice in this message: summed
+			sum := int32(min(int64(c.n)+int64(e.n), math.MaxInt32))
+			d = append(d, addrConns{e.key, sum - c.n})
+			c.n = sum
+		default:
+			if e.n != c.n {
+				d = append(d, addrConns{e.key, e.n - c.n})
+			}
+			c.n, c.gen = e.n, n.gen
+		}
+	}
+	for k, c := range n.conns {
+		if c.gen != n.gen { // not listed this time
+			d = append(d, addrConns{k, -c.n})
+			delete(n.conns, k)
+		}
+	}
+	if len(n.conns) == 0 {
 		delete(cs.nodes, origin)
 	} else {
-		cs.nodes[origin] = &remoteNode{conns: conns, heard: cs.now()}
+		n.heard = cs.now()
 	}
-	if was != nil || conns != nil {
-		cs.sl.moveRemote(was, conns)
-	}
+	cs.sl.addRemote(d)
+	cs.deltas = d[:0]
 }
 
 func encodeConns(conns []addrConns) []byte {
@@ -145,31 +193,29 @@ func encodeConns(conns []addrConns) []byte {
 
 var errConnShare = errors.New("server: bad connection-share message")
 
-// decodeConns reads a message: nil for one that lists nothing.
-func decodeConns(msg []byte) (map[netip.Prefix]int32, error) {
+// readConns appends a message's entries to dst, in its order (an address
+// listed twice is there twice); it fails, having checked every entry, on
+// a message it cannot read.
+func readConns(dst []addrConns, msg []byte) ([]addrConns, error) {
 	if len(msg) == 0 || msg[0] != connShareV1 {
-		return nil, errConnShare
+		return dst, errConnShare
 	}
-	var m map[netip.Prefix]int32
 	for p := msg[1:]; len(p) > 0; {
 		if len(p) < 17 {
-			return nil, errConnShare
+			return dst, errConnShare
 		}
 		a := netip.AddrFrom16([16]byte(p[:16])).Unmap()
 		bits := int(p[16])
 		n, w := binary.Uvarint(p[17:])
-		if w <= 0 || n == 0 || n > 1<<31-1 {
-			return nil, errConnShare
+		if w <= 0 || n == 0 || n > math.MaxInt32 {
+			return dst, errConnShare
 		}
 		k, err := a.Prefix(bits)
 		if err != nil || k.Bits() != bits || k != ipKey(a) {
-			return nil, errConnShare
+			return dst, errConnShare
 		}
-		if m == nil {
-			m = make(map[netip.Prefix]int32)
-		}
-		m[k] = int32(min(uint64(m[k])+n, 1<<31-1))
+		dst = append(dst, addrConns{k, int32(n)})
 		p = p[17+w:]
 	}
-	return m, nil
+	return dst, nil
 }

@@ -2,7 +2,10 @@ package server
 
 import (
 	"errors"
+	"maps"
+	"math"
 	"net/netip"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -111,42 +114,92 @@ func TestConnShare(t *testing.T) {
 	}
 }
 
-// TestConnShareMessages: encodeConns and decodeConns round-trip; a
-// message that lists nothing decodes to nothing; malformed ones fail.
+// TestConnShareMessages: encodeConns and readConns round-trip; a message
+// that lists nothing reads as nothing; malformed ones fail.
 func TestConnShareMessages(t *testing.T) {
 	in := []addrConns{{ipKey(netip.MustParseAddr("192.0.2.7")), 3}, {ipKey(netip.MustParseAddr("2001:db8:1:2::9")), 1 << 20}}
-	m, err := decodeConns(encodeConns(in))
-	if err != nil || len(m) != 2 || m[in[0].key] != 3 || m[in[1].key] != 1<<20 {
-		t.Fatalf("round trip: %v %v", m, err)
+	got, err := readConns(nil, encodeConns(in))
+	if err != nil || !slices.Equal(got, in) {
+		t.Fatalf("round trip: %v %v", got, err)
 	}
-	if m, err := decodeConns(encodeConns(nil)); err != nil || m != nil {
-		t.Fatalf("empty: %v %v", m, err)
+	if got, err := readConns(nil, encodeConns(nil)); err != nil || len(got) != 0 {
+		t.Fatalf("empty: %v %v", got, err)
 	}
 	good := encodeConns(in[:1])
 	v6 := netip.MustParseAddr("2001:db8::1").As16()
 	for _, bad := range [][]byte{nil, {}, {2}, good[:10], good[:17], append(good[:17:17], 0),
 		append(append([]byte{connShareV1}, v6[:]...), 128, 1), // an IPv6 address is keyed by its /64
+		append(good[:18:18], 0x80, 0x80, 0x80, 0x80, 0x08),    // 2^31 connections
 	} {
-		if _, err := decodeConns(bad); !errors.Is(err, errConnShare) {
-			t.Fatalf("decode %v: %v", bad, err)
+		if _, err := readConns(nil, bad); !errors.Is(err, errConnShare) {
+			t.Fatalf("read %v: %v", bad, err)
 		}
 	}
 }
 
-// FuzzConnShareDecode: decodeConns never panics, and what it accepts is
-// keyed as the slots key addresses.
+// TestConnShareHeard: each message replaces what its node told before,
+// whatever changed (a count up or down, an address added or left out);
+// an address listed twice counts twice; a message that cannot be read
+// changes nothing; and what two nodes tell of one address adds up.
+func TestConnShareHeard(t *testing.T) {
+	sl := newSlots(0, 128, 0)
+	cs := newConnShare(&busEnd{bus: &sharedBus{nodes: map[string]func(string, []byte){}}, origin: "me"}, sl, 128)
+	x, y, z := ipKey(netip.MustParseAddr("192.0.2.1")), ipKey(netip.MustParseAddr("192.0.2.2")), ipKey(netip.MustParseAddr("2001:db8::1"))
+	check := func(step string, want map[netip.Prefix]int32) {
+		t.Helper()
+		sl.mu.Lock()
+		defer sl.mu.Unlock()
+		if !maps.Equal(sl.remote, want) {
+			t.Fatalf("%s: remote %v, want %v", step, sl.remote, want)
+		}
+	}
+	cs.heard("a", encodeConns([]addrConns{{x, 10}, {y, 20}}))
+	check("first", map[netip.Prefix]int32{x: 10, y: 20})
+	cs.heard("a", encodeConns([]addrConns{{x, 12}, {z, 9}, {z, 1}}))
+	check("x up, y gone, z listed twice", map[netip.Prefix]int32{x: 12, z: 10})
+	cs.heard("b", encodeConns([]addrConns{{x, 5}}))
+	check("b too", map[netip.Prefix]int32{x: 17, z: 10})
+	bad := encodeConns([]addrConns{{y, 1}})
+	cs.heard("a", append(bad, 0xff))
+	check("unreadable", map[netip.Prefix]int32{x: 17, z: 10})
+	cs.heard("a", encodeConns([]addrConns{{x, 2}, {z, 10}}))
+	check("x down, z the same", map[netip.Prefix]int32{x: 7, z: 10})
+	cs.heard("a", encodeConns(nil))
+	check("a lists nothing", map[netip.Prefix]int32{x: 5})
+	if _, ok := cs.nodes["a"]; ok || len(cs.nodes) != 1 {
+		t.Fatalf("nodes %v, want b's only", cs.nodes)
+	}
+	cs.heard("b", encodeConns(nil))
+	check("b lists nothing", map[netip.Prefix]int32{})
+}
+
+// FuzzConnShareDecode: readConns never panics, and what it accepts is
+// keyed as the slots key addresses; a connShare hearing it keeps counts
+// that add up to it.
 func FuzzConnShareDecode(f *testing.F) {
 	f.Add(encodeConns([]addrConns{{ipKey(netip.MustParseAddr("192.0.2.7")), 3}}))
 	f.Add([]byte{connShareV1})
 	f.Fuzz(func(t *testing.T, msg []byte) {
-		m, err := decodeConns(msg)
+		got, err := readConns(nil, msg)
 		if err != nil {
 			return
 		}
-		for k, n := range m {
-			if k != ipKey(k.Addr()) || n <= 0 {
-				t.Fatalf("accepted %v = %d", k, n)
+		want := map[netip.Prefix]int32{}
+		for _, c := range got {
+			if c.key != ipKey(c.key.Addr()) || c.n <= 0 {
+				t.Fatalf("accepted %v = %d", c.key, c.n)
 			}
+			want[c.key] = int32(min(int64(want[c.key])+int64(c.n), math.MaxInt32))
+		}
+		sl := newSlots(0, 128, 0)
+		cs := newConnShare(&busEnd{bus: &sharedBus{nodes: map[string]func(string, []byte){}}, origin: "me"}, sl, 128)
+		cs.heard("a", msg)
+		if !maps.Equal(sl.remote, want) && (len(want) > 0 || len(sl.remote) > 0) {
+			t.Fatalf("heard %v, want %v", sl.remote, want)
+		}
+		cs.heard("a", encodeConns(nil))
+		if len(sl.remote) != 0 {
+			t.Fatalf("after an empty message: %v", sl.remote)
 		}
 	})
 }
@@ -214,5 +267,49 @@ func TestConnShareLimits(t *testing.T) {
 	a.tick()
 	if slA.remoteAddresses() != 0 {
 		t.Fatal("b still counted past connShareExpiry")
+	}
+}
+
+// BenchmarkConnShareHeard: what a node pays for another node's message at
+// its largest (maxConnShare addresses, IPv4 and IPv6 half each): read,
+// and what that node told before replaced in the slots' counts (under
+// the lock every accept and close takes). "same": the message repeats,
+// as an idle node's does; "changed": two messages of the same addresses
+// with every count different alternate, the worst case. addrs/msg is the
+// addresses a message lists; ns/addr what each costs.
+func BenchmarkConnShareHeard(b *testing.B) {
+	const maxIP = 128
+	for _, variant := range []string{"same", "changed"} {
+		b.Run(variant, func(b *testing.B) {
+			sl := newSlots(0, maxIP, 0)
+			cs := newConnShare(&busEnd{bus: &sharedBus{nodes: map[string]func(string, []byte){}}, origin: "b"}, sl, maxIP)
+			var msgs [2][]byte
+			for m := range msgs {
+				conns := make([]addrConns, maxConnShare)
+				for i := range conns {
+					a := netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)})
+					if i%2 == 1 {
+						a = netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, 7: byte(i), 6: byte(i >> 8)})
+					}
+					n := heavyShare(maxIP)
+					if variant == "changed" {
+						n += int32(m)
+					}
+					conns[i] = addrConns{ipKey(a), n}
+				}
+				msgs[m] = encodeConns(conns)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				cs.heard("a", msgs[i%2])
+			}
+			b.ReportMetric(maxConnShare, "addrs/msg")
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/maxConnShare, "ns/addr")
+			b.ReportMetric(float64(len(msgs[0])), "B/msg")
+			if got := sl.remoteAddresses(); got != maxConnShare {
+				b.Fatalf("%d addresses told of, want %d", got, maxConnShare)
+			}
+		})
 	}
 }

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"math"
 	"net"
 	"net/netip"
 	"sync"
@@ -269,21 +270,23 @@ func (sl *slots) heavyConns(dst []addrConns, limit int) []addrConns {
 	return dst
 }
 
-// moveRemote changes what other nodes hold, by address: one node's
-// counts from was to now (either nil).
-func (sl *slots) moveRemote(was, now map[netip.Prefix]int32) {
+// addRemote changes what other nodes hold, address by address, by the
+// counts in d (negative: fewer).
+func (sl *slots) addRemote(d []addrConns) {
+	if len(d) == 0 {
+		return
+	}
 	sl.mu.Lock()
 	defer sl.mu.Unlock()
 	if sl.remote == nil {
 		sl.remote = make(map[netip.Prefix]int32)
 	}
-	for k, n := range was {
-		if sl.remote[k] -= n; sl.remote[k] <= 0 {
-			delete(sl.remote, k)
+	for _, c := range d {
+		if n := int32(min(int64(sl.remote[c.key])+int64(c.n), math.MaxInt32)); n > 0 {
+			sl.remote[c.key] = n
+		} else {
+			delete(sl.remote, c.key)
 		}
-	}
-	for k, n := range now {
-		sl.remote[k] += n
 	}
 }
 

@@ -29,8 +29,10 @@ type sharedSQL interface {
 	store.Feed
 }
 
-// startSQLNode is startNode over a PostgreSQL store.
-func startSQLNode(t testing.TB, url, name, subject string, st sharedSQL, tweak func(*Options)) *node {
+// startSQLNode is startNode over a PostgreSQL store; tweak (may be nil)
+// changes the bridge's options, ro the test relay's (its store and bus
+// are set here).
+func startSQLNode(t testing.TB, url, name, subject string, st sharedSQL, tweak func(*Options), ro relaytest.Options) *node {
 	t.Helper()
 	o := fastOptions(t, url, name, subject, nil)
 	o.Feed = st
@@ -46,7 +48,8 @@ func startSQLNode(t testing.TB, url, name, subject string, st sharedSQL, tweak f
 		defer cancel()
 		b.Close(ctx)
 	})
-	r := relaytest.Start(t, relaytest.Options{Store: st, Bus: b})
+	ro.Store, ro.Bus = st, b
+	r := relaytest.Start(t, ro)
 	if err := b.Start(r.Relay.Publish); err != nil {
 		t.Fatal(err)
 	}
@@ -61,8 +64,8 @@ func sqlPair(t testing.TB, urlA, urlB string, tweakB func(*Options)) (a, b *node
 	t.Helper()
 	stores := pgtest.Nodes(t, 2) // closed after the relays (cleanups run last first)
 	subject := testSubject(t)
-	a = startSQLNode(t, urlA, "a", subject, stores[0], nil)
-	b = startSQLNode(t, urlB, "b", subject, stores[1], tweakB)
+	a = startSQLNode(t, urlA, "a", subject, stores[0], nil, relaytest.Options{})
+	b = startSQLNode(t, urlB, "b", subject, stores[1], tweakB, relaytest.Options{})
 	waitConnected(t, a, b)
 	return a, b
 }

@@ -169,7 +169,7 @@ func checkedLine(path string, cfg config.Config) string {
 	}
 	node := "one node"
 	if cfg.Cluster.NATSURL != "" {
-		node = "cluster on " + cfg.Cluster.NATSURL + ", subject " + cfg.Cluster.Subject
+		node = "cluster on " + cluster.RedactURL(cfg.Cluster.NATSURL) + ", subject " + cfg.Cluster.Subject
 	}
 	return fmt.Sprintf("config OK: %s: listen %s, %s, %s, verify_mode %s",
 		from, cfg.Server.Listen, st, node, cfg.Relay.VerifyMode)
@@ -463,11 +463,28 @@ func policyPersister(cfg config.Config, st store.Store) policy.Persister {
 
 // checkCluster reports a cluster (cluster.nats_url) over a store the
 // nodes cannot share; newBridge refuses it by the store it is given.
+// It also reads the bus's credentials and TLS files.
 func checkCluster(cfg config.Config) error {
-	if cfg.Cluster.NATSURL != "" && cfg.Store.Backend != "postgres" {
-		return errNotShared(cfg)
+	if cfg.Cluster.NATSURL == "" {
+		return nil
 	}
-	return nil
+	var errs []error
+	if cfg.Store.Backend != "postgres" {
+		errs = append(errs, errNotShared(cfg))
+	}
+	if err := busSecurity(cfg.Cluster).CheckSecurity(); err != nil {
+		errs = append(errs, fmt.Errorf("cluster: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+// busSecurity returns the bridge's options for the bus's credentials and
+// TLS files.
+func busSecurity(c config.Cluster) cluster.Options {
+	return cluster.Options{
+		Credentials: c.NATSCredentials, NKeySeed: c.NATSNKeySeed,
+		TLSCA: c.NATSTLSCA, TLSCert: c.NATSTLSCert, TLSKey: c.NATSTLSKey,
+	}
 }
 
 func errNotShared(cfg config.Config) error {
@@ -492,12 +509,12 @@ func newBridge(cfg config.Config, st store.Store, log *slog.Logger) (*cluster.Br
 	if node == "" {
 		node, _ = os.Hostname()
 	}
-	b, err := cluster.New(cluster.Options{
-		URL: c.NATSURL, Node: node, Subject: c.Subject, Feed: feed, Logger: log,
-		CatchUpMargin: c.CatchUpMargin, HeartbeatInterval: c.HeartbeatInterval,
-		SilenceTimeout: c.SilenceTimeout, DedupWindow: c.DedupWindow, DedupMax: c.DedupMax,
-		PublishQueue: c.PublishQueue, ReconnectBuffer: c.ReconnectBuffer,
-	})
+	o := busSecurity(c)
+	o.URL, o.Node, o.Subject, o.Feed, o.Logger = c.NATSURL, node, c.Subject, feed, log
+	o.CatchUpMargin, o.HeartbeatInterval, o.SilenceTimeout = c.CatchUpMargin, c.HeartbeatInterval, c.SilenceTimeout
+	o.DedupWindow, o.DedupMax = c.DedupWindow, c.DedupMax
+	o.PublishQueue, o.ReconnectBuffer = c.PublishQueue, c.ReconnectBuffer
+	b, err := cluster.New(o)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}

@@ -55,7 +55,7 @@ func TestServeCheck(t *testing.T) {
 		t.Fatalf("zero config: %q, %v", out, err)
 	}
 	// A cluster node's file: the PostgreSQL URL (with its password) is
-	// not printed.
+	// not printed, nor the NATS URL's password.
 	node := write("node.toml", `
 [server]
 listen = "0.0.0.0:7447"
@@ -70,14 +70,14 @@ backend = "postgres"
 postgres_url = "postgres://petrel:sekrit@db.example.com/petrel"
 postgres_schema = "nodes"
 [cluster]
-nats_url = "nats://127.0.0.1:4222"
+nats_url = "nats://petrel:natsekrit@127.0.0.1:4222"
 node = "n1"
 [policy]
 banned_pubkeys = ["`+nip19.EncodePubKey(pk)+`"]
 plugin = "`+exe+`"
 `)
 	out, err = runCheck(t, "-c", node)
-	if err != nil || out != "config OK: "+node+": listen 0.0.0.0:7447, store postgres, schema nodes, cluster on nats://127.0.0.1:4222, subject petrel.events, verify_mode optimistic\n" {
+	if err != nil || out != "config OK: "+node+": listen 0.0.0.0:7447, store postgres, schema nodes, cluster on nats://petrel:xxxxx@127.0.0.1:4222, subject petrel.events, verify_mode optimistic\n" {
 		t.Fatalf("a cluster node's config: %q, %v", out, err)
 	}
 	// --listen is checked as the file's listen is.
@@ -123,6 +123,16 @@ plugin = "`+notExe+`"
 	solo := write("solo.toml", "[cluster]\nnats_url = \"nats://127.0.0.1:4222\"\n")
 	if _, err := runCheck(t, "-c", solo, "--data", data); err == nil || !strings.Contains(err.Error(), "a cluster needs store.backend") {
 		t.Fatalf("a cluster on pebble: %v", err)
+	}
+	// The bus's credentials and TLS files are read: each bad one named.
+	pg := "[store]\nbackend = \"postgres\"\npostgres_url = \"postgres://db/petrel\"\n"
+	missing := filepath.Join(dir, "missing.creds")
+	busFiles := write("bus.toml", pg+"[cluster]\nnats_url = \"tls://nats:4222\"\nnats_credentials = \""+missing+"\"\nnats_tls_ca = \""+notExe+"\"\nnats_tls_cert = \""+notExe+"\"\n")
+	_, err = runCheck(t, "-c", busFiles)
+	for _, want := range []string{"credentials " + missing, "TLS CA " + notExe + ": no PEM certificate", "TLS client certificate needs its key"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("bad bus files: the report does not say %s: %v", want, err)
+		}
 	}
 	nourl := write("nourl.toml", "[store]\nbackend = \"postgres\"\n")
 	if _, err := runCheck(t, "-c", nourl); err == nil || !strings.Contains(err.Error(), "store.postgres_url") {

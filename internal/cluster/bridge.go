@@ -48,6 +48,13 @@ type Bridge struct {
 	dropSeq atomic.Uint64 // highest sequence dropped before it reached NATS
 	closing atomic.Bool   // Close began: Publish drops
 
+	// Failed attempts to reach the bus (onConnectFailed): the reason last
+	// logged and when, so that a run of failures logs its reason once,
+	// again when it changes, and at most once a minute meanwhile.
+	failMu      sync.Mutex
+	lastFail    string
+	lastFailLog time.Time
+
 	win *window
 	rm  *removals
 	st  counters
@@ -151,7 +158,12 @@ func (b *Bridge) Start(deliver Deliver) error {
 	b.deliverMu.Unlock()
 
 	o := b.opts
-	nc, err := nats.Connect(o.URL,
+	sec, err := o.natsSecurity()
+	if err != nil {
+		close(b.checked)
+		return err
+	}
+	nc, err := nats.Connect(o.URL, append(sec,
 		nats.Name("petrel "+o.Node),
 		nats.MaxReconnects(-1),
 		nats.RetryOnFailedConnect(true),
@@ -178,12 +190,13 @@ func (b *Bridge) Start(deliver Deliver) error {
 			b.onConnect(false)
 		}),
 		nats.ReconnectHandler(func(*nats.Conn) { b.onConnect(true) }),
+		nats.ReconnectErrHandler(func(_ *nats.Conn, err error) { b.onConnectFailed(err) }),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { b.onDisconnect(err) }),
 		nats.ErrorHandler(b.onError),
-	)
+	)...)
 	if err != nil {
 		close(b.checked)
-		return fmt.Errorf("cluster: connect %s: %w", o.URL, err)
+		return fmt.Errorf("cluster: connect %s: %w", RedactURL(o.URL), err)
 	}
 	sub, err := nc.Subscribe(o.Subject, b.onMsg)
 	if err == nil {
@@ -232,7 +245,7 @@ func (b *Bridge) Start(deliver Deliver) error {
 	}
 	if !connected {
 		b.st.lastOutageStart.Store(b.start.UnixNano())
-		b.log.Warn("cluster: bus not reachable yet; retrying", "url", o.URL)
+		b.log.Warn("cluster: bus not reachable yet; retrying", "url", RedactURL(o.URL))
 		b.requestCatchUp(b.outageStart()) // poll the store meanwhile
 	}
 	b.wg.Add(3)
@@ -577,6 +590,9 @@ func (b *Bridge) handOn(ev *nostr.Event, commit uint64) bool {
 // onConnect runs when the connection is (re)established: the outage, if
 // any, ends with a catch-up from its start.
 func (b *Bridge) onConnect(re bool) {
+	b.failMu.Lock()
+	b.lastFail = "" // a later failure is logged at once
+	b.failMu.Unlock()
 	b.mu.Lock()
 	nc, outage := b.nc, b.outage
 	b.mu.Unlock()
@@ -640,6 +656,24 @@ func (b *Bridge) onDisconnect(err error) {
 	b.st.lastOutageStart.Store(now)
 	b.log.Warn("cluster: bus connection lost; polling the store until it is back", "err", err)
 	b.requestCatchUp(since)
+}
+
+// onConnectFailed logs why an attempt to reach the bus failed (the
+// server refused the credentials, TLS failed, nothing listens...): the
+// first failure of a run, then whenever the reason changes, and at most
+// once a minute while it stays the same, though NATS tries every
+// ReconnectWait. A connection made ends the run.
+func (b *Bridge) onConnectFailed(err error) {
+	now := time.Now()
+	b.failMu.Lock()
+	log := err.Error() != b.lastFail || now.Sub(b.lastFailLog) >= time.Minute
+	if log {
+		b.lastFail, b.lastFailLog = err.Error(), now
+	}
+	b.failMu.Unlock()
+	if log {
+		b.log.Warn("cluster: cannot reach the bus; retrying", "url", RedactURL(b.opts.URL), "err", err)
+	}
 }
 
 // onError handles asynchronous NATS errors.

@@ -1,10 +1,17 @@
 package cluster
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"strings"
 	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nkeys"
 
 	"github.com/petrel-relay/petrel/internal/store"
 )
@@ -31,10 +38,24 @@ const MaxNodeName = 64
 // value takes the default named in its comment.
 type Options struct {
 	// URL is the NATS server (or comma-separated servers) to connect to,
-	// e.g. "nats://127.0.0.1:4222"; credentials may be given in it
-	// ("nats://user:pass@host:4222"). Anyone who can publish on Subject
-	// can hand events to this node's subscribers: keep the bus private.
+	// e.g. "nats://127.0.0.1:4222"; a user and password or a token may be
+	// given in it ("nats://user:pass@host:4222"), and are never logged
+	// (RedactURL). Anyone who can publish on Subject can hand events to
+	// this node's subscribers: keep the bus private.
 	URL string
+	// Credentials is a NATS credentials file (a user JWT and its nkey
+	// seed, as nsc writes them) for a server in operator (JWT) mode;
+	// NKeySeed a file holding a user nkey seed for a server that lists
+	// the user's public nkey. At most one of them.
+	Credentials string
+	NKeySeed    string
+	// TLSCA is a PEM file of the certificate authorities that sign the
+	// server's certificate (default: the system's); TLSCert and TLSKey a
+	// client certificate and its key, for a server that verifies its
+	// clients (both or neither). Any of them makes the connection TLS.
+	TLSCA   string
+	TLSCert string
+	TLSKey  string
 	// Node names this node in logs and in the envelopes it sends (1 to
 	// MaxNodeName bytes). A random boot id is added to it, so a restarted
 	// node, or two nodes given the same name, are never taken for one.
@@ -135,6 +156,9 @@ func (o Options) normalize() (Options, error) {
 	if o.Subject == "" {
 		o.Subject = "petrel.events"
 	}
+	if err := o.CheckSecurity(); err != nil {
+		return o, err
+	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -170,4 +194,107 @@ func (o Options) normalize() (Options, error) {
 	dur(&o.ConnectTimeout, 2*time.Second)
 	dur(&o.FlushTimeout, 10*time.Second)
 	return o, nil
+}
+
+// CheckSecurity reports what is wrong with the options' credentials and
+// TLS files, reading each: a file that cannot be read, a credentials file
+// without a user JWT and seed, a seed that is not a user's, a CA file
+// without a certificate, a certificate without its key (or the reverse)
+// or a pair that does not load, and Credentials with NKeySeed.
+func (o Options) CheckSecurity() error {
+	var errs []error
+	bad := func(field, file string, err error) {
+		errs = append(errs, fmt.Errorf("%w: %s %s: %v", ErrOptions, field, file, err))
+	}
+	if o.Credentials != "" && o.NKeySeed != "" {
+		errs = append(errs, fmt.Errorf("%w: give credentials or an nkey seed, not both", ErrOptions))
+	}
+	if f := o.Credentials; f != "" {
+		if b, err := os.ReadFile(f); err != nil {
+			bad("credentials", f, err)
+		} else if _, err := nkeys.ParseDecoratedJWT(b); err != nil {
+			bad("credentials", f, err)
+		} else if kp, err := nkeys.ParseDecoratedUserNKey(b); err != nil {
+			bad("credentials", f, fmt.Errorf("no user nkey seed: %v", err))
+		} else {
+			kp.Wipe()
+		}
+	}
+	if f := o.NKeySeed; f != "" {
+		if b, err := os.ReadFile(f); err != nil {
+			bad("nkey seed", f, err)
+		} else if kp, err := nkeys.ParseDecoratedUserNKey(b); err != nil {
+			bad("nkey seed", f, fmt.Errorf("not a user nkey seed: %v", err))
+		} else {
+			kp.Wipe()
+		}
+	}
+	if f := o.TLSCA; f != "" {
+		if b, err := os.ReadFile(f); err != nil {
+			bad("TLS CA", f, err)
+		} else if !x509.NewCertPool().AppendCertsFromPEM(b) {
+			bad("TLS CA", f, errors.New("no PEM certificate in it"))
+		}
+	}
+	switch {
+	case (o.TLSCert == "") != (o.TLSKey == ""):
+		errs = append(errs, fmt.Errorf("%w: a TLS client certificate needs its key, and a key its certificate", ErrOptions))
+	case o.TLSCert != "":
+		if _, err := tls.LoadX509KeyPair(o.TLSCert, o.TLSKey); err != nil {
+			bad("TLS client certificate", o.TLSCert, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// natsSecurity returns the NATS options for o's credentials and TLS
+// (checked).
+func (o Options) natsSecurity() ([]nats.Option, error) {
+	var opts []nats.Option
+	if o.Credentials != "" {
+		opts = append(opts, nats.UserCredentials(o.Credentials))
+	}
+	if o.NKeySeed != "" {
+		opt, err := nats.NkeyOptionFromSeed(o.NKeySeed)
+		if err != nil {
+			return nil, fmt.Errorf("%w: nkey seed %s: %v", ErrOptions, o.NKeySeed, err)
+		}
+		opts = append(opts, opt)
+	}
+	if o.TLSCA != "" {
+		opts = append(opts, nats.RootCAs(o.TLSCA))
+	}
+	if o.TLSCert != "" {
+		opts = append(opts, nats.ClientCert(o.TLSCert, o.TLSKey))
+	}
+	return opts, nil // RootCAs and ClientCert make the connection TLS
+}
+
+// RedactURL returns a NATS URL (or comma-separated URLs) fit for a log:
+// a password is replaced by "xxxxx", and so is a user given without one
+// (a token).
+func RedactURL(s string) string {
+	parts := strings.Split(s, ",")
+	for i, p := range parts {
+		p = strings.TrimSpace(p)
+		at := strings.LastIndexByte(p, '@')
+		if at < 0 {
+			parts[i] = p
+			continue
+		}
+		scheme, rest, ok := strings.Cut(p[:at], "://")
+		if !ok {
+			scheme, rest = "", p[:at]
+		} else {
+			scheme += "://"
+		}
+		user, _, hasPass := strings.Cut(rest, ":")
+		if !hasPass {
+			user = "xxxxx"
+		} else {
+			user += ":xxxxx"
+		}
+		parts[i] = scheme + user + p[at:]
+	}
+	return strings.Join(parts, ",")
 }

@@ -132,8 +132,28 @@ type Store struct {
 // shared store (internal/cluster). Needs store.backend = "postgres".
 type Cluster struct {
 	// NATSURL is the NATS server (or comma-separated servers), e.g.
-	// "nats://127.0.0.1:4222". Default "": a single node, no bus.
+	// "nats://127.0.0.1:4222" ("tls://" for TLS); a user and password or
+	// a token may be given in it ("nats://petrel:SECRET@host:4222"), and
+	// are never logged. Default "": a single node, no bus.
 	NATSURL string `toml:"nats_url"`
+	// NATSCredentials is a NATS credentials file (a user JWT and its nkey
+	// seed, as nsc writes them) for a NATS server in operator (JWT) mode.
+	// Default "": none.
+	NATSCredentials string `toml:"nats_credentials"`
+	// NATSNKeySeed is a file holding a user nkey seed ("SU..."), for a
+	// NATS server that lists the user's public nkey. Not with
+	// nats_credentials. Default "": none.
+	NATSNKeySeed string `toml:"nats_nkey_seed"`
+	// NATSTLSCA is a PEM file of the certificate authorities that sign the
+	// NATS server's certificate. Default "": the system's. Setting it, or
+	// nats_tls_cert, makes the connection TLS.
+	NATSTLSCA string `toml:"nats_tls_ca"`
+	// NATSTLSCert is a client certificate (PEM file), for a NATS server
+	// that verifies its clients; needs nats_tls_key. Default "": none.
+	NATSTLSCert string `toml:"nats_tls_cert"`
+	// NATSTLSKey is the key of nats_tls_cert (PEM file). Default "":
+	// none.
+	NATSTLSKey string `toml:"nats_tls_key"`
 	// Node names this node in logs and on the bus (1 to 64 bytes).
 	// Default "": the host name.
 	Node string `toml:"node"`

@@ -219,7 +219,7 @@ func BenchmarkRateShareDebit(b *testing.B) {
 			}
 			msg := from.Spent(64 << 10)[0]
 			body, w := binary.Uvarint(msg[2:]) // after the version and the tag
-			size := 16 + 1                      // key and a one-byte token count
+			size := 16 + 1                     // key and a one-byte token count
 			if limit == "pubkey" {
 				size = 32 + 1
 			}

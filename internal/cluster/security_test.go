@@ -1,0 +1,444 @@
+package cluster
+
+// The bus's security: a node authenticates to a NATS server that requires
+// it (a password or token in the URL, an nkey seed, a credentials file for
+// a server in operator mode) and speaks TLS to one that requires it,
+// verifying the server and showing a client certificate; what it logs
+// never holds a password. Each test runs a private nats-server configured
+// for it.
+
+import (
+	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"log/slog"
+	"math/big"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/jwt/v2"
+	"github.com/nats-io/nkeys"
+
+	"github.com/petrel-relay/petrel/internal/relaytest"
+)
+
+// startNATSConfig starts a private nats-server on a loopback port with
+// conf (the listen line is added here) and returns its port.
+func startNATSConfig(t testing.TB, conf string) int {
+	t.Helper()
+	p := startNATS(t) // finds the binary and a free port; replaced below
+	p.Kill()
+	dir := t.TempDir()
+	file := filepath.Join(dir, "nats.conf")
+	conf = "listen: 127.0.0.1:" + strconv.Itoa(p.port) + "\n" + conf
+	if err := os.WriteFile(file, []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(p.bin, "-c", file)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start nats-server: %v", err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		c, err := net.Dial("tcp", "127.0.0.1:"+strconv.Itoa(p.port))
+		if err == nil {
+			c.Close()
+			return p.port
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("nats-server with %s did not come up: %v\n%s", file, err, out.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// logBuffer is a log a test reads back.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+// logTo makes a node's bridge log into l.
+func logTo(l *logBuffer) func(*Options) {
+	return func(o *Options) { o.Logger = slog.New(slog.NewTextHandler(l, nil)) }
+}
+
+// both applies tweaks in turn.
+func both(tweaks ...func(*Options)) func(*Options) {
+	return func(o *Options) {
+		for _, f := range tweaks {
+			f(o)
+		}
+	}
+}
+
+// crossBus checks that an event accepted on a reaches b's subscriber
+// over the bus (not a catch-up), once.
+func crossBus(t *testing.T, a, b *node) {
+	t.Helper()
+	alice := relaytest.NewKey("security " + t.Name())
+	sub := subscribe(t, b, alice)
+	ev := alice.Note("over a private bus")
+	relaytest.Dial(t, a.r.URL).MustPublish(ev)
+	sub.until(ev)
+	sub.fence(b, alice)
+	sub.exactlyOnce(ev)
+	if s := b.b.Stats(); s.Received != 1 || s.CaughtUp != 0 {
+		t.Fatalf("b received %d over the bus and caught up %d, want the event over the bus", s.Received, s.CaughtUp)
+	}
+}
+
+// refused checks that n never connects: the server turned it away (a
+// log line says it cannot reach the bus, and why), and it is still not
+// connected.
+func refused(t *testing.T, n *node, log *logBuffer, reason string) {
+	t.Helper()
+	waitFor(t, n.name+" turned away", func() bool {
+		for _, line := range strings.Split(strings.ToLower(log.String()), "\n") {
+			if strings.Contains(line, "cannot reach the bus") && strings.Contains(line, reason) {
+				return true
+			}
+		}
+		return false
+	})
+	if n.b.Stats().Connected {
+		t.Fatalf("%s connected", n.name)
+	}
+}
+
+// TestBusPassword: a server that requires a user and password, with the
+// permissions docs/operations.md gives a node (the bus's subject and the
+// ones under it, nothing else): nodes with the password in the URL carry
+// events to each other (their side subjects too: no permission error),
+// a node with a wrong one is turned away, and no log line holds either
+// password.
+func TestBusPassword(t *testing.T) {
+	skipWithoutNATS(t)
+	subject := testSubject(t)
+	perm := `["` + subject + `", "` + subject + `.>"]`
+	port := startNATSConfig(t, `authorization {
+  users: [ { user: petrel, password: "right-pw-7f3a", permissions: { publish: `+perm+`, subscribe: `+perm+` } } ]
+}
+`)
+	url := "nats://petrel:right-pw-7f3a@127.0.0.1:" + strconv.Itoa(port)
+	var log logBuffer
+	st := sharedStore(t)
+	a := startNode(t, url, "a", subject, st, logTo(&log))
+	b := startNode(t, url, "b", subject, st, logTo(&log))
+	waitConnected(t, a, b)
+	crossBus(t, a, b)
+	// The rate and connection shares and the policy hints go on side
+	// subjects: the permissions let them through.
+	a.b.ShareRates([]byte{1})
+	a.b.ShareConns([]byte{1})
+	a.b.HintPolicy()
+	waitFor(t, "b hearing a's side messages", func() bool {
+		s := b.b.Stats()
+		return s.RateSharesReceived >= 1 && s.ConnSharesReceived >= 1 && s.PolicyHintsReceived >= 1
+	})
+
+	c := startNode(t, strings.Replace(url, "right-pw", "wrong-pw", 1), "c", subject, st, logTo(&log))
+	refused(t, c, &log, "authorization violation")
+	for _, line := range strings.Split(log.String(), "\n") {
+		if strings.Contains(line, "-pw-7f3a") {
+			t.Fatalf("a password in the log: %s", line)
+		}
+		if strings.Contains(strings.ToLower(line), "permission") {
+			t.Fatalf("a permission error: %s", line)
+		}
+	}
+	if !strings.Contains(log.String(), "petrel:xxxxx@127.0.0.1") {
+		t.Fatalf("c's retries not logged with the URL redacted:\n%s", log.String())
+	}
+}
+
+// TestBusNKey: a server that knows a user by its public nkey: nodes with
+// the seed file carry events to each other; a node without it is turned
+// away.
+func TestBusNKey(t *testing.T) {
+	skipWithoutNATS(t)
+	user, err := nkeys.CreateUser()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, _ := user.PublicKey()
+	seed, _ := user.Seed()
+	seedFile := filepath.Join(t.TempDir(), "petrel.nk")
+	if err := os.WriteFile(seedFile, append(seed, '\n'), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	port := startNATSConfig(t, "authorization { users: [ { nkey: "+pub+" } ] }\n")
+	authenticated(t, port, func(o *Options) { o.NKeySeed = seedFile })
+}
+
+// authenticated checks, on the server at port, that two nodes with auth
+// carry events to each other, and that a node without it is turned away.
+func authenticated(t *testing.T, port int, auth func(*Options)) {
+	t.Helper()
+	url := "nats://127.0.0.1:" + strconv.Itoa(port)
+	subject, st := testSubject(t), sharedStore(t)
+	a := startNode(t, url, "a", subject, st, auth)
+	b := startNode(t, url, "b", subject, st, auth)
+	waitConnected(t, a, b)
+	crossBus(t, a, b)
+	var log logBuffer
+	c := startNode(t, url, "c", subject, st, logTo(&log))
+	refused(t, c, &log, "authorization violation")
+}
+
+// TestBusCredentials: a server in operator (JWT) mode: nodes with a
+// credentials file (the user's JWT, signed by its account, and its seed)
+// carry events to each other; a node without it is turned away.
+func TestBusCredentials(t *testing.T) {
+	skipWithoutNATS(t)
+	operator, _ := nkeys.CreateOperator()
+	opPub, _ := operator.PublicKey()
+	opJWT, err := jwt.NewOperatorClaims(opPub).Encode(operator)
+	if err != nil {
+		t.Fatal(err)
+	}
+	account, _ := nkeys.CreateAccount()
+	accPub, _ := account.PublicKey()
+	accJWT, err := jwt.NewAccountClaims(accPub).Encode(operator)
+	if err != nil {
+		t.Fatal(err)
+	}
+	user, _ := nkeys.CreateUser()
+	userPub, _ := user.PublicKey()
+	uc := jwt.NewUserClaims(userPub)
+	uc.Name = "petrel"
+	userJWT, err := uc.Encode(account)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seed, _ := user.Seed()
+	creds, err := jwt.FormatUserConfig(userJWT, seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	credsFile := filepath.Join(t.TempDir(), "petrel.creds")
+	if err := os.WriteFile(credsFile, creds, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	port := startNATSConfig(t, "operator: "+opJWT+"\nresolver: MEMORY\nresolver_preload: { "+accPub+": "+accJWT+" }\n")
+	authenticated(t, port, func(o *Options) { o.Credentials = credsFile })
+}
+
+// testCA is a certificate authority made for one test.
+type testCA struct {
+	cert *x509.Certificate
+	key  *ecdsa.PrivateKey
+	dir  string
+}
+
+func newTestCA(t testing.TB) *testCA {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "petrel test CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, _ := x509.ParseCertificate(der)
+	ca := &testCA{cert: cert, key: key, dir: t.TempDir()}
+	ca.write(t, "ca.pem", "CERTIFICATE", der)
+	return ca
+}
+
+func (ca *testCA) write(t testing.TB, name, typ string, der []byte) string {
+	t.Helper()
+	f := filepath.Join(ca.dir, name)
+	if err := os.WriteFile(f, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// issue makes a certificate and key signed by ca, for a server at
+// 127.0.0.1 or for a client; it returns their files.
+func (ca *testCA) issue(t testing.TB, name string, server bool) (certFile, keyFile string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: name},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}
+	if server {
+		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
+		tmpl.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1)}
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ca.write(t, name+".pem", "CERTIFICATE", der), ca.write(t, name+"-key.pem", "EC PRIVATE KEY", kder)
+}
+
+// TestBusTLS: a server that speaks only TLS and verifies its clients'
+// certificates: nodes that trust its CA and show a certificate it signed
+// carry events to each other (over a nats:// URL: the options make the
+// connection TLS); a node without a client certificate, or one that does
+// not trust the server's CA, never connects.
+func TestBusTLS(t *testing.T) {
+	skipWithoutNATS(t)
+	ca := newTestCA(t)
+	srvCert, srvKey := ca.issue(t, "server", true)
+	cliCert, cliKey := ca.issue(t, "client", false)
+	caFile := filepath.Join(ca.dir, "ca.pem")
+	port := startNATSConfig(t, `tls {
+  cert_file: "`+srvCert+`"
+  key_file: "`+srvKey+`"
+  ca_file: "`+caFile+`"
+  verify: true
+  timeout: 2
+}
+`)
+	url := "nats://127.0.0.1:" + strconv.Itoa(port)
+	subject, st := testSubject(t), sharedStore(t)
+	mutual := func(o *Options) { o.TLSCA, o.TLSCert, o.TLSKey = caFile, cliCert, cliKey }
+	a := startNode(t, url, "a", subject, st, mutual)
+	b := startNode(t, url, "b", subject, st, mutual)
+	waitConnected(t, a, b)
+	crossBus(t, a, b)
+
+	var noCert, noCA logBuffer
+	c := startNode(t, url, "c", subject, st, both(logTo(&noCert), func(o *Options) { o.TLSCA = caFile }))
+	d := startNode(t, url, "d", subject, st, both(logTo(&noCA), func(o *Options) { o.TLSCert, o.TLSKey = cliCert, cliKey }))
+	refused(t, c, &noCert, "tls") // the server's alert, or its close after the handshake
+	refused(t, d, &noCA, "unknown authority")
+	time.Sleep(300 * time.Millisecond) // several attempts at ReconnectWait 50 ms
+	if c.b.Stats().Connected || d.b.Stats().Connected {
+		t.Fatalf("connected without a client certificate (%v) or without the CA (%v)", c.b.Stats().Connected, d.b.Stats().Connected)
+	}
+}
+
+// TestCheckSecurity: each kind of bad credentials or TLS file is refused
+// by New with ErrOptions and a message naming it; good ones pass.
+func TestCheckSecurity(t *testing.T) {
+	dir := t.TempDir()
+	ca := newTestCA(t)
+	cert, key := ca.issue(t, "client", false)
+	caFile := filepath.Join(ca.dir, "ca.pem")
+	user, _ := nkeys.CreateUser()
+	seed, _ := user.Seed()
+	seedFile := filepath.Join(dir, "user.nk")
+	os.WriteFile(seedFile, seed, 0o600)
+	account, _ := nkeys.CreateAccount()
+	accSeed, _ := account.Seed()
+	accFile := filepath.Join(dir, "account.nk")
+	os.WriteFile(accFile, accSeed, 0o600)
+	userPub, _ := user.PublicKey()
+	userJWT, _ := jwt.NewUserClaims(userPub).Encode(account)
+	creds, _ := jwt.FormatUserConfig(userJWT, seed)
+	credsFile := filepath.Join(dir, "user.creds")
+	os.WriteFile(credsFile, creds, 0o600)
+	jwtOnly := filepath.Join(dir, "jwt-only.creds")
+	os.WriteFile(jwtOnly, []byte("-----BEGIN NATS USER JWT-----\n"+userJWT+"\n------END NATS USER JWT------\n"), 0o600)
+	garbage := filepath.Join(dir, "garbage")
+	os.WriteFile(garbage, []byte("not a key\n"), 0o600)
+	missing := filepath.Join(dir, "missing")
+
+	for _, c := range []struct {
+		name string
+		o    Options
+		want string // "" passes
+	}{
+		{"none", Options{}, ""},
+		{"all good", Options{Credentials: credsFile, TLSCA: caFile, TLSCert: cert, TLSKey: key}, ""},
+		{"nkey seed", Options{NKeySeed: seedFile}, ""},
+		{"both user auths", Options{Credentials: credsFile, NKeySeed: seedFile}, "not both"},
+		{"credentials missing", Options{Credentials: missing}, "credentials " + missing},
+		{"credentials without a seed", Options{Credentials: jwtOnly}, "no user nkey seed"},
+		{"credentials garbage", Options{Credentials: garbage}, "credentials " + garbage},
+		{"seed missing", Options{NKeySeed: missing}, "nkey seed " + missing},
+		{"seed of an account", Options{NKeySeed: accFile}, "not a user nkey seed"},
+		{"seed garbage", Options{NKeySeed: garbage}, "not a user nkey seed"},
+		{"CA missing", Options{TLSCA: missing}, "TLS CA " + missing},
+		{"CA garbage", Options{TLSCA: garbage}, "no PEM certificate"},
+		{"cert without key", Options{TLSCert: cert}, "needs its key"},
+		{"key without cert", Options{TLSKey: key}, "needs its key"},
+		{"cert with the wrong key", Options{TLSCert: cert, TLSKey: caFile}, "TLS client certificate " + cert},
+	} {
+		err := c.o.CheckSecurity()
+		if c.want == "" {
+			if err != nil {
+				t.Errorf("%s: %v", c.name, err)
+			}
+			continue
+		}
+		if !errors.Is(err, ErrOptions) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want ErrOptions with %q", c.name, err, c.want)
+		}
+		o := c.o
+		o.URL, o.Node, o.Feed = "nats://127.0.0.1:1", "n", sharedStore(t)
+		if _, err := New(o); !errors.Is(err, ErrOptions) {
+			t.Errorf("%s: New: %v", c.name, err)
+		}
+	}
+}
+
+// TestRedactURL: passwords and tokens are hidden, in every URL of a list;
+// the rest is kept.
+func TestRedactURL(t *testing.T) {
+	for in, want := range map[string]string{
+		"nats://127.0.0.1:4222":                              "nats://127.0.0.1:4222",
+		"nats://petrel:s3cret@nats.internal:4222":            "nats://petrel:xxxxx@nats.internal:4222",
+		"tls://TOKEN123@nats.internal:4222":                  "tls://xxxxx@nats.internal:4222",
+		"nats://u:p@a:4222, nats://u:p@b:4222,nats://c:4222": "nats://u:xxxxx@a:4222,nats://u:xxxxx@b:4222,nats://c:4222",
+		"u:p@h:4222":          "u:xxxxx@h:4222",
+		"nats://u:p@ss@h:1":   "nats://u:xxxxx@h:1",
+		"nats://u:@h:1":       "nats://u:xxxxx@h:1",
+		"":                    "",
+		"nats://[::1]:4222":   "nats://[::1]:4222",
+		"nats://t@[::1]:4222": "nats://xxxxx@[::1]:4222",
+	} {
+		if got := RedactURL(in); got != want {
+			t.Errorf("RedactURL(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -48,12 +48,9 @@ type Bridge struct {
 	dropSeq atomic.Uint64 // highest sequence dropped before it reached NATS
 	closing atomic.Bool   // Close began: Publish drops
 
-	// Failed attempts to reach the bus (onConnectFailed): the reason last
-	// logged and when, so that a run of failures logs its reason once,
-	// again when it changes, and at most once a minute meanwhile.
-	failMu      sync.Mutex
-	lastFail    string
-	lastFailLog time.Time
+	// What failed attempts to reach the bus and NATS's errors logged
+	// lately (onConnectFailed, onError).
+	failLog, errLog logLimit
 
 	win *window
 	rm  *removals
@@ -167,6 +164,10 @@ func (b *Bridge) Start(deliver Deliver) error {
 		nats.Name("petrel "+o.Node),
 		nats.MaxReconnects(-1),
 		nats.RetryOnFailedConnect(true),
+		// nats.go gives up after a server refuses the credentials twice;
+		// a node keeps trying, so that credentials put right on the
+		// server's side bring it back without a restart.
+		nats.IgnoreAuthErrorAbort(),
 		nats.ReconnectWait(o.ReconnectWait),
 		nats.ReconnectJitter(o.ReconnectWait/10, o.ReconnectWait/10),
 		nats.PingInterval(o.PingInterval),
@@ -590,9 +591,7 @@ func (b *Bridge) handOn(ev *nostr.Event, commit uint64) bool {
 // onConnect runs when the connection is (re)established: the outage, if
 // any, ends with a catch-up from its start.
 func (b *Bridge) onConnect(re bool) {
-	b.failMu.Lock()
-	b.lastFail = "" // a later failure is logged at once
-	b.failMu.Unlock()
+	b.failLog.reset() // a later failure is logged at once
 	b.mu.Lock()
 	nc, outage := b.nc, b.outage
 	b.mu.Unlock()
@@ -659,30 +658,57 @@ func (b *Bridge) onDisconnect(err error) {
 }
 
 // onConnectFailed logs why an attempt to reach the bus failed (the
-// server refused the credentials, TLS failed, nothing listens...): the
-// first failure of a run, then whenever the reason changes, and at most
-// once a minute while it stays the same, though NATS tries every
-// ReconnectWait. A connection made ends the run.
+// server refused the credentials, TLS failed, nothing listens...): each
+// reason at most once a minute, though NATS tries every ReconnectWait; a
+// connection made starts afresh.
 func (b *Bridge) onConnectFailed(err error) {
-	now := time.Now()
-	b.failMu.Lock()
-	log := err.Error() != b.lastFail || now.Sub(b.lastFailLog) >= time.Minute
-	if log {
-		b.lastFail, b.lastFailLog = err.Error(), now
-	}
-	b.failMu.Unlock()
-	if log {
+	b.st.connectFailures.Add(1)
+	if b.failLog.allow(err.Error(), time.Now()) {
 		b.log.Warn("cluster: cannot reach the bus; retrying", "url", RedactURL(b.opts.URL), "err", err)
 	}
 }
 
-// onError handles asynchronous NATS errors.
+// onError handles asynchronous NATS errors: each reason logged at most
+// once a minute (a server that refuses a subject this node publishes to
+// reports every message).
 func (b *Bridge) onError(_ *nats.Conn, _ *nats.Subscription, err error) {
 	if errors.Is(err, nats.ErrSlowConsumer) {
-		b.log.Warn("cluster: slow consumer: NATS dropped bus messages; the sequence gap will trigger a catch-up")
+		if b.errLog.allow(err.Error(), time.Now()) {
+			b.log.Warn("cluster: slow consumer: NATS dropped bus messages; the sequence gap will trigger a catch-up")
+		}
 		return
 	}
-	b.log.Warn("cluster: NATS error", "err", err)
+	b.st.busErrors.Add(1)
+	if b.errLog.allow(err.Error(), time.Now()) {
+		b.log.Warn("cluster: NATS error", "err", err)
+	}
+}
+
+// logLimit passes each message at most once a minute.
+type logLimit struct {
+	mu   sync.Mutex
+	last map[string]time.Time // when each message last passed
+}
+
+// allow reports whether msg may be logged at now, and if so notes it.
+func (l *logLimit) allow(msg string, now time.Time) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if at, ok := l.last[msg]; ok && now.Sub(at) < time.Minute {
+		return false
+	}
+	if l.last == nil || len(l.last) >= 64 { // a bound: messages may carry subjects
+		l.last = make(map[string]time.Time)
+	}
+	l.last[msg] = now
+	return true
+}
+
+// reset forgets what passed.
+func (l *logLimit) reset() {
+	l.mu.Lock()
+	l.last = nil
+	l.mu.Unlock()
 }
 
 // lossOngoing reports whether a loss is going on that the store must be

@@ -25,6 +25,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -34,9 +35,34 @@ import (
 	"github.com/petrel-relay/petrel/internal/relaytest"
 )
 
+// configuredNATS is a private nats-server started with a configuration
+// file.
+type configuredNATS struct {
+	port int
+	file string
+	cmd  *exec.Cmd
+}
+
+// reload rewrites the server's configuration (conf as startNATSConfig
+// takes it) and has the server read it again (SIGHUP).
+func (s *configuredNATS) reload(t testing.TB, conf string) {
+	t.Helper()
+	conf = "listen: 127.0.0.1:" + strconv.Itoa(s.port) + "\n" + conf
+	if err := os.WriteFile(s.file, []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // startNATSConfig starts a private nats-server on a loopback port with
 // conf (the listen line is added here) and returns its port.
 func startNATSConfig(t testing.TB, conf string) int {
+	return startConfiguredNATS(t, conf).port
+}
+
+func startConfiguredNATS(t testing.TB, conf string) *configuredNATS {
 	t.Helper()
 	p := startNATS(t) // finds the binary and a free port; replaced below
 	p.Kill()
@@ -61,7 +87,7 @@ func startNATSConfig(t testing.TB, conf string) int {
 		c, err := net.Dial("tcp", "127.0.0.1:"+strconv.Itoa(p.port))
 		if err == nil {
 			c.Close()
-			return p.port
+			return &configuredNATS{port: p.port, file: file, cmd: cmd}
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("nats-server with %s did not come up: %v\n%s", file, err, out.String())
@@ -146,11 +172,9 @@ func TestBusPassword(t *testing.T) {
 	skipWithoutNATS(t)
 	subject := testSubject(t)
 	perm := `["` + subject + `", "` + subject + `.>"]`
-	port := startNATSConfig(t, `authorization {
-  users: [ { user: petrel, password: "right-pw-7f3a", permissions: { publish: `+perm+`, subscribe: `+perm+` } } ]
-}
-`)
-	url := "nats://petrel:right-pw-7f3a@127.0.0.1:" + strconv.Itoa(port)
+	users := `{ user: petrel, password: "right-pw-7f3a", permissions: { publish: ` + perm + `, subscribe: ` + perm + ` } }`
+	srv := startConfiguredNATS(t, "authorization { users: [ "+users+" ] }\n")
+	url := "nats://petrel:right-pw-7f3a@127.0.0.1:" + strconv.Itoa(srv.port)
 	var log logBuffer
 	st := sharedStore(t)
 	a := startNode(t, url, "a", subject, st, logTo(&log))
@@ -167,8 +191,16 @@ func TestBusPassword(t *testing.T) {
 		return s.RateSharesReceived >= 1 && s.ConnSharesReceived >= 1 && s.PolicyHintsReceived >= 1
 	})
 
-	c := startNode(t, strings.Replace(url, "right-pw", "wrong-pw", 1), "c", subject, st, logTo(&log))
+	c := startNode(t, strings.Replace(url, "petrel:right-pw", "late:wrong-pw", 1), "c", subject, st, logTo(&log))
 	refused(t, c, &log, "authorization violation")
+	// c keeps trying (NATS alone gives up after two refusals), having
+	// logged the reason once: its user, added on the server, lets it in.
+	time.Sleep(300 * time.Millisecond) // several attempts at ReconnectWait 50 ms
+	if n := strings.Count(log.String(), "cannot reach the bus"); n != 1 {
+		t.Fatalf("c's failures logged %d times, want once (the same reason):\n%s", n, log.String())
+	}
+	srv.reload(t, "authorization { users: [ "+users+`, { user: late, password: "wrong-pw-7f3a" } ] }`+"\n")
+	waitConnected(t, a, b, c)
 	for _, line := range strings.Split(log.String(), "\n") {
 		if strings.Contains(line, "-pw-7f3a") {
 			t.Fatalf("a password in the log: %s", line)
@@ -177,7 +209,7 @@ func TestBusPassword(t *testing.T) {
 			t.Fatalf("a permission error: %s", line)
 		}
 	}
-	if !strings.Contains(log.String(), "petrel:xxxxx@127.0.0.1") {
+	if !strings.Contains(log.String(), "late:xxxxx@127.0.0.1") {
 		t.Fatalf("c's retries not logged with the URL redacted:\n%s", log.String())
 	}
 }
@@ -440,5 +472,46 @@ func TestRedactURL(t *testing.T) {
 		if got := RedactURL(in); got != want {
 			t.Errorf("RedactURL(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// TestBusErrorsLogged: NATS's asynchronous errors (here a server that lets
+// a node publish on the bus's subject but not on the ones under it) are
+// logged with their reason, once a minute at most however often they
+// come, so a misconfiguration does not flood the log.
+func TestBusErrorsLogged(t *testing.T) {
+	skipWithoutNATS(t)
+	subject := testSubject(t)
+	perm := `["` + subject + `"]`
+	port := startNATSConfig(t, `authorization {
+  users: [ { user: petrel, password: "pw", permissions: { publish: `+perm+`, subscribe: `+perm+` } } ]
+}
+`)
+	var log logBuffer
+	a := startNode(t, "nats://petrel:pw@127.0.0.1:"+strconv.Itoa(port), "a", subject, sharedStore(t), logTo(&log))
+	waitFor(t, "a connected", func() bool { return a.b.Stats().Connected })
+	for range 50 {
+		a.b.ShareRates([]byte{1})
+	}
+	a.b.HintPolicy()
+	if err := a.b.nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the violations logged", func() bool { return strings.Contains(log.String(), subject+".policy") })
+	time.Sleep(200 * time.Millisecond) // let the rest of the server's errors arrive
+	lines := strings.Split(log.String(), "\n")
+	var rates int
+	for _, l := range lines {
+		if strings.Contains(l, "Permissions Violation for Publish to \\\""+subject+".rates") {
+			rates++
+		}
+	}
+	if rates != 1 {
+		t.Fatalf("the .rates violation logged %d times, want once:\n%s", rates, log.String())
+	}
+	// Each is counted: the three subscriptions refused, the 50 shares
+	// and the hint.
+	if s := a.b.Stats(); s.BusErrors < 3+50+1 {
+		t.Fatalf("bus_errors %d, want at least 54", s.BusErrors)
 	}
 }

@@ -91,6 +91,14 @@ type Stats struct {
 	// there are any); ConnSharesReceived: such messages from other nodes.
 	ConnSharesSent     int64 `json:"conn_shares_sent"`
 	ConnSharesReceived int64 `json:"conn_shares_received"`
+
+	// ConnectFailures: attempts to reach the bus that failed (the server
+	// down, the credentials or TLS refused). BusErrors: errors the NATS
+	// server reported for this node's messages or subscriptions (a
+	// permissions violation: the node's NATS user lacks the bus's
+	// subjects). The log says why, once a minute for each reason.
+	ConnectFailures int64 `json:"connect_failures"`
+	BusErrors       int64 `json:"bus_errors"`
 }
 
 // counters are the bridge's atomic counters.
@@ -105,6 +113,7 @@ type counters struct {
 	policyHintsSent, policyHints      atomic.Int64
 	ratesSent, ratesReceived          atomic.Int64
 	connsSent, connsReceived          atomic.Int64
+	connectFailures, busErrors        atomic.Int64
 	lastOutageStart, lastOutageEnd    atomic.Int64 // unix nanos
 }
 
@@ -139,6 +148,8 @@ func (b *Bridge) Stats() Stats {
 		RateSharesReceived:  c.ratesReceived.Load(),
 		ConnSharesSent:      c.connsSent.Load(),
 		ConnSharesReceived:  c.connsReceived.Load(),
+		ConnectFailures:     c.connectFailures.Load(),
+		BusErrors:           c.busErrors.Load(),
 	}
 	if t := c.lastOutageStart.Load(); t != 0 {
 		s.LastOutageStart = time.Unix(0, t)

@@ -95,10 +95,23 @@ func (cs *connShare) run(done <-chan struct{}) {
 	for {
 		select {
 		case <-done:
+			cs.goodbye()
 			return
 		case <-t.C:
 			cs.tick()
 		}
+	}
+}
+
+// goodbye tells the others, when this node stops (the server's shutdown
+// begins), to count none of its connections from now, rather than at
+// expiry: its clients reconnect through the other nodes meanwhile. The
+// connections still draining are left out early, on the side of the
+// one-sided error (a client may get more than the cap, never less).
+func (cs *connShare) goodbye() {
+	if cs.told {
+		cs.bus.ShareConns(encodeConns(nil))
+		cs.told = false
 	}
 }
 

@@ -114,6 +114,41 @@ func TestConnShare(t *testing.T) {
 	}
 }
 
+// TestConnShareGoodbye: a node whose server stops tells the others to
+// count none of its connections at once; one that told nothing sends
+// nothing.
+func TestConnShareGoodbye(t *testing.T) {
+	const maxIP = 32 // told from 2 connections
+	bus := &sharedBus{nodes: map[string]func(string, []byte){}}
+	slA, slB, slC := newSlots(0, maxIP, 0), newSlots(0, maxIP, 0), newSlots(0, maxIP, 0)
+	a, c := newConnShare(&busEnd{bus: bus, origin: "a"}, slA, maxIP), newConnShare(&busEnd{bus: bus, origin: "c"}, slC, maxIP)
+	newConnShare(&busEnd{bus: bus, origin: "b"}, slB, maxIP) // b hears
+	var conns [2]fakeConn
+	for i := range conns {
+		slA.acquire(&conns[i], netip.MustParseAddr("192.0.2.1"))
+	}
+	a.tick()
+	if slB.remoteAddresses() != 1 {
+		t.Fatal("b did not hear a's address")
+	}
+	stop := func(cs *connShare) {
+		done := make(chan struct{})
+		ended := make(chan struct{})
+		go func() { cs.run(done); close(ended) }()
+		close(done)
+		<-ended
+	}
+	stop(a)
+	if n := slB.remoteAddresses(); n != 0 {
+		t.Fatalf("b still counts %d of a's addresses after a stopped", n)
+	}
+	sent := c.bus.(*busEnd).sent
+	stop(c)
+	if c.bus.(*busEnd).sent != sent {
+		t.Fatal("c, which told nothing, sent a goodbye")
+	}
+}
+
 // TestConnShareMessages: encodeConns and readConns round-trip; a message
 // that lists nothing reads as nothing; malformed ones fail.
 func TestConnShareMessages(t *testing.T) {

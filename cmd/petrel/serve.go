@@ -466,7 +466,7 @@ func policyPersister(cfg config.Config, st store.Store) policy.Persister {
 // It also reads the bus's credentials and TLS files.
 func checkCluster(cfg config.Config) error {
 	if cfg.Cluster.NATSURL == "" {
-		return nil
+		return errSecurityAlone(cfg.Cluster)
 	}
 	var errs []error
 	if cfg.Store.Backend != "postgres" {
@@ -476,6 +476,24 @@ func checkCluster(cfg config.Config) error {
 		errs = append(errs, fmt.Errorf("cluster: %w", err))
 	}
 	return errors.Join(errs...)
+}
+
+// errSecurityAlone reports the bus's credentials or TLS files set without
+// cluster.nats_url: the node would run alone, which they say is not meant.
+func errSecurityAlone(c config.Cluster) error {
+	var set []string
+	for _, f := range []struct{ key, value string }{
+		{"nats_credentials", c.NATSCredentials}, {"nats_nkey_seed", c.NATSNKeySeed},
+		{"nats_tls_ca", c.NATSTLSCA}, {"nats_tls_cert", c.NATSTLSCert}, {"nats_tls_key", c.NATSTLSKey},
+	} {
+		if f.value != "" {
+			set = append(set, "cluster."+f.key)
+		}
+	}
+	if len(set) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%s set but cluster.nats_url is not: this node would run alone, without the bus", strings.Join(set, ", "))
 }
 
 // busSecurity returns the bridge's options for the bus's credentials and
@@ -496,6 +514,9 @@ func errNotShared(cfg config.Config) error {
 func newBridge(cfg config.Config, st store.Store, log *slog.Logger) (*cluster.Bridge, error) {
 	c := cfg.Cluster
 	if c.NATSURL == "" {
+		if err := errSecurityAlone(c); err != nil {
+			return nil, err
+		}
 		if cfg.Store.Backend == "postgres" {
 			log.Warn("store.backend is postgres but cluster.nats_url is not set: events accepted by other nodes are not delivered live here")
 		}

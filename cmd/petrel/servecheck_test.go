@@ -134,6 +134,10 @@ plugin = "`+notExe+`"
 			t.Errorf("bad bus files: the report does not say %s: %v", want, err)
 		}
 	}
+	alone := write("alone.toml", pg+"[cluster]\nnats_nkey_seed = \"/etc/petrel/nats.nk\"\nnats_tls_ca = \"/etc/petrel/ca.pem\"\n")
+	if _, err := runCheck(t, "-c", alone); err == nil || !strings.Contains(err.Error(), "cluster.nats_nkey_seed, cluster.nats_tls_ca set but cluster.nats_url is not") {
+		t.Fatalf("bus files without a bus: %v", err)
+	}
 	nourl := write("nourl.toml", "[store]\nbackend = \"postgres\"\n")
 	if _, err := runCheck(t, "-c", nourl); err == nil || !strings.Contains(err.Error(), "store.postgres_url") {
 		t.Fatalf("postgres without a URL: %v", err)

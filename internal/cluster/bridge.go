@@ -504,7 +504,13 @@ func (b *Bridge) publishTagged(subject string, msg []byte) bool {
 	m = binary.AppendUvarint(m, uint64(len(b.origin)))
 	m = append(append(m, b.origin...), msg...)
 	if err := nc.Publish(subject, m); err != nil {
-		b.log.Debug("cluster: message not sent", "subject", subject, "err", err)
+		// Larger than the server's max_payload, most likely (the
+		// connection was up a moment ago): counted and logged, as the
+		// server's own errors are, or the sharing would stop unseen.
+		b.st.busErrors.Add(1)
+		if b.errLog.allow(subject+": "+err.Error(), time.Now()) {
+			b.log.Warn("cluster: message not sent", "subject", subject, "bytes", len(m), "err", err)
+		}
 		return false
 	}
 	return true

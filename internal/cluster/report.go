@@ -59,6 +59,6 @@ func (b *Bridge) Gauges() []relay.BusGauge {
 		c("conn_shares_sent_total", "Messages of the client addresses holding many connections on this node, sent to the other nodes.", s.ConnSharesSent),
 		c("conn_shares_received_total", "Such messages from other nodes, counted against server.max_connections_per_ip here.", s.ConnSharesReceived),
 		c("connect_failures_total", "Attempts to reach the bus that failed (the log says why).", s.ConnectFailures),
-		c("bus_errors_total", "Errors the NATS server reported for this node's messages or subscriptions, such as a permissions violation (the log says which).", s.BusErrors),
+		c("bus_errors_total", "Errors the NATS server reported for this node's messages or subscriptions, such as a permissions violation, and shares NATS would not send (larger than max_payload); the log says which.", s.BusErrors),
 	}
 }

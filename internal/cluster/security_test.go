@@ -515,3 +515,25 @@ func TestBusErrorsLogged(t *testing.T) {
 		t.Fatalf("bus_errors %d, want at least 54", s.BusErrors)
 	}
 }
+
+// TestBusShareTooLarge: a share larger than the server's max_payload is
+// not sent, and that is counted and logged (once a minute), not lost
+// unseen.
+func TestBusShareTooLarge(t *testing.T) {
+	skipWithoutNATS(t)
+	port := startNATSConfig(t, "max_payload: 4096\n")
+	var log logBuffer
+	a := startNode(t, "nats://127.0.0.1:"+strconv.Itoa(port), "a", testSubject(t), sharedStore(t), logTo(&log))
+	waitFor(t, "a connected", func() bool { return a.b.Stats().Connected })
+	a.b.ShareRates(make([]byte, 1024)) // fits
+	for range 3 {
+		a.b.ShareConns(make([]byte, 8192))
+	}
+	s := a.b.Stats()
+	if s.RateSharesSent != 1 || s.ConnSharesSent != 0 || s.BusErrors != 3 {
+		t.Fatalf("rate shares sent %d, conn shares sent %d, bus errors %d; want 1, 0, 3", s.RateSharesSent, s.ConnSharesSent, s.BusErrors)
+	}
+	if n := strings.Count(log.String(), "maximum payload exceeded"); n != 1 {
+		t.Fatalf("logged %d times, want once:\n%s", n, log.String())
+	}
+}

@@ -96,7 +96,9 @@ type Stats struct {
 	// down, the credentials or TLS refused). BusErrors: errors the NATS
 	// server reported for this node's messages or subscriptions (a
 	// permissions violation: the node's NATS user lacks the bus's
-	// subjects). The log says why, once a minute for each reason.
+	// subjects), and rate or connection shares NATS would not send (one
+	// larger than the server's max_payload). The log says why, once a
+	// minute for each reason.
 	ConnectFailures int64 `json:"connect_failures"`
 	BusErrors       int64 `json:"bus_errors"`
 }

@@ -196,6 +196,8 @@ func (s Stats) Figure(key string) (v int64, ok bool) {
 		return s.CaughtUp, true
 	case "messages_lost":
 		return s.MessagesLost, true
+	case "bus_errors":
+		return s.BusErrors, true
 	}
 	return 0, false
 }

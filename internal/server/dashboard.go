@@ -148,8 +148,9 @@ type busFigures interface {
 // clusterKeys are the bus's figures in the series (a single node has
 // none): whether this node's bus connection is up, the other nodes heard
 // lately, events sent to and received from them, caught up from the
-// store, and bus messages lost.
-var clusterKeys = []string{"connected", "origins", "published", "received", "caught_up_events", "messages_lost"}
+// store, bus messages lost, and the errors NATS reported for this node's
+// messages.
+var clusterKeys = []string{"connected", "origins", "published", "received", "caught_up_events", "messages_lost", "bus_errors"}
 
 // boolInt is a /stats true or false as the series holds it: 1 or 0.
 func boolInt(b bool) int64 {

@@ -426,8 +426,8 @@ func TestDashboardCluster(t *testing.T) {
 			t.Fatalf("series %s = %d, /stats %v", f, last[f], v)
 		}
 	}
-	if fields != 6 {
-		t.Fatalf("%d cluster fields in the series, want 6: %v", fields, d.Fields)
+	if fields != 7 {
+		t.Fatalf("%d cluster fields in the series, want 7: %v", fields, d.Fields)
 	}
 
 	dom := string(runChromium(t, bin, b.HTTPURL()+"/", "--dump-dom"))
@@ -452,6 +452,16 @@ func TestDashboardCluster(t *testing.T) {
 	}
 	screenshot(t, bin, b.HTTPURL()+"/", "dashboard-cluster.png", "1280,1900")
 
+	// NATS refuses one of b's messages (over the server's max_payload):
+	// the page warns.
+	bb.ShareRates(make([]byte, 2<<20))
+	awaitSample(t, b, "a bus error", func(last map[string]int64) bool { return last["cluster.bus_errors"] == 1 })
+	dom = string(runChromium(t, bin, b.HTTPURL()+"/", "--dump-dom"))
+	if alert := `<p[^>]*id="alert"[^>]*>`; isHidden(t, dom, alert) || attr(t, dom, alert, "data-alerts") != "busErrors" ||
+		!strings.Contains(regexp.MustCompile(alert+`[^<]*`).FindString(dom), "NATS refused 1 of this node") {
+		t.Fatalf("bus errors: %s", regexp.MustCompile(alert+`[^<]*`).FindString(dom))
+	}
+
 	// b loses its bus.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -459,7 +469,7 @@ func TestDashboardCluster(t *testing.T) {
 	awaitSample(t, b, "the bus down", func(last map[string]int64) bool { return last["cluster.connected"] == 0 })
 	dom = string(runChromium(t, bin, b.HTTPURL()+"/", "--dump-dom"))
 	alert := `<p[^>]*id="alert"[^>]*>`
-	if isHidden(t, dom, alert) || attr(t, dom, alert, "data-alerts") != "bus" || !regexp.MustCompile(tile("bus")+`down</b>`).MatchString(dom) {
+	if isHidden(t, dom, alert) || attr(t, dom, alert, "data-alerts") != "bus busErrors" || !regexp.MustCompile(tile("bus")+`down</b>`).MatchString(dom) {
 		t.Fatalf("bus down: %s %s", regexp.MustCompile(alert+`[^<]*`).FindString(dom), regexp.MustCompile(tile("bus")+`[^<]*`).FindString(dom))
 	}
 }

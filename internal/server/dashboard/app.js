@@ -120,7 +120,14 @@
         ' refused since the relay started): the relay runs on the configuration it had before, and a restart would fail on the file as it is now. The log says why; petrel serve --check checks the file.' },
     { id: 'bus', show: () => last(CL + 'connected') === 0,
       text: () => 'This node has lost its connection to the cluster bus (NATS): it goes on accepting and storing events, and other nodes\' events reach its subscribers late, caught up from the store, until the bus is back.' },
+    { id: 'busErrors', show: () => lastMinute(CL + 'bus_errors') > 0,
+      text: () => 'NATS refused ' + num(lastMinute(CL + 'bus_errors')) + ' of this node\'s bus messages in the last minute (most often its NATS user lacks a subject under the bus\'s, or a message is over the server\'s max_payload): what they carry (rate limits, connection counts, NIP-86 changes) is not shared with the other nodes. The log\'s "cluster: NATS error" and "message not sent" lines say which.' },
   ];
+  // lastMinute is how much a counter grew over the last 60 samples.
+  function lastMinute(f) {
+    const c = S.cols[f];
+    return c && c.length > 1 ? c[c.length - 1] - c[Math.max(0, c.length - 61)] : 0;
+  }
 
   function num(v) {
     if (v === null || v === undefined) return '–';

@@ -283,7 +283,8 @@ func serve(cfg config.Config, load func() (config.Config, error)) error {
 		where = append(where, "schema", cfg.Store.PostgresSchema)
 	}
 	if bridge != nil {
-		where = append(where, "node", cfg.Cluster.Node, "bus", cfg.Cluster.Subject)
+		where = append(where, "node", cfg.Cluster.Node, "bus", cfg.Cluster.Subject,
+			"bus_url", cluster.RedactURL(cfg.Cluster.NATSURL), "bus_security", busSecurityLine(cfg.Cluster))
 	}
 	where = append(where, "verifier", verifier.Name())
 	if slack, err := threadSlack(); err == nil {
@@ -494,6 +495,34 @@ func errSecurityAlone(c config.Cluster) error {
 		return nil
 	}
 	return fmt.Errorf("%s set but cluster.nats_url is not: this node would run alone, without the bus", strings.Join(set, ", "))
+}
+
+// busSecurityLine says how a node authenticates to the bus and whether
+// it speaks TLS, for the start-up log line: so an operator sees what the
+// node runs with, secrets left out.
+func busSecurityLine(c config.Cluster) string {
+	var parts []string
+	switch {
+	case c.NATSCredentials != "":
+		parts = append(parts, "credentials file")
+	case c.NATSNKeySeed != "":
+		parts = append(parts, "nkey")
+	case strings.Contains(cluster.RedactURL(c.NATSURL), ":xxxxx@"):
+		parts = append(parts, "password in the URL")
+	case strings.Contains(cluster.RedactURL(c.NATSURL), "xxxxx@"):
+		parts = append(parts, "token in the URL")
+	default:
+		parts = append(parts, "no authentication")
+	}
+	switch {
+	case c.NATSTLSCert != "":
+		parts = append(parts, "TLS with a client certificate")
+	case c.NATSTLSCA != "" || strings.Contains(c.NATSURL, "tls://"):
+		parts = append(parts, "TLS")
+	default:
+		parts = append(parts, "no TLS")
+	}
+	return strings.Join(parts, ", ")
 }
 
 // busSecurity returns the bridge's options for the bus's credentials and

@@ -185,3 +185,22 @@ func TestReloadKeys(t *testing.T) {
 		}
 	}
 }
+
+// TestBusSecurityLine: the start-up line says how a node reaches the bus,
+// without a secret.
+func TestBusSecurityLine(t *testing.T) {
+	for _, c := range []struct {
+		in   config.Cluster
+		want string
+	}{
+		{config.Cluster{NATSURL: "nats://10.0.0.5:4222"}, "no authentication, no TLS"},
+		{config.Cluster{NATSURL: "nats://petrel:pw@10.0.0.5:4222"}, "password in the URL, no TLS"},
+		{config.Cluster{NATSURL: "tls://tok@nats:4222"}, "token in the URL, TLS"},
+		{config.Cluster{NATSURL: "nats://nats:4222", NATSNKeySeed: "/etc/petrel/nats.nk", NATSTLSCA: "/etc/petrel/ca.pem"}, "nkey, TLS"},
+		{config.Cluster{NATSURL: "nats://nats:4222", NATSCredentials: "/etc/petrel/nats.creds", NATSTLSCert: "c.pem", NATSTLSKey: "k.pem"}, "credentials file, TLS with a client certificate"},
+	} {
+		if got := busSecurityLine(c.in); got != c.want {
+			t.Errorf("%+v: %q, want %q", c.in, got, c.want)
+		}
+	}
+}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/petrel-relay/petrel/internal/nostr"
 	"github.com/petrel-relay/petrel/internal/relaytest"
+	"github.com/petrel-relay/petrel/internal/store"
 )
 
 // The tests need NATS: the machine's server at 127.0.0.1:4222 (or
@@ -261,6 +262,13 @@ func sharedStore(t testing.TB) *feedStore {
 	return newFeedStore(st)
 }
 
+// nodeStore is a test node's store: one the nodes share, with its feed
+// of commits (a feedStore, or a PostgreSQL store on one schema).
+type nodeStore interface {
+	store.Store
+	store.Feed
+}
+
 // node is one test node: a relay on loopback with a bridge as its bus.
 type node struct {
 	name string
@@ -291,10 +299,12 @@ func startNode(t testing.TB, url, name, subject string, st *feedStore, tweak fun
 }
 
 // startNodeWith is startNode with ro as the relay's options (its Store
-// and Bus set here).
-func startNodeWith(t testing.TB, url, name, subject string, st *feedStore, ro relaytest.Options, tweak func(*Options), hooks ...func(*Bridge)) *node {
+// and Bus set here), over any store that is a feed (a feedStore, or
+// PostgreSQL's).
+func startNodeWith(t testing.TB, url, name, subject string, st nodeStore, ro relaytest.Options, tweak func(*Options), hooks ...func(*Bridge)) *node {
 	t.Helper()
-	o := fastOptions(t, url, name, subject, st)
+	o := fastOptions(t, url, name, subject, nil)
+	o.Feed = st
 	if tweak != nil {
 		tweak(&o)
 	}

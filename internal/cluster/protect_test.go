@@ -19,42 +19,13 @@ import (
 	"github.com/petrel-relay/petrel/internal/nostr"
 	"github.com/petrel-relay/petrel/internal/pgtest"
 	"github.com/petrel-relay/petrel/internal/relaytest"
-	"github.com/petrel-relay/petrel/internal/store"
 )
 
-// sharedSQL is a node's store in these tests: a PostgreSQL store, every
-// node on one schema, with its own feed of commits.
-type sharedSQL interface {
-	store.Store
-	store.Feed
-}
-
 // startSQLNode is startNode over a PostgreSQL store; tweak (may be nil)
-// changes the bridge's options, ro the test relay's (its store and bus
-// are set here).
-func startSQLNode(t testing.TB, url, name, subject string, st sharedSQL, tweak func(*Options), ro relaytest.Options) *node {
+// changes the bridge's options, ro the test relay's.
+func startSQLNode(t testing.TB, url, name, subject string, st nodeStore, tweak func(*Options), ro relaytest.Options) *node {
 	t.Helper()
-	o := fastOptions(t, url, name, subject, nil)
-	o.Feed = st
-	if tweak != nil {
-		tweak(&o)
-	}
-	b, err := New(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		b.Close(ctx)
-	})
-	ro.Store, ro.Bus = st, b
-	r := relaytest.Start(t, ro)
-	if err := b.Start(r.Relay.Publish); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(b.StopDelivery) // before the relay shuts down
-	return &node{name: name, b: b, r: r}
+	return startNodeWith(t, url, name, subject, st, ro, tweak)
 }
 
 // sqlPair starts nodes a and b over one fresh PostgreSQL schema, on the

@@ -116,12 +116,16 @@ func TestConnCapAcrossNodes(t *testing.T) {
 			t.Fatalf("connection %d of 8: %v", i+1, err)
 		}
 	}
-	// leastconn put four on each node; each hears of the other's.
+	// leastconn put four on each node; each hears of the other's. A
+	// message may have left while the eight were opening (with two or
+	// three), so wait for two more: messages go in order, and the second
+	// was sent after all eight were open.
 	deadline := time.Now().Add(15 * time.Second)
 	for _, n := range c.nodes {
-		for n.mustStats(t).SlotsRemoteAddresses != 1 {
+		heard := n.mustStats(t).Cluster.ConnSharesReceived
+		for st := n.mustStats(t); st.SlotsRemoteAddresses != 1 || st.Cluster.ConnSharesReceived < heard+2; st = n.mustStats(t) {
 			if time.Now().After(deadline) {
-				t.Fatalf("%s does not hear of the other node's connections", n.name)
+				t.Fatalf("%s does not hear of the other node's connections: %d addresses, %d messages", n.name, st.SlotsRemoteAddresses, st.Cluster.ConnSharesReceived-heard)
 			}
 			time.Sleep(20 * time.Millisecond)
 		}

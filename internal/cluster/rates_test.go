@@ -98,7 +98,12 @@ func TestConnCapShare(t *testing.T) {
 		}
 		onA = append(onA, c)
 	}
-	waitFor(t, "b to hear of a's connections", func() bool { return remoteAddresses(t, b) == 1 })
+	// A message may have left while the five were opening: wait for two
+	// more (in order, the second sent after all five were open).
+	heard := b.b.Stats().ConnSharesReceived
+	waitFor(t, "b to hear of a's five connections", func() bool {
+		return remoteAddresses(t, b) == 1 && b.b.Stats().ConnSharesReceived >= heard+2
+	})
 	for i := range 3 {
 		if _, err := dial(b, "127.0.0.2"); err != nil {
 			t.Fatalf("connection %d on b (of the 3 left): %v", i, err)

@@ -284,7 +284,7 @@ func serve(cfg config.Config, load func() (config.Config, error)) error {
 	}
 	if bridge != nil {
 		where = append(where, "node", cfg.Cluster.Node, "bus", cfg.Cluster.Subject,
-			"bus_url", cluster.RedactURL(cfg.Cluster.NATSURL), "bus_security", busSecurityLine(cfg.Cluster))
+			"bus_url", cluster.RedactURL(cfg.Cluster.NATSURL), "bus_security", busOptions(cfg.Cluster).Security())
 	}
 	where = append(where, "verifier", verifier.Name())
 	if slack, err := threadSlack(); err == nil {
@@ -463,8 +463,9 @@ func policyPersister(cfg config.Config, st store.Store) policy.Persister {
 }
 
 // checkCluster reports a cluster (cluster.nats_url) over a store the
-// nodes cannot share; newBridge refuses it by the store it is given.
-// It also reads the bus's credentials and TLS files.
+// nodes cannot share (newBridge refuses it by the store it is given), and
+// what cluster.New would refuse in its options, the bus's credentials and
+// TLS files read.
 func checkCluster(cfg config.Config) error {
 	if cfg.Cluster.NATSURL == "" {
 		return errSecurityAlone(cfg.Cluster)
@@ -473,10 +474,7 @@ func checkCluster(cfg config.Config) error {
 	if cfg.Store.Backend != "postgres" {
 		errs = append(errs, errNotShared(cfg))
 	}
-	if err := busSecurity(cfg.Cluster).CheckSecurity(); err != nil {
-		errs = append(errs, fmt.Errorf("cluster: %w", err))
-	}
-	return errors.Join(errs...)
+	return errors.Join(append(errs, busOptions(cfg.Cluster).Check())...)
 }
 
 // errSecurityAlone reports the bus's credentials or TLS files set without
@@ -497,40 +495,20 @@ func errSecurityAlone(c config.Cluster) error {
 	return fmt.Errorf("%s set but cluster.nats_url is not: this node would run alone, without the bus", strings.Join(set, ", "))
 }
 
-// busSecurityLine says how a node authenticates to the bus and whether
-// it speaks TLS, for the start-up log line: so an operator sees what the
-// node runs with, secrets left out.
-func busSecurityLine(c config.Cluster) string {
-	var parts []string
-	switch {
-	case c.NATSCredentials != "":
-		parts = append(parts, "credentials file")
-	case c.NATSNKeySeed != "":
-		parts = append(parts, "nkey")
-	case strings.Contains(cluster.RedactURL(c.NATSURL), ":xxxxx@"):
-		parts = append(parts, "password in the URL")
-	case strings.Contains(cluster.RedactURL(c.NATSURL), "xxxxx@"):
-		parts = append(parts, "token in the URL")
-	default:
-		parts = append(parts, "no authentication")
+// busOptions returns the bridge's options for c (the node named by the
+// host name when c names none); newBridge adds the store and the log.
+func busOptions(c config.Cluster) cluster.Options {
+	node := c.Node
+	if node == "" {
+		node, _ = os.Hostname()
 	}
-	switch {
-	case c.NATSTLSCert != "":
-		parts = append(parts, "TLS with a client certificate")
-	case c.NATSTLSCA != "" || strings.Contains(c.NATSURL, "tls://"):
-		parts = append(parts, "TLS")
-	default:
-		parts = append(parts, "no TLS")
-	}
-	return strings.Join(parts, ", ")
-}
-
-// busSecurity returns the bridge's options for the bus's credentials and
-// TLS files.
-func busSecurity(c config.Cluster) cluster.Options {
 	return cluster.Options{
+		URL: c.NATSURL, Node: node, Subject: c.Subject,
 		Credentials: c.NATSCredentials, NKeySeed: c.NATSNKeySeed,
 		TLSCA: c.NATSTLSCA, TLSCert: c.NATSTLSCert, TLSKey: c.NATSTLSKey,
+		CatchUpMargin: c.CatchUpMargin, HeartbeatInterval: c.HeartbeatInterval,
+		SilenceTimeout: c.SilenceTimeout, DedupWindow: c.DedupWindow, DedupMax: c.DedupMax,
+		PublishQueue: c.PublishQueue, ReconnectBuffer: c.ReconnectBuffer,
 	}
 }
 
@@ -555,18 +533,7 @@ func newBridge(cfg config.Config, st store.Store, log *slog.Logger) (*cluster.Br
 	if !ok {
 		return nil, errNotShared(cfg)
 	}
-	node := c.Node
-	if node == "" {
-		node, _ = os.Hostname()
-	}
-	o := busSecurity(c)
-	o.URL, o.Node, o.Subject, o.Feed, o.Logger = c.NATSURL, node, c.Subject, feed, log
-	o.CatchUpMargin, o.HeartbeatInterval, o.SilenceTimeout = c.CatchUpMargin, c.HeartbeatInterval, c.SilenceTimeout
-	o.DedupWindow, o.DedupMax = c.DedupWindow, c.DedupMax
-	o.PublishQueue, o.ReconnectBuffer = c.PublishQueue, c.ReconnectBuffer
-	b, err := cluster.New(o)
-	if err != nil {
-		return nil, fmt.Errorf("cluster: %w", err)
-	}
-	return b, nil
+	o := busOptions(c)
+	o.Feed, o.Logger = feed, log
+	return cluster.New(o) // its errors say "cluster:"
 }

@@ -134,6 +134,14 @@ plugin = "`+notExe+`"
 			t.Errorf("bad bus files: the report does not say %s: %v", want, err)
 		}
 	}
+	if err != nil && strings.Contains(err.Error(), "cluster: cluster:") {
+		t.Errorf("a doubled prefix: %v", err)
+	}
+	// What cluster.New refuses besides the files: a node name too long.
+	longName := write("long.toml", pg+"[cluster]\nnats_url = \"nats://nats:4222\"\nnode = \""+strings.Repeat("n", 65)+"\"\n")
+	if _, err := runCheck(t, "-c", longName); err == nil || !strings.Contains(err.Error(), "node name must be 1 to 64 bytes, got 65") {
+		t.Errorf("a node name of 65 bytes: %v", err)
+	}
 	alone := write("alone.toml", pg+"[cluster]\nnats_nkey_seed = \"/etc/petrel/nats.nk\"\nnats_tls_ca = \"/etc/petrel/ca.pem\"\n")
 	if _, err := runCheck(t, "-c", alone); err == nil || !strings.Contains(err.Error(), "cluster.nats_nkey_seed, cluster.nats_tls_ca set but cluster.nats_url is not") {
 		t.Fatalf("bus files without a bus: %v", err)
@@ -182,25 +190,6 @@ func TestReloadKeys(t *testing.T) {
 				var c config.Config
 				config.Copy(&c, config.Config{}, k)
 			}()
-		}
-	}
-}
-
-// TestBusSecurityLine: the start-up line says how a node reaches the bus,
-// without a secret.
-func TestBusSecurityLine(t *testing.T) {
-	for _, c := range []struct {
-		in   config.Cluster
-		want string
-	}{
-		{config.Cluster{NATSURL: "nats://10.0.0.5:4222"}, "no authentication, no TLS"},
-		{config.Cluster{NATSURL: "nats://petrel:pw@10.0.0.5:4222"}, "password in the URL, no TLS"},
-		{config.Cluster{NATSURL: "tls://tok@nats:4222"}, "token in the URL, TLS"},
-		{config.Cluster{NATSURL: "nats://nats:4222", NATSNKeySeed: "/etc/petrel/nats.nk", NATSTLSCA: "/etc/petrel/ca.pem"}, "nkey, TLS"},
-		{config.Cluster{NATSURL: "nats://nats:4222", NATSCredentials: "/etc/petrel/nats.creds", NATSTLSCert: "c.pem", NATSTLSKey: "k.pem"}, "credentials file, TLS with a client certificate"},
-	} {
-		if got := busSecurityLine(c.in); got != c.want {
-			t.Errorf("%+v: %q, want %q", c.in, got, c.want)
 		}
 	}
 }

@@ -142,22 +142,30 @@ type Options struct {
 	FlushTimeout time.Duration
 }
 
+// Check reports, all together, what New would refuse in o besides a
+// missing Feed (petrel serve --check): no URL, a node name too long or
+// empty, and bad credentials or TLS files (each read).
+func (o Options) Check() error {
+	var errs []error
+	if o.URL == "" {
+		errs = append(errs, fmt.Errorf("%w: URL is required", ErrOptions))
+	}
+	if o.Node == "" || len(o.Node) > MaxNodeName {
+		errs = append(errs, fmt.Errorf("%w: node name must be 1 to %d bytes, got %d", ErrOptions, MaxNodeName, len(o.Node)))
+	}
+	return errors.Join(append(errs, o.checkSecurity())...)
+}
+
 // normalize fills in defaults and checks the options.
 func (o Options) normalize() (Options, error) {
-	if o.URL == "" {
-		return o, fmt.Errorf("%w: URL is required", ErrOptions)
-	}
 	if o.Feed == nil {
 		return o, fmt.Errorf("%w: Feed is required", ErrOptions)
 	}
-	if o.Node == "" || len(o.Node) > MaxNodeName {
-		return o, fmt.Errorf("%w: node name must be 1 to %d bytes, got %d", ErrOptions, MaxNodeName, len(o.Node))
+	if err := o.Check(); err != nil {
+		return o, err
 	}
 	if o.Subject == "" {
 		o.Subject = "petrel.events"
-	}
-	if err := o.CheckSecurity(); err != nil {
-		return o, err
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -196,12 +204,12 @@ func (o Options) normalize() (Options, error) {
 	return o, nil
 }
 
-// CheckSecurity reports what is wrong with the options' credentials and
+// checkSecurity reports what is wrong with the options' credentials and
 // TLS files, reading each: a file that cannot be read, a credentials file
 // without a user JWT and seed, a seed that is not a user's, a CA file
 // without a certificate, a certificate without its key (or the reverse)
 // or a pair that does not load, and Credentials with NKeySeed.
-func (o Options) CheckSecurity() error {
+func (o Options) checkSecurity() error {
 	var errs []error
 	bad := func(field, file string, err error) {
 		errs = append(errs, fmt.Errorf("%w: %s %s: %v", ErrOptions, field, file, err))
@@ -276,25 +284,65 @@ func (o Options) natsSecurity() ([]nats.Option, error) {
 func RedactURL(s string) string {
 	parts := strings.Split(s, ",")
 	for i, p := range parts {
-		p = strings.TrimSpace(p)
-		at := strings.LastIndexByte(p, '@')
-		if at < 0 {
-			parts[i] = p
-			continue
+		u := splitUser(p)
+		switch {
+		case u.pass:
+			parts[i] = u.scheme + u.user + ":xxxxx" + u.host
+		case u.user != "":
+			parts[i] = u.scheme + "xxxxx" + u.host
+		default:
+			parts[i] = u.host
 		}
-		scheme, rest, ok := strings.Cut(p[:at], "://")
-		if !ok {
-			scheme, rest = "", p[:at]
-		} else {
-			scheme += "://"
-		}
-		user, _, hasPass := strings.Cut(rest, ":")
-		if !hasPass {
-			user = "xxxxx"
-		} else {
-			user += ":xxxxx"
-		}
-		parts[i] = scheme + user + p[at:]
 	}
 	return strings.Join(parts, ",")
+}
+
+// urlUser is one NATS URL cut around its user information.
+type urlUser struct {
+	scheme string // "nats://", or "" when the URL has none
+	user   string // "" without user information
+	pass   bool   // a password follows the user (else a user alone is a token)
+	host   string // the rest: "@host:port" after user information, else the URL
+}
+
+// splitUser cuts a NATS URL around its user information ("user:pass@"
+// or "token@"; a password may hold '@').
+func splitUser(p string) urlUser {
+	p = strings.TrimSpace(p)
+	at := strings.LastIndexByte(p, '@')
+	if at < 0 {
+		return urlUser{host: p}
+	}
+	u := urlUser{host: p[at:]}
+	info := p[:at]
+	if scheme, rest, ok := strings.Cut(info, "://"); ok {
+		u.scheme, info = scheme+"://", rest
+	}
+	u.user, _, u.pass = strings.Cut(info, ":")
+	return u
+}
+
+// Security says how o authenticates to the bus and whether it speaks
+// TLS, without a secret, for the start-up log: "nkey, TLS with a client
+// certificate", "password in the URL, no TLS"...
+func (o Options) Security() string {
+	auth := "no authentication"
+	switch u := splitUser(strings.Split(o.URL, ",")[0]); {
+	case o.Credentials != "":
+		auth = "credentials file"
+	case o.NKeySeed != "":
+		auth = "nkey"
+	case u.pass:
+		auth = "password in the URL"
+	case u.user != "":
+		auth = "token in the URL"
+	}
+	tls := "no TLS"
+	switch {
+	case o.TLSCert != "":
+		tls = "TLS with a client certificate"
+	case o.TLSCA != "" || strings.Contains(o.URL, "tls://"):
+		tls = "TLS"
+	}
+	return auth + ", " + tls
 }

@@ -390,7 +390,8 @@ func TestBusTLS(t *testing.T) {
 }
 
 // TestCheckSecurity: each kind of bad credentials or TLS file is refused
-// by New with ErrOptions and a message naming it; good ones pass.
+// by Check and New with ErrOptions and a message naming it; good ones
+// pass.
 func TestCheckSecurity(t *testing.T) {
 	dir := t.TempDir()
 	ca := newTestCA(t)
@@ -436,7 +437,7 @@ func TestCheckSecurity(t *testing.T) {
 		{"key without cert", Options{TLSKey: key}, "needs its key"},
 		{"cert with the wrong key", Options{TLSCert: cert, TLSKey: caFile}, "TLS client certificate " + cert},
 	} {
-		err := c.o.CheckSecurity()
+		err := c.o.checkSecurity()
 		if c.want == "" {
 			if err != nil {
 				t.Errorf("%s: %v", c.name, err)
@@ -535,5 +536,28 @@ func TestBusShareTooLarge(t *testing.T) {
 	}
 	if n := strings.Count(log.String(), "maximum payload exceeded"); n != 1 {
 		t.Fatalf("logged %d times, want once:\n%s", n, log.String())
+	}
+}
+
+// TestSecurity: what the start-up line says of a node's way to the bus,
+// without a secret.
+func TestSecurity(t *testing.T) {
+	for _, c := range []struct {
+		o    Options
+		want string
+	}{
+		{Options{URL: "nats://10.0.0.5:4222"}, "no authentication, no TLS"},
+		{Options{URL: "nats://petrel:s3cr3t-pw@10.0.0.5:4222"}, "password in the URL, no TLS"},
+		{Options{URL: "tls://s3cr3t-tok@nats:4222"}, "token in the URL, TLS"},
+		{Options{URL: "nats://nats:4222", NKeySeed: "/etc/petrel/nats.nk", TLSCA: "/etc/petrel/ca.pem"}, "nkey, TLS"},
+		{Options{URL: "nats://nats:4222", Credentials: "/etc/petrel/nats.creds", TLSCert: "c.pem", TLSKey: "k.pem"}, "credentials file, TLS with a client certificate"},
+	} {
+		got := c.o.Security()
+		if got != c.want {
+			t.Errorf("%+v: %q, want %q", c.o, got, c.want)
+		}
+		if strings.Contains(got, "s3cr3t") {
+			t.Errorf("%q holds a secret", got)
+		}
 	}
 }

@@ -561,3 +561,31 @@ func TestSecurity(t *testing.T) {
 		}
 	}
 }
+
+// TestLogLimit: a message passes once a minute (just under a minute
+// later: held back; at a minute: passes again), other messages pass
+// meanwhile, reset lets it pass at once, and the messages remembered are
+// bounded (at 64 kept; the 65th starts afresh).
+func TestLogLimit(t *testing.T) {
+	var l logLimit
+	t0 := time.Unix(1_700_000_000, 0)
+	if !l.allow("a", t0) || l.allow("a", t0.Add(time.Minute-time.Nanosecond)) || !l.allow("a", t0.Add(time.Minute)) {
+		t.Fatal("a message not passed once a minute")
+	}
+	if !l.allow("b", t0.Add(time.Minute)) {
+		t.Fatal("another message held back")
+	}
+	l.reset()
+	if !l.allow("a", t0.Add(time.Minute)) {
+		t.Fatal("held back after reset")
+	}
+	for i := range 63 { // a and 63 more: 64 kept
+		l.allow(strconv.Itoa(i), t0.Add(time.Minute))
+	}
+	if len(l.last) != 64 || l.allow("a", t0.Add(time.Minute)) {
+		t.Fatalf("at 64 messages: %d kept, a passed again", len(l.last))
+	}
+	if !l.allow("65th", t0.Add(time.Minute)) || len(l.last) != 1 {
+		t.Fatalf("past 64: %d kept, want a fresh start", len(l.last))
+	}
+}

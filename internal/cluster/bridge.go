@@ -432,6 +432,23 @@ func (b *Bridge) ShareRates(msg []byte) {
 	}
 }
 
+// ShareLimit implements relay.RateSharer and relay.ConnSharer: the
+// largest message ShareRates and ShareConns can send, the NATS server's
+// max_payload (as it told at the last connect) less the origin tag
+// publishTagged puts before it; 0 before the first connect, when it is
+// not known, and after Close.
+func (b *Bridge) ShareLimit() int {
+	nc := b.sideConn()
+	if nc == nil {
+		return 0
+	}
+	mp := nc.MaxPayload()
+	if mp <= 0 {
+		return 0
+	}
+	return max(int(mp)-binary.MaxVarintLen32-len(b.origin), 1)
+}
+
 // OnRates implements relay.RateSharer: f is called with each message of
 // another node's rate-limit spending. Call it before Start.
 func (b *Bridge) OnRates(f func([]byte)) { b.rates = f }

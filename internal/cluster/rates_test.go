@@ -1,9 +1,11 @@
 package cluster
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -177,4 +179,64 @@ func TestSharesWaitNoBuffer(t *testing.T) {
 	waitFor(t, "a to reconnect", func() bool { return a.b.Stats().Connected })
 	ca.MustPublish(alice.Note("after"))
 	waitFor(t, "a share after the connection is back", func() bool { return a.b.Stats().RateSharesSent > sent })
+}
+
+// TestSharesFitMaxPayload: on a NATS server whose max_payload is smaller
+// than a full share (1 KB here), the rate limits' spending goes in
+// several messages that fit, all of it heard on the other node, and a
+// connection-count message lists as many addresses as fit rather than
+// being refused whole: nothing counted in bus_errors.
+func TestSharesFitMaxPayload(t *testing.T) {
+	t.Parallel()
+	skipWithoutNATS(t)
+	const maxPayload = 1024
+	url := "nats://127.0.0.1:" + strconv.Itoa(startNATSConfig(t, "max_payload: "+strconv.Itoa(maxPayload)+"\n"))
+	subject, st := testSubject(t), sharedStore(t)
+	ro := relaytest.Options{
+		Policy: policy.Config{EventRate: 1000, EventBurst: 1000, PubKeyEventRate: 0.01, PubKeyEventBurst: 10},
+		Server: server.Config{MaxConnectionsPerIP: 32}, // told from 2 connections
+	}
+	a := startNodeWith(t, url, "a", subject, st, ro, nil)
+	b := startNodeWith(t, url, "b", subject, st, ro, nil)
+	waitConnected(t, a, b)
+	limit := a.b.ShareLimit()
+	if limit <= 0 || limit >= maxPayload {
+		t.Fatalf("share limit %d with max_payload %d", limit, maxPayload)
+	}
+
+	// 100 authors' notes at once: their pubkeys' spending (33 bytes each)
+	// is more than one message holds.
+	const authors = 100
+	c := relaytest.Dial(t, a.r.URL)
+	for i := range authors {
+		c.SendRaw(`["EVENT",` + string(relaytest.NewKey(fmt.Sprint("fit author ", i)).Note("fits").Raw) + `]`)
+	}
+	for range authors {
+		if m := c.Read(); m.Type != "OK" || !m.OK {
+			t.Fatalf("publish: %+v", m)
+		}
+	}
+	waitFor(t, "b to hear every author's spending", func() bool {
+		return b.r.Relay.PolicyStats().EventRatePubKey.Remote == authors
+	})
+
+	// 60 addresses with 2 connections each (19 bytes an address in a
+	// message, 1,140 in all): the message lists as many as fit
+	// (internal/server's connShareFits: 22 bytes an address at most).
+	const addrs = 60
+	for i := range addrs {
+		for range 2 {
+			if _, err := relaytest.DialWith(t, a.r.URL, relaytest.DialOptions{LocalIP: fmt.Sprintf("127.0.1.%d", i+1)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	fit := (limit - 1) / (16 + 1 + binary.MaxVarintLen32)
+	if fit >= addrs {
+		t.Fatalf("%d addresses fit in %d bytes: the test needs more", fit, limit)
+	}
+	waitFor(t, "b to hear of the addresses that fit", func() bool { return remoteAddresses(t, b) == fit })
+	if sa, sb := a.b.Stats(), b.b.Stats(); sa.BusErrors != 0 || sb.BusErrors != 0 {
+		t.Fatalf("bus errors: a %d, b %d", sa.BusErrors, sb.BusErrors)
+	}
 }

@@ -159,6 +159,18 @@ const rateShareInterval = 100 * time.Millisecond
 // (about 3,000 keys): well under NATS's default payload limit of 1 MB.
 const maxRateShare = 64 << 10
 
+// rateShareSize is the most a message of the rate limits' spending
+// holds on a bus that takes messages of up to limit bytes (0: unknown):
+// maxRateShare, or less when the NATS server's max_payload is smaller,
+// so that the spending goes in several messages rather than in one NATS
+// refuses.
+func rateShareSize(limit int) int {
+	if limit > 0 {
+		return min(limit, maxRateShare)
+	}
+	return maxRateShare
+}
+
 // shareRates sends what the rate limits took to the other nodes every
 // rateShareInterval until the relay closes; nothing when they took
 // nothing.
@@ -174,7 +186,7 @@ func (r *Relay) shareRates() {
 		}
 		for _, rl := range rateLimits {
 			if l := rl.lim(&r.pol).Load(); l != nil {
-				for _, m := range l.Spent(maxRateShare) {
+				for _, m := range l.Spent(rateShareSize(r.rateShare.ShareLimit())) {
 					r.rateShare.ShareRates(m)
 				}
 			}

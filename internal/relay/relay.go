@@ -75,6 +75,10 @@ type PolicyHinter interface {
 type RateSharer interface {
 	// ShareRates sends msg to the other nodes. It must not block.
 	ShareRates(msg []byte)
+	// ShareLimit returns the largest message ShareRates can send now (the
+	// NATS server's max_payload, less what the bridge adds), or 0 when
+	// no limit is known; the relay cuts its messages to it.
+	ShareLimit() int
 	// OnRates sets f to be called with each message another node sent.
 	// relay.New calls it, before the bus starts; f does not block.
 	OnRates(f func(msg []byte))
@@ -88,6 +92,9 @@ type RateSharer interface {
 type ConnSharer interface {
 	// ShareConns sends msg to the other nodes. It must not block.
 	ShareConns(msg []byte)
+	// ShareLimit is RateSharer's: the largest message ShareConns can send
+	// now, or 0 when no limit is known.
+	ShareLimit() int
 	// OnConns sets f to be called with each message another node sent,
 	// with that node's origin (the same for each message of one run of
 	// it). It may be called at any time; f does not block.

@@ -37,10 +37,26 @@ const (
 	connShareInterval = 250 * time.Millisecond
 	connShareExpiry   = 4 * connShareInterval
 	// maxConnShare is the most addresses one message lists (about 67 KB,
-	// well under NATS's default payload limit of 1 MB); past it, some of
-	// the heavy addresses are left out of that interval's message.
+	// well under NATS's default payload limit of 1 MB), fewer when the
+	// bus takes smaller messages (connShareFits); past it, the heaviest
+	// addresses are listed and the others left out of that interval's
+	// message.
 	maxConnShare = 3000
+	// connShareEntry is the most bytes an address takes in a message.
+	connShareEntry = 16 + 1 + binary.MaxVarintLen32
 )
+
+// connShareFits returns how many addresses a message lists on a bus that
+// takes messages of up to limit bytes (0: unknown): maxConnShare, or
+// fewer when the NATS server's max_payload is smaller. A limit under one
+// address is not cut to: the message goes whole and fails visibly (the
+// bridge counts and logs what NATS would not send).
+func connShareFits(limit int) int {
+	if n := (limit - 1) / connShareEntry; limit > 0 && n > 0 {
+		return min(n, maxConnShare)
+	}
+	return maxConnShare
+}
 
 // heavyShare returns the connections from which an address is told to
 // the other nodes: a sixteenth of the cap, at least 2.
@@ -119,7 +135,7 @@ func (cs *connShare) goodbye() {
 // more when it has none left (so the others drop them at once, not at
 // expiry); then forgets the silent nodes.
 func (cs *connShare) tick() {
-	cs.buf = cs.sl.heavyConns(cs.buf[:0], maxConnShare)
+	cs.buf = cs.sl.heavyConns(cs.buf[:0], connShareFits(cs.bus.ShareLimit()))
 	if len(cs.buf) > 0 || cs.told {
 		cs.bus.ShareConns(encodeConns(cs.buf))
 		cs.told = len(cs.buf) > 0

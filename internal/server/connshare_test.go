@@ -22,10 +22,13 @@ type busEnd struct {
 	bus    *sharedBus
 	origin string
 	sent   int
+	limit  int // ShareLimit's
+	last   []byte
 }
 
 func (e *busEnd) ShareConns(msg []byte) {
 	e.sent++
+	e.last = msg
 	e.bus.mu.Lock()
 	defer e.bus.mu.Unlock()
 	for o, f := range e.bus.nodes {
@@ -34,6 +37,8 @@ func (e *busEnd) ShareConns(msg []byte) {
 		}
 	}
 }
+
+func (e *busEnd) ShareLimit() int { return e.limit }
 
 func (e *busEnd) OnConns(f func(string, []byte)) {
 	e.bus.mu.Lock()
@@ -302,6 +307,79 @@ func TestConnShareLimits(t *testing.T) {
 	a.tick()
 	if slA.remoteAddresses() != 0 {
 		t.Fatal("b still counted past connShareExpiry")
+	}
+}
+
+// TestConnShareFits: on a bus that takes smaller messages than a full
+// one (a NATS server's max_payload under 67 KB), a message lists as many
+// addresses as fit, the ones with the most connections (between equal
+// counts, the lowest addresses, the same from one interval to the next),
+// and fits; at the size of five entries, five listed, one byte under,
+// four; a limit under one entry or unknown (0) leaves maxConnShare.
+func TestConnShareFits(t *testing.T) {
+	for _, c := range []struct{ limit, want int }{
+		{0, maxConnShare}, {-1, maxConnShare}, {1, maxConnShare}, {connShareEntry, maxConnShare},
+		{1 + connShareEntry, 1}, {1 + 5*connShareEntry, 5}, {5 * connShareEntry, 4},
+		{1 + maxConnShare*connShareEntry, maxConnShare}, {1 << 30, maxConnShare},
+	} {
+		if got := connShareFits(c.limit); got != c.want {
+			t.Errorf("connShareFits(%d) = %d, want %d", c.limit, got, c.want)
+		}
+	}
+
+	const maxIP = 64 // told from 4 connections
+	sl := newSlots(0, maxIP, 0)
+	bus := &sharedBus{nodes: map[string]func(string, []byte){}}
+	end := &busEnd{bus: bus, origin: "a", limit: 1 + 5*connShareEntry}
+	cs := newConnShare(end, sl, maxIP)
+	var conns [200]fakeConn
+	next := 0
+	open := func(a netip.Addr, n int) {
+		for range n {
+			if ok, _ := sl.acquire(&conns[next], a); !ok {
+				t.Fatalf("acquire from %s refused", a)
+			}
+			next++
+		}
+	}
+	// Twelve heavy addresses: 192.0.2.1-10 with 4 + i connections (the
+	// heaviest .10, .9, .8, .7, .6), and two IPv6 /64s with 6 each, tied
+	// with .2 and after it in order: with room for ten, .10 to .2 and
+	// the first /64.
+	for i := 1; i <= 10; i++ {
+		open(netip.AddrFrom4([4]byte{192, 0, 2, byte(i)}), 4+i)
+	}
+	open(netip.MustParseAddr("2001:db8:2::1"), 6)
+	open(netip.MustParseAddr("2001:db8:1::1"), 6)
+	want := func(limit int, listed ...string) {
+		t.Helper()
+		end.limit = limit
+		for range 3 { // the same each interval
+			cs.tick()
+			if len(end.last) > limit && limit > connShareEntry {
+				t.Fatalf("limit %d: a message of %d bytes", limit, len(end.last))
+			}
+			got, err := readConns(nil, end.last)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var addrs []string
+			for _, e := range got {
+				addrs = append(addrs, e.key.String())
+			}
+			if !slices.Equal(addrs, listed) {
+				t.Fatalf("limit %d: listed %v, want %v", limit, addrs, listed)
+			}
+		}
+	}
+	want(1+5*connShareEntry, "192.0.2.10/32", "192.0.2.9/32", "192.0.2.8/32", "192.0.2.7/32", "192.0.2.6/32")
+	want(5*connShareEntry, "192.0.2.10/32", "192.0.2.9/32", "192.0.2.8/32", "192.0.2.7/32")
+	want(1+10*connShareEntry, "192.0.2.10/32", "192.0.2.9/32", "192.0.2.8/32", "192.0.2.7/32",
+		"192.0.2.6/32", "192.0.2.5/32", "192.0.2.4/32", "192.0.2.3/32", "192.0.2.2/32", "2001:db8:1::/64")
+	end.limit = 0 // unknown: all twelve, in any order
+	cs.tick()
+	if got, err := readConns(nil, end.last); err != nil || len(got) != 12 {
+		t.Fatalf("no limit: %d listed (%v)", len(got), err)
 	}
 }
 

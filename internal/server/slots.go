@@ -1,9 +1,11 @@
 package server
 
 import (
+	"cmp"
 	"math"
 	"net"
 	"net/netip"
+	"slices"
 	"sync"
 )
 
@@ -257,15 +259,28 @@ func (sl *slots) keepHeavy(min int32) {
 }
 
 // heavyConns appends to dst the addresses with at least heavyMin
-// connections here and their counts, at most limit of them.
+// connections here and their counts, at most limit of them: when there
+// are more, the ones with the most connections (and, between equal
+// counts, the lowest addresses, so that the same ones are listed from
+// one interval to the next while the counts stay).
 func (sl *slots) heavyConns(dst []addrConns, limit int) []addrConns {
+	start := len(dst)
 	sl.mu.Lock()
-	defer sl.mu.Unlock()
 	for k, ip := range sl.heavy {
-		if len(dst) >= limit {
-			break
-		}
 		dst = append(dst, addrConns{k, ip.n})
+	}
+	sl.mu.Unlock()
+	if len(dst)-start > limit {
+		slices.SortFunc(dst[start:], func(a, b addrConns) int {
+			if c := cmp.Compare(b.n, a.n); c != 0 {
+				return c
+			}
+			if c := a.key.Addr().Compare(b.key.Addr()); c != 0 {
+				return c
+			}
+			return cmp.Compare(a.key.Bits(), b.key.Bits())
+		})
+		dst = dst[:start+max(limit, 0)]
 	}
 	return dst
 }

@@ -284,7 +284,7 @@ func serve(cfg config.Config, load func() (config.Config, error)) error {
 	}
 	if bridge != nil {
 		where = append(where, "node", cfg.Cluster.Node, "bus", cfg.Cluster.Subject,
-			"bus_url", cluster.RedactURL(cfg.Cluster.NATSURL), "bus_security", busOptions(cfg.Cluster).Security())
+			"bus_url", cluster.RedactURL(cfg.Cluster.NATSURL), "bus_security", busOptions(cfg).Security())
 	}
 	where = append(where, "verifier", verifier.Name())
 	if slack, err := threadSlack(); err == nil {
@@ -474,7 +474,7 @@ func checkCluster(cfg config.Config) error {
 	if cfg.Store.Backend != "postgres" {
 		errs = append(errs, errNotShared(cfg))
 	}
-	return errors.Join(append(errs, busOptions(cfg.Cluster).Check())...)
+	return errors.Join(append(errs, busOptions(cfg).Check())...)
 }
 
 // errSecurityAlone reports the bus's credentials or TLS files set without
@@ -495,9 +495,11 @@ func errSecurityAlone(c config.Cluster) error {
 	return fmt.Errorf("%s set but cluster.nats_url is not: this node would run alone, without the bus", strings.Join(set, ", "))
 }
 
-// busOptions returns the bridge's options for c (the node named by the
-// host name when c names none); newBridge adds the store and the log.
-func busOptions(c config.Cluster) cluster.Options {
+// busOptions returns the bridge's options for cfg's cluster section (the
+// node named by the host name when it names none), with the largest event
+// the relay accepts; newBridge adds the store and the log.
+func busOptions(cfg config.Config) cluster.Options {
+	c := cfg.Cluster
 	node := c.Node
 	if node == "" {
 		node, _ = os.Hostname()
@@ -509,6 +511,7 @@ func busOptions(c config.Cluster) cluster.Options {
 		CatchUpMargin: c.CatchUpMargin, HeartbeatInterval: c.HeartbeatInterval,
 		SilenceTimeout: c.SilenceTimeout, DedupWindow: c.DedupWindow, DedupMax: c.DedupMax,
 		PublishQueue: c.PublishQueue, ReconnectBuffer: c.ReconnectBuffer,
+		MaxEventBytes: cfg.Relay.Normalize().MaxEventBytes,
 	}
 }
 
@@ -533,7 +536,7 @@ func newBridge(cfg config.Config, st store.Store, log *slog.Logger) (*cluster.Br
 	if !ok {
 		return nil, errNotShared(cfg)
 	}
-	o := busOptions(c)
+	o := busOptions(cfg)
 	o.Feed, o.Logger = feed, log
 	return cluster.New(o) // its errors say "cluster:"
 }

@@ -193,3 +193,17 @@ func TestReloadKeys(t *testing.T) {
 		}
 	}
 }
+
+// TestBusOptionsMaxEvent: the bridge is told the largest event the relay
+// accepts (relay.max_event_bytes, its default when unset), which it
+// checks against the NATS server's max_payload at connect.
+func TestBusOptionsMaxEvent(t *testing.T) {
+	var cfg config.Config
+	if got := busOptions(cfg).MaxEventBytes; got != 65536 {
+		t.Fatalf("unset: %d, want the relay's default 65536", got)
+	}
+	cfg.Relay.MaxEventBytes = 300000
+	if got := busOptions(cfg).MaxEventBytes; got != 300000 {
+		t.Fatalf("set: %d, want 300000", got)
+	}
+}

@@ -51,6 +51,7 @@ type Bridge struct {
 	// What failed attempts to reach the bus and NATS's errors logged
 	// lately (onConnectFailed, onError).
 	failLog, errLog logLimit
+	payloadWarned   atomic.Int64 // the max_payload checkPayload last warned of
 
 	win *window
 	rm  *removals
@@ -240,6 +241,9 @@ func (b *Bridge) Start(deliver Deliver) error {
 	}
 	b.mu.Unlock()
 	close(b.checked)
+	if connected {
+		b.checkPayload(nc)
+	}
 	if unproven != nil {
 		b.log.Warn("cluster: subscription not confirmed by the bus; catching up from the store", "err", unproven)
 		b.kickCatchUp()
@@ -618,6 +622,9 @@ func (b *Bridge) onConnect(re bool) {
 	b.mu.Lock()
 	nc, outage := b.nc, b.outage
 	b.mu.Unlock()
+	if nc != nil {
+		b.checkPayload(nc)
+	}
 	if !re && !outage {
 		// NATS's callback for a first connect that Start saw succeed
 		// (and counted): it runs later, on NATS's goroutine, and must not
@@ -657,6 +664,24 @@ func (b *Bridge) onConnect(re bool) {
 		b.log.Info("cluster: bus connected; catching up", "since", time.Unix(0, since))
 		b.kickCatchUp()
 	}
+}
+
+// checkPayload warns, once for each max_payload a server tells, when the
+// NATS server nc is connected to cannot carry the largest event the
+// relay accepts in its envelope: such an event is not sent on the bus
+// (publish_drops), and the other nodes get it from the store when the
+// gap in this node's sequence makes them catch up, late.
+func (b *Bridge) checkPayload(nc *nats.Conn) {
+	if b.opts.MaxEventBytes <= 0 {
+		return
+	}
+	need := int64(len(appendEnvelope(nil, envEvent, b.origin, 0, 0, 0, nil)) + b.opts.MaxEventBytes)
+	mp := nc.MaxPayload()
+	if mp <= 0 || mp >= need || b.payloadWarned.Swap(mp) == mp {
+		return
+	}
+	b.log.Warn("cluster: the NATS server's max_payload is under the largest event this relay accepts; larger events reach the other nodes from the store, late (raise max_payload, or lower relay.max_event_bytes)",
+		"max_payload", mp, "needed", need)
 }
 
 // onDisconnect runs when the connection drops: the outage starts at the

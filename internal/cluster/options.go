@@ -68,6 +68,12 @@ type Options struct {
 	Feed store.Feed
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
+	// MaxEventBytes is the largest event the relay accepts
+	// (relay.max_event_bytes): a NATS server whose max_payload cannot
+	// carry it with its envelope gets a warning in the log at connect
+	// (such events reach the other nodes by their catch-up from the
+	// store, late). 0: not checked.
+	MaxEventBytes int
 
 	// CatchUpMargin is subtracted from the point a catch-up starts from.
 	// It must cover the longest time from a commit to the bus receiving

@@ -539,6 +539,49 @@ func TestBusShareTooLarge(t *testing.T) {
 	}
 }
 
+// TestBusMaxPayloadSmall: a node whose NATS server's max_payload (4 KB
+// here) cannot carry the largest event its relay accepts says so once
+// in its log at connect, and a node whose events fit says nothing; an
+// event past max_payload is not sent on the bus, yet reaches the other
+// node's subscriber, from the store, once.
+func TestBusMaxPayloadSmall(t *testing.T) {
+	skipWithoutNATS(t)
+	url := "nats://127.0.0.1:" + strconv.Itoa(startNATSConfig(t, "max_payload: 4096\n"))
+	subject, st := testSubject(t), sharedStore(t)
+	var logA, logB logBuffer
+	maxEvent := func(n int) func(*Options) { return func(o *Options) { o.MaxEventBytes = n } }
+	a := startNode(t, url, "a", subject, st, both(logTo(&logA), maxEvent(65536)))
+	b := startNode(t, url, "b", subject, st, both(logTo(&logB), maxEvent(4000)))
+	waitConnected(t, a, b)
+	const warning = "max_payload is under the largest event"
+	if n := strings.Count(logA.String(), warning); n != 1 {
+		t.Fatalf("a warned %d times, want once:\n%s", n, logA.String())
+	}
+	if !strings.Contains(logA.String(), "max_payload=4096") {
+		t.Fatalf("a's warning does not give max_payload:\n%s", logA.String())
+	}
+	if strings.Contains(logB.String(), warning) {
+		t.Fatalf("b warned with events that fit:\n%s", logB.String())
+	}
+
+	alice := relaytest.NewKey("max payload " + t.Name())
+	sub := subscribe(t, b, alice)
+	ev := alice.Note(strings.Repeat("large ", 1000)) // ~6 KB
+	if len(ev.Raw) <= 4096 {
+		t.Fatalf("the event is %d bytes, not past max_payload", len(ev.Raw))
+	}
+	relaytest.Dial(t, a.r.URL).MustPublish(ev)
+	sub.until(ev)
+	sub.fence(b, alice)
+	sub.exactlyOnce(ev)
+	if s := a.b.Stats(); s.Published != 0 || s.PublishDrops != 1 {
+		t.Fatalf("a published %d and dropped %d, want the event dropped from the bus", s.Published, s.PublishDrops)
+	}
+	if s := b.b.Stats(); s.CaughtUp < 1 {
+		t.Fatalf("b caught up %d events, want the large one from the store", s.CaughtUp)
+	}
+}
+
 // TestSecurity: what the start-up line says of a node's way to the bus,
 // without a secret.
 func TestSecurity(t *testing.T) {

@@ -2,6 +2,7 @@ package server
 
 import (
 	"errors"
+	"fmt"
 	"maps"
 	"math"
 	"net/netip"
@@ -424,5 +425,43 @@ func BenchmarkConnShareHeard(b *testing.B) {
 				b.Fatalf("%d addresses told of, want %d", got, maxConnShare)
 			}
 		})
+	}
+}
+
+// BenchmarkHeavyConns: what a tick pays to list the heavy addresses, with
+// N of them at the share (2 connections each, the cap 32): "all" lists
+// them all (a copy under the slots' lock, which accepts and closes
+// wait for), "cut" keeps maxConnShare of them (the copy, then a sort
+// outside the lock).
+func BenchmarkHeavyConns(b *testing.B) {
+	for _, n := range []int{maxConnShare, 10000} {
+		sl := newSlots(0, 32, 0)
+		sl.keepHeavy(heavyShare(32))
+		conns := make([]fakeConn, 2*n)
+		for i := range n {
+			a := netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)})
+			for j := range 2 {
+				if ok, _ := sl.acquire(&conns[2*i+j], a); !ok {
+					b.Fatal("acquire refused")
+				}
+			}
+		}
+		for _, v := range []struct {
+			name  string
+			limit int
+		}{{"all", n}, {"cut", min(n, maxConnShare)}} {
+			if v.name == "cut" && n <= maxConnShare {
+				continue
+			}
+			b.Run(fmt.Sprintf("%s/%d", v.name, n), func(b *testing.B) {
+				var buf []addrConns
+				for b.Loop() {
+					buf = sl.heavyConns(buf[:0], v.limit)
+				}
+				if len(buf) != v.limit {
+					b.Fatalf("%d listed, want %d", len(buf), v.limit)
+				}
+			})
+		}
 	}
 }

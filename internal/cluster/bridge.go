@@ -666,8 +666,9 @@ func (b *Bridge) onConnect(re bool) {
 	}
 }
 
-// checkPayload warns, once for each max_payload a server tells, when the
-// NATS server nc is connected to cannot carry the largest event the
+// checkPayload warns, at a connect whose server tells another max_payload
+// than the one warned of last (so once, however often it reconnects to
+// servers alike), when the NATS server nc is connected to cannot carry the largest event the
 // relay accepts in its envelope: such an event is not sent on the bus
 // (publish_drops), and the other nodes get it from the store when the
 // gap in this node's sequence makes them catch up, late.

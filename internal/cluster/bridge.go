@@ -450,8 +450,12 @@ func (b *Bridge) ShareLimit() int {
 	if mp <= 0 {
 		return 0
 	}
-	return max(int(mp)-binary.MaxVarintLen32-len(b.origin), 1)
+	return max(int(mp)-b.tagLen(), 1)
 }
+
+// tagLen is the most publishTagged puts before a message: the origin and
+// its length.
+func (b *Bridge) tagLen() int { return binary.MaxVarintLen32 + len(b.origin) }
 
 // OnRates implements relay.RateSharer: f is called with each message of
 // another node's rate-limit spending. Call it before Start.
@@ -521,7 +525,7 @@ func (b *Bridge) publishTagged(subject string, msg []byte) bool {
 	if nc == nil || !nc.IsConnected() {
 		return false
 	}
-	m := make([]byte, 0, binary.MaxVarintLen32+len(b.origin)+len(msg))
+	m := make([]byte, 0, b.tagLen()+len(msg))
 	m = binary.AppendUvarint(m, uint64(len(b.origin)))
 	m = append(append(m, b.origin...), msg...)
 	if err := nc.Publish(subject, m); err != nil {
@@ -666,17 +670,18 @@ func (b *Bridge) onConnect(re bool) {
 	}
 }
 
-// checkPayload warns, at a connect whose server tells another max_payload
-// than the one warned of last (so once, however often it reconnects to
-// servers alike), when the NATS server nc is connected to cannot carry the largest event the
-// relay accepts in its envelope: such an event is not sent on the bus
-// (publish_drops), and the other nodes get it from the store when the
-// gap in this node's sequence makes them catch up, late.
+// checkPayload warns when the NATS server nc is connected to cannot
+// carry the largest event the relay accepts in its envelope: such an
+// event is not sent on the bus (publish_drops), and the other nodes get
+// it from the store when the gap in this node's sequence makes them
+// catch up, late. It warns at a connect whose server tells another
+// max_payload than the one warned of last: once, however often the node
+// reconnects to servers alike.
 func (b *Bridge) checkPayload(nc *nats.Conn) {
 	if b.opts.MaxEventBytes <= 0 {
 		return
 	}
-	need := int64(len(appendEnvelope(nil, envEvent, b.origin, 0, 0, 0, nil)) + b.opts.MaxEventBytes)
+	need := int64(envelopeHeader(b.origin) + b.opts.MaxEventBytes)
 	mp := nc.MaxPayload()
 	if mp <= 0 || mp >= need || b.payloadWarned.Swap(mp) == mp {
 		return

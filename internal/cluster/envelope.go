@@ -61,10 +61,14 @@ func originHeader(name string, boot uint64, bootTime int64) []byte {
 	return binary.BigEndian.AppendUint64(b, uint64(bootTime))
 }
 
+// envelopeHeader is the length of an envelope's header for origin (an
+// originHeader): what a message holds besides the event.
+func envelopeHeader(origin []byte) int { return 4 + len(origin) + 24 }
+
 // appendEnvelope appends an envelope to dst. origin is an originHeader;
 // payload is empty for a heartbeat.
 func appendEnvelope(dst []byte, typ byte, origin []byte, seq uint64, sent int64, commit uint64, payload []byte) []byte {
-	h := 4 + len(origin) + 24
+	h := envelopeHeader(origin)
 	dst = append(dst, envVersion, typ, byte(h>>8), byte(h))
 	dst = append(dst, origin...)
 	dst = binary.BigEndian.AppendUint64(dst, seq)

@@ -184,9 +184,10 @@ func (r *Relay) shareRates() {
 			return
 		case <-t.C:
 		}
+		size := rateShareSize(r.rateShare.ShareLimit())
 		for _, rl := range rateLimits {
 			if l := rl.lim(&r.pol).Load(); l != nil {
-				for _, m := range l.Spent(rateShareSize(r.rateShare.ShareLimit())) {
+				for _, m := range l.Spent(size) {
 					r.rateShare.ShareRates(m)
 				}
 			}

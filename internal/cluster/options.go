@@ -220,36 +220,35 @@ func (o Options) checkSecurity() error {
 	bad := func(field, file string, err error) {
 		errs = append(errs, fmt.Errorf("%w: %s %s: %v", ErrOptions, field, file, err))
 	}
+	// read checks a file given in field with check, if one is given.
+	read := func(field, file string, check func([]byte) error) {
+		if file == "" {
+			return
+		}
+		b, err := os.ReadFile(file)
+		if err == nil {
+			err = check(b)
+		}
+		if err != nil {
+			bad(field, file, err)
+		}
+	}
 	if o.Credentials != "" && o.NKeySeed != "" {
 		errs = append(errs, fmt.Errorf("%w: give credentials or an nkey seed, not both", ErrOptions))
 	}
-	if f := o.Credentials; f != "" {
-		if b, err := os.ReadFile(f); err != nil {
-			bad("credentials", f, err)
-		} else if _, err := nkeys.ParseDecoratedJWT(b); err != nil {
-			bad("credentials", f, err)
-		} else if kp, err := nkeys.ParseDecoratedUserNKey(b); err != nil {
-			bad("credentials", f, fmt.Errorf("no user nkey seed: %v", err))
-		} else {
-			kp.Wipe()
+	read("credentials", o.Credentials, func(b []byte) error {
+		if _, err := nkeys.ParseDecoratedJWT(b); err != nil {
+			return err
 		}
-	}
-	if f := o.NKeySeed; f != "" {
-		if b, err := os.ReadFile(f); err != nil {
-			bad("nkey seed", f, err)
-		} else if kp, err := nkeys.ParseDecoratedUserNKey(b); err != nil {
-			bad("nkey seed", f, fmt.Errorf("not a user nkey seed: %v", err))
-		} else {
-			kp.Wipe()
+		return userSeed(b, "no user nkey seed")
+	})
+	read("nkey seed", o.NKeySeed, func(b []byte) error { return userSeed(b, "not a user nkey seed") })
+	read("TLS CA", o.TLSCA, func(b []byte) error {
+		if !x509.NewCertPool().AppendCertsFromPEM(b) {
+			return errors.New("no PEM certificate in it")
 		}
-	}
-	if f := o.TLSCA; f != "" {
-		if b, err := os.ReadFile(f); err != nil {
-			bad("TLS CA", f, err)
-		} else if !x509.NewCertPool().AppendCertsFromPEM(b) {
-			bad("TLS CA", f, errors.New("no PEM certificate in it"))
-		}
-	}
+		return nil
+	})
 	switch {
 	case (o.TLSCert == "") != (o.TLSKey == ""):
 		errs = append(errs, fmt.Errorf("%w: a TLS client certificate needs its key, and a key its certificate", ErrOptions))
@@ -259,6 +258,17 @@ func (o Options) checkSecurity() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// userSeed checks that b holds a user nkey seed (alone or in a
+// credentials file), saying what instead when it does not.
+func userSeed(b []byte, what string) error {
+	kp, err := nkeys.ParseDecoratedUserNKey(b)
+	if err != nil {
+		return fmt.Errorf("%s: %v", what, err)
+	}
+	kp.Wipe()
+	return nil
 }
 
 // natsSecurity returns the NATS options for o's credentials and TLS

@@ -283,8 +283,9 @@ func serve(cfg config.Config, load func() (config.Config, error)) error {
 		where = append(where, "schema", cfg.Store.PostgresSchema)
 	}
 	if bridge != nil {
-		where = append(where, "node", cfg.Cluster.Node, "bus", cfg.Cluster.Subject,
-			"bus_url", cluster.RedactURL(cfg.Cluster.NATSURL), "bus_security", busOptions(cfg).Security())
+		bo := busOptions(cfg) // the node's name as the bus has it (the host name when unset)
+		where = append(where, "node", bo.Node, "bus", bo.Subject,
+			"bus_url", cluster.RedactURL(bo.URL), "bus_security", bo.Security())
 	}
 	where = append(where, "verifier", verifier.Name())
 	if slack, err := threadSlack(); err == nil {

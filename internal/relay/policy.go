@@ -355,6 +355,13 @@ func (r *Relay) refreshPolicy(every time.Duration) {
 				case <-time.After(wait):
 				}
 			}
+			// Hints that came during the wait are answered by the
+			// reading that follows: without this, one of them would
+			// start another reading 100 ms after it.
+			select {
+			case <-r.policyKick:
+			default:
+			}
 			lastKick = time.Now()
 		}
 		ctx, cancel := context.WithTimeout(r.ctx, 30*time.Second)

@@ -40,30 +40,47 @@ func skipWithoutPopulate(t *testing.T) {
 	}
 }
 
-var hold [][]byte
+// freshMapping maps n bytes of anonymous memory, read-write, untouched,
+// unmapped when the test ends. Go's heap is not used for this: a large
+// allocation may land on pages the heap touched or populated before
+// (mapHeap's own, from an earlier test or run), which made these tests
+// fail on one guest ("resident already: the test cannot tell").
+func freshMapping(t *testing.T, n uintptr) uintptr {
+	t.Helper()
+	m, err := syscall.Mmap(-1, 0, int(n), syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_ANON)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Munmap(m) })
+	// Page by page, also where transparent huge pages are "always": a
+	// write fault there may map 2 MiB at once.
+	if err := syscall.Madvise(m, syscall.MADV_NOHUGEPAGE); err != nil {
+		t.Fatalf("madvise NOHUGEPAGE: %v", err)
+	}
+	start := uintptr(unsafe.Pointer(&m[0]))
+	if got := resident(t, start, n); got != 0 {
+		t.Fatalf("%d pages of a fresh mapping resident: the test cannot tell", got)
+	}
+	return start
+}
 
-// TestHeap: populate maps heap memory that was not mapped (a large
-// allocation, which fresh memory from the kernel serves untouched), and
-// mapHeap maps the range above its own allocation, up to heapAhead or
-// the end of the heap's mapping.
+// TestHeap: populate maps memory that was not mapped (anonymous and
+// private, as the heap's is), and mapHeap maps the heap from its
+// frontier up to heapAhead or the end of the heap's mapping.
 func TestHeap(t *testing.T) {
 	skipWithoutPopulate(t)
 	page := uintptr(syscall.Getpagesize())
-	big := make([]byte, 4*heapAhead)
-	hold = append(hold, big) // never freed: its pages are never reused
-	start := uintptr(unsafe.Pointer(&big[0])) &^ (page - 1)
+	start := freshMapping(t, 4*heapAhead)
 	pages := int(heapAhead / page)
-	before := resident(t, start, heapAhead)
-	if before == pages {
-		t.Fatalf("a fresh 4 MiB allocation at %#x was resident already: the test cannot tell", start)
-	}
 	if err := populate(start, heapAhead); err != nil {
 		t.Fatalf("populate: %v", err)
 	}
 	if got := resident(t, start, heapAhead); got != pages {
 		t.Errorf("after populate, %d of %d pages from %#x resident, want all", got, pages, start)
 	}
-	t.Logf("populate mapped %d pages at %#x, of which %d were resident before", pages, start, before)
+	if got := resident(t, start+heapAhead, heapAhead); got != 0 {
+		t.Errorf("populate mapped %d pages past its range", got)
+	}
 
 	start, err := mapHeap()
 	end := min(start+heapAhead, mappingEnd(t, start))
@@ -78,42 +95,35 @@ func TestHeap(t *testing.T) {
 // TestTopUp: when init's mapping stopped short (topUpFrom set), topUp
 // maps from the frontier what is left of heapAhead counted from where
 // init started, once; nothing when the heap has used heapAhead since, or
-// when init's mapping was whole.
+// when init's mapping was whole. The frontier here is the start of a
+// fresh mapping: topUp only counts from it and populates.
 func TestTopUp(t *testing.T) {
 	skipWithoutPopulate(t)
 	page := uintptr(syscall.Getpagesize())
-	fresh := func() uintptr {
-		// Past its first heapAhead: init mapped up to heapAhead from a
-		// frontier at or below the allocation.
-		big := make([]byte, 3*heapAhead)
-		hold = append(hold, big)
-		start := (uintptr(unsafe.Pointer(&big[heapAhead])) + page - 1) &^ (page - 1)
-		if got := resident(t, start, heapAhead); got != 0 {
-			t.Fatalf("%d pages of a fresh allocation resident: the test cannot tell", got)
-		}
-		return start
-	}
 	defer func() { topUpFrom = 0 }()
 
-	f := fresh()
+	f := freshMapping(t, 2*heapAhead)
 	used := uintptr(heapAhead / 4)
 	topUpFrom = f - used // init started a quarter of heapAhead below
 	topUp(f)
 	want := int((heapAhead - used) / page)
-	if got := resident(t, f, heapAhead); got != want {
+	if got := resident(t, f, 2*heapAhead); got != want {
 		t.Errorf("after topUp, %d pages resident from the frontier, want %d (heapAhead less what was used)", got, want)
+	}
+	if got := resident(t, f, heapAhead-used); got != want {
+		t.Errorf("after topUp, %d of the %d pages next to the frontier resident, want all", got, want)
 	}
 	if topUpFrom != 0 {
 		t.Error("topUp left its start set")
 	}
-	f = fresh()
+	f = freshMapping(t, 2*heapAhead)
 	topUp(f) // once only
-	if got := resident(t, f, heapAhead); got != 0 {
+	if got := resident(t, f, 2*heapAhead); got != 0 {
 		t.Errorf("a second topUp mapped %d pages", got)
 	}
 	topUpFrom = f - heapAhead // the heap used heapAhead since init
 	topUp(f)
-	if got := resident(t, f, heapAhead); got != 0 {
+	if got := resident(t, f, 2*heapAhead); got != 0 {
 		t.Errorf("topUp past heapAhead mapped %d pages", got)
 	}
 }

@@ -242,6 +242,9 @@ func (b *Bridge) Start(deliver Deliver) error {
 	b.mu.Unlock()
 	close(b.checked)
 	if connected {
+		// Before Start returns, so that the warning comes with the
+		// start-up lines; the connect callback's own check of this
+		// server is then a no-op (checkPayload warns once a value).
 		b.checkPayload(nc)
 	}
 	if unproven != nil {

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/klauspost/compress/flate"
@@ -406,6 +407,12 @@ func readUpgrade(r io.Reader, buf []byte, key string) (deflate bool, rest []byte
 			break
 		}
 		if err != nil {
+			if n == 0 && (errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET)) {
+				// What a connection cap looks like from here: petrel
+				// closes a connection past max_connections_per_ip or
+				// max_connections at accept, before reading a byte.
+				return false, nil, fmt.Errorf("reading the upgrade response: the relay closed the connection without answering (petrel does so past max_connections_per_ip or max_connections): %w", err)
+			}
 			return false, nil, fmt.Errorf("reading the upgrade response: %w", err)
 		}
 	}

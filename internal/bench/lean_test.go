@@ -9,7 +9,9 @@ import (
 	"net"
 	"os"
 	"strings"
+	"syscall"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"github.com/klauspost/compress/flate"
@@ -184,8 +186,22 @@ func TestReadUpgrade(t *testing.T) {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
-	if _, _, err := readUpgrade(strings.NewReader(ok), buf, key); err == nil || errors.Is(err, ErrHandshake) {
+	if _, _, err := readUpgrade(strings.NewReader(ok), buf, key); err == nil || errors.Is(err, ErrHandshake) || strings.Contains(err.Error(), "without answering") {
 		t.Errorf("truncated: %v", err)
+	}
+	// Closed before a byte (a relay's connection cap): said so, the
+	// cause kept.
+	for name, r := range map[string]io.Reader{
+		"eof":   strings.NewReader(""),
+		"reset": iotest.ErrReader(&net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", syscall.ECONNRESET)}),
+	} {
+		_, _, err := readUpgrade(r, buf, key)
+		if err == nil || !strings.Contains(err.Error(), "closed the connection without answering") || errors.Is(err, ErrHandshake) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	if _, _, err := readUpgrade(strings.NewReader(""), buf, key); !errors.Is(err, io.EOF) {
+		t.Errorf("closed unanswered: %v does not wrap io.EOF", err)
 	}
 	// The header must fit the buffer: at its size accepted, one past refused.
 	pad := func(total int) string {

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/petrel-relay/petrel/internal/cli"
 	"github.com/petrel-relay/petrel/internal/relaytest"
 )
 
@@ -125,7 +126,7 @@ func TestBackupOnline(t *testing.T) {
 	}
 	c.Close()
 	stop()
-	if _, err := os.Lstat(controlSocketPath(data)); !errors.Is(err, fs.ErrNotExist) {
+	if _, err := os.Lstat(cli.ControlSocketPath(data)); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("the control socket outlived serve: %v", err)
 	}
 	if n := len(storedRaws(t, dest1)); n != 30 {
@@ -135,7 +136,7 @@ func TestBackupOnline(t *testing.T) {
 		t.Fatalf("second backup holds %d events, want %d", n, len(evs))
 	}
 	// A socket nobody serves (serve died): backup opens the store itself.
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: controlSocketPath(data), Net: "unix"})
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: cli.ControlSocketPath(data), Net: "unix"})
 	if err != nil {
 		t.Fatal(err)
 	}

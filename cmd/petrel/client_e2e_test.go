@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io/fs"
 	"maps"
 	"net"
 	"os"
@@ -21,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/petrel-relay/petrel/internal/cli"
 	"github.com/petrel-relay/petrel/internal/nip19"
 	"github.com/petrel-relay/petrel/internal/nostr"
 	"github.com/petrel-relay/petrel/internal/relaytest"
@@ -86,19 +88,19 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// cli runs the binary with stdin and returns stdout, stderr and whether
+// cliBin runs the binary with stdin and returns stdout, stderr and whether
 // it exited 0.
-type cli struct {
+type cliBin struct {
 	t   *testing.T
 	bin string
 	env []string
 }
 
-func newCLI(t *testing.T) *cli {
-	return &cli{t: t, bin: petrelBin(t), env: append(os.Environ(), "PETREL_CONFIG=", secretEnv+"=")}
+func newCLI(t *testing.T) *cliBin {
+	return &cliBin{t: t, bin: petrelBin(t), env: append(os.Environ(), "PETREL_CONFIG=", cli.SecretEnv+"=")}
 }
 
-func (c *cli) run(stdin string, args ...string) (stdout, stderr string, ok bool) {
+func (c *cliBin) run(stdin string, args ...string) (stdout, stderr string, ok bool) {
 	c.t.Helper()
 	cmd := exec.Command(c.bin, args...)
 	cmd.Env = c.env
@@ -115,7 +117,7 @@ func (c *cli) run(stdin string, args ...string) (stdout, stderr string, ok bool)
 }
 
 // must runs and fails the test unless the command succeeds.
-func (c *cli) must(stdin string, args ...string) string {
+func (c *cliBin) must(stdin string, args ...string) string {
 	c.t.Helper()
 	out, errOut, ok := c.run(stdin, args...)
 	if !ok {
@@ -126,7 +128,7 @@ func (c *cli) must(stdin string, args ...string) string {
 
 // fails runs and fails the test unless the command exits non-zero with
 // one stderr line containing want.
-func (c *cli) fails(want string, stdin string, args ...string) string {
+func (c *cliBin) fails(want string, stdin string, args ...string) string {
 	c.t.Helper()
 	out, errOut, ok := c.run(stdin, args...)
 	if ok || !strings.Contains(errOut, want) {
@@ -285,8 +287,9 @@ func TestClientOffline(t *testing.T) {
 
 // serveRelay is a petrel serve process the client commands talk to.
 type serveRelay struct {
-	URL  string // ws://
-	Data string // its data directory
+	URL  string      // ws://
+	Data string      // its data directory
+	Proc *os.Process // the serve process
 }
 
 // HTTPURL returns the relay's http:// URL.
@@ -300,7 +303,7 @@ func (r serveRelay) HTTPURL() string { return "http://" + strings.TrimPrefix(r.U
 // and an epoll registration outlives its close while a forked child still
 // holds the descriptor, so under load a reused descriptor number can be
 // served the old connection's events.
-func startServe(t *testing.T, c *cli, data string, env ...string) serveRelay {
+func startServe(t *testing.T, c *cliBin, data string, env ...string) serveRelay {
 	t.Helper()
 	if data == "" {
 		data = filepath.Join(t.TempDir(), "data")
@@ -319,7 +322,7 @@ func startServe(t *testing.T, c *cli, data string, env ...string) serveRelay {
 	re := regexp.MustCompile(`url=(ws://[0-9.:]+)`)
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 		if m := re.FindStringSubmatch(logs.String()); m != nil {
-			return serveRelay{URL: m[1], Data: data}
+			return serveRelay{URL: m[1], Data: data, Proc: serve.Process}
 		}
 	}
 	t.Fatalf("serve did not start:\n%s", logs.String())
@@ -519,7 +522,7 @@ func TestSyncAuthCLI(t *testing.T) {
 		t.Fatalf("sync without --auth saved %q", got)
 	}
 	withKey := *c
-	withKey.env = append(slices.Clip(c.env), secretEnv+"="+alice.SK.Hex())
+	withKey.env = append(slices.Clip(c.env), cli.SecretEnv+"="+alice.SK.Hex())
 	if out := withKey.must("", "sync", ra.URL, "--data", data, "-q", "--auth"); !strings.Contains(out, "downloaded 3/3") {
 		t.Fatalf("sync --auth: %q", out)
 	}
@@ -605,7 +608,8 @@ func TestClientStore(t *testing.T) {
 	check("store opened by the command")
 	c.fails("no petrel store there", "", "req", "--store", filepath.Join(dir, "none"))
 
-	url := startServe(t, c, data).URL
+	srv := startServe(t, c, data)
+	url := srv.URL
 	check("through the running serve")
 	// What serve stores is seen at once.
 	late := k.Event(2, "late", nil, fixtureBase+100)
@@ -615,4 +619,89 @@ func TestClientStore(t *testing.T) {
 	}
 	// A bad filter is refused by the relay's parser with a clear line.
 	c.fails("--limit -1", "", "req", "--store", data, "-l", "-1")
+
+	// A relay killed leaves its socket behind: the command opens the
+	// store itself (package early leaves the run to main, which links
+	// the store engine).
+	if err := srv.Proc.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_, _ = srv.Proc.Wait()
+	if fi, err := os.Lstat(filepath.Join(data, cli.ControlSocketName)); err != nil || fi.Mode()&fs.ModeSocket == 0 {
+		t.Fatalf("the killed relay's socket: %v", err)
+	}
+	if got := lines(c.must("", "req", "--store", data, "-l", "1")); len(got) != 1 || got[0] != string(late.Raw) {
+		t.Fatalf("req --store beside a dead relay's socket: %q", got)
+	}
+}
+
+// initialised runs the binary with args and returns the packages Go
+// initialised before it exited (GODEBUG=inittrace=1 prints a line for
+// each).
+func (c *cliBin) initialised(stdin string, args ...string) map[string]bool {
+	c.t.Helper()
+	cmd := exec.Command(c.bin, args...)
+	cmd.Env = append(slices.Clip(c.env), "GODEBUG=inittrace=1")
+	cmd.Stdin = strings.NewReader(stdin)
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	if err := cmd.Run(); err != nil {
+		c.t.Fatalf("%v: %v\n%s", args, err, errb.String())
+	}
+	pkgs := map[string]bool{}
+	for line := range strings.Lines(errb.String()) {
+		if f := strings.Fields(line); len(f) > 1 && f[0] == "init" {
+			pkgs[f[1]] = true
+		}
+	}
+	return pkgs
+}
+
+// A client command runs before the relay's packages are initialised
+// (internal/cli/early); the relay's commands, petrel's help, and req
+// --store where no relay serves the store, run from main after every
+// package.
+func TestClientCommandsRunEarly(t *testing.T) {
+	c := newCLI(t)
+	const (
+		cliPkg   = "github.com/petrel-relay/petrel/internal/cli"
+		relayPkg = "github.com/petrel-relay/petrel/internal/server"
+		storePkg = "github.com/petrel-relay/petrel/internal/store/pebble"
+	)
+	sk := c.must("", "key", "generate")
+	data := filepath.Join(t.TempDir(), "data")
+	early := [][]string{
+		{"version"},
+		{"--version"},
+		{"key", "generate"},
+		{"key", "public", strings.TrimSpace(sk)},
+		{"encode", "note", strings.Repeat("ab", 32)},
+		{"key", "--help"},
+	}
+	for _, args := range early {
+		got := c.initialised("", args...)
+		if !got[cliPkg] || got[relayPkg] || got[storePkg] || got["main"] {
+			t.Errorf("%v: cli initialised %v, server %v, store %v, main %v; want only cli", args, got[cliPkg], got[relayPkg], got[storePkg], got["main"])
+		}
+	}
+	openStoreAt(t, data).Close()
+	for _, args := range [][]string{
+		{"--help"},
+		{"serve", "--check"},
+		{"req", "--store", data},
+		{"count", "--store=" + data},
+	} {
+		got := c.initialised("", args...)
+		if !got[relayPkg] || !got[storePkg] || !got["main"] {
+			t.Errorf("%v: server %v, store %v, main %v initialised; want all", args, got[relayPkg], got[storePkg], got["main"])
+		}
+	}
+	// With a relay serving the store, req and count --store ask it
+	// through the control socket, early.
+	startServe(t, c, data)
+	for _, args := range [][]string{{"req", "--store", data}, {"count", "--store=" + data}} {
+		if got := c.initialised("", args...); got[storePkg] || got["main"] {
+			t.Errorf("%v beside a running relay: store %v, main %v initialised; want neither", args, got[storePkg], got["main"])
+		}
+	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/petrel-relay/petrel/internal/cli"
 	"github.com/petrel-relay/petrel/internal/store/pebble"
 )
 
@@ -106,7 +107,7 @@ func runCompactCmd(ctx context.Context, f *compactFlags, stdout, stderr io.Write
 	if err != nil {
 		return err
 	}
-	ctx, stop := interruptible(ctx)
+	ctx, stop := cli.Interruptible(ctx)
 	defer stop()
 	bar := newBar(stderr, f.quiet, "compacting", -1, false)
 	tick := make(chan struct{})

@@ -24,16 +24,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/petrel-relay/petrel/internal/cli"
 	"github.com/petrel-relay/petrel/internal/config"
 	"github.com/petrel-relay/petrel/internal/store/pebble"
 )
-
-// controlSocketName is the control socket's name in the data directory.
-const controlSocketName = "petrel.sock"
-
-func controlSocketPath(storePath string) string {
-	return filepath.Join(storePath, controlSocketName)
-}
 
 // controlServer serves the control socket.
 type controlServer struct {
@@ -46,7 +40,7 @@ type controlServer struct {
 // (a path too long for a Unix socket, say) the relay runs as before and
 // petrel backup needs it stopped: a warning says so.
 func startControl(cfg config.Config, log *slog.Logger, st *pebble.Store) *controlServer {
-	path := controlSocketPath(cfg.Store.Path)
+	path := cli.ControlSocketPath(cfg.Store.Path)
 	// A socket left by a serve that died: the store's lock, which this
 	// process holds, says no other serve uses this directory.
 	if fi, err := os.Lstat(path); err == nil && fi.Mode()&fs.ModeSocket != 0 {
@@ -91,11 +85,6 @@ type backupRequest struct {
 	Verify bool   `json:"verify"`
 }
 
-// controlError is the body of a refused control request.
-type controlError struct {
-	Error string `json:"error"`
-}
-
 func (c *controlServer) backup(w http.ResponseWriter, r *http.Request, cfg config.Config, log *slog.Logger, st *pebble.Store) {
 	reply := func(code int, v any) {
 		w.Header().Set("Content-Type", "application/json")
@@ -104,17 +93,17 @@ func (c *controlServer) backup(w http.ResponseWriter, r *http.Request, cfg confi
 	}
 	var req backupRequest
 	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<16)).Decode(&req); err != nil || !filepath.IsAbs(req.Dest) {
-		reply(http.StatusBadRequest, controlError{"want {\"dest\": an absolute path, \"verify\": bool}"})
+		reply(http.StatusBadRequest, cli.ControlError{Error: "want {\"dest\": an absolute path, \"verify\": bool}"})
 		return
 	}
 	if !c.mu.TryLock() {
-		reply(http.StatusConflict, controlError{"another backup is running"})
+		reply(http.StatusConflict, cli.ControlError{Error: "another backup is running"})
 		return
 	}
 	defer c.mu.Unlock()
 	res, err := liveBackup(r.Context(), cfg, log, st, req.Dest, req.Verify)
 	if err != nil {
-		reply(http.StatusInternalServerError, controlError{err.Error()})
+		reply(http.StatusInternalServerError, cli.ControlError{Error: err.Error()})
 		return
 	}
 	log.Info("backup written", "dest", res.Dest, "bytes", res.Bytes, "seconds", res.Seconds)
@@ -151,7 +140,7 @@ func liveBackup(ctx context.Context, cfg config.Config, log *slog.Logger, st *pe
 // socket. served is false when no relay answers on it (no socket, or one
 // a stopped relay left behind): the caller then opens the store itself.
 func askBackup(ctx context.Context, storePath, dest string, verify bool) (res backupResult, served bool, err error) {
-	path := controlSocketPath(storePath)
+	path := cli.ControlSocketPath(storePath)
 	if fi, err := os.Lstat(path); err != nil || fi.Mode()&fs.ModeSocket == 0 {
 		return res, false, nil
 	}
@@ -176,7 +165,7 @@ func askBackup(ctx context.Context, storePath, dest string, verify bool) (res ba
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		var ce controlError
+		var ce cli.ControlError
 		if json.NewDecoder(resp.Body).Decode(&ce) != nil || ce.Error == "" {
 			ce.Error = resp.Status
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
+	"github.com/petrel-relay/petrel/internal/cli"
 	"github.com/petrel-relay/petrel/internal/nostr"
 	"github.com/petrel-relay/petrel/internal/store"
 )
@@ -119,7 +120,7 @@ func runDeleteCmd(ctx context.Context, f *deleteFlags, stdin io.Reader, stdout, 
 		return err
 	}
 	defer st.Close()
-	ctx, stop := interruptible(ctx)
+	ctx, stop := cli.Interruptible(ctx)
 	defer stop()
 
 	o := deleteOptions{DryRun: f.dryRun, Batch: f.batch}

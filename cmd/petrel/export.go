@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/petrel-relay/petrel/internal/cli"
 	"github.com/petrel-relay/petrel/internal/nostr"
 	"github.com/petrel-relay/petrel/internal/store"
 )
@@ -119,7 +120,7 @@ func runExportCmd(ctx context.Context, f *exportFlags, stdout, stderr io.Writer)
 	if err != nil {
 		return err
 	}
-	ctx, stop := interruptible(ctx)
+	ctx, stop := cli.Interruptible(ctx)
 	defer stop()
 	var total int64 = -1
 	if !f.quiet && isTerminal(stderr) && !anyLimit(filters) {
@@ -178,7 +179,7 @@ type serveSource struct{ dir string }
 // running reports whether a relay answers on dir's control socket (a
 // socket file left by a relay that died takes no connection).
 func (s serveSource) running() bool {
-	path := controlSocketPath(s.dir)
+	path := cli.ControlSocketPath(s.dir)
 	if fi, err := os.Lstat(path); err != nil || fi.Mode()&fs.ModeSocket == 0 {
 		return false
 	}
@@ -192,8 +193,8 @@ func (s serveSource) running() bool {
 
 func (s serveSource) count(ctx context.Context, filters []nostr.Filter) (int64, error) {
 	var n int64
-	served, err := askControlQuery(ctx, s.dir, filters, queryRequest{Count: true}, func(line []byte) error {
-		var a countAnswer
+	served, err := cli.AskControlQuery(ctx, s.dir, filters, cli.QueryRequest{Count: true}, func(line []byte) error {
+		var a cli.CountAnswer
 		if err := json.Unmarshal(line, &a); err != nil {
 			return fmt.Errorf("the running relay's answer: %w", err)
 		}
@@ -209,7 +210,7 @@ func (s serveSource) count(ctx context.Context, filters []nostr.Filter) (int64, 
 func (s serveSource) export(ctx context.Context, w io.Writer, filters []nostr.Filter, o exportOptions) (exportResult, error) {
 	start := time.Now()
 	var res exportResult
-	served, err := askControlQuery(ctx, s.dir, filters, queryRequest{OldestFirst: o.OldestFirst}, func(line []byte) error {
+	served, err := cli.AskControlQuery(ctx, s.dir, filters, cli.QueryRequest{OldestFirst: o.OldestFirst}, func(line []byte) error {
 		if _, err := w.Write(line); err != nil {
 			return err
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/petrel-relay/petrel/internal/cli"
 	"github.com/petrel-relay/petrel/internal/importer"
 	"github.com/petrel-relay/petrel/internal/nostr"
 )
@@ -126,7 +127,7 @@ func runImportCmd(ctx context.Context, f *importFlags, path string, stdin io.Rea
 	}
 	bar.b = newBar(stderr, f.quiet, "importing", size, true)
 
-	ctx, stop := interruptible(ctx)
+	ctx, stop := cli.Interruptible(ctx)
 	defer stop()
 	res, err := importer.Run(ctx, st, in, importer.Options{
 		NoVerify:  f.noVerify,

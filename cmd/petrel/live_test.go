@@ -11,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/cobra"
+
+	"github.com/petrel-relay/petrel/internal/cli"
 	"github.com/petrel-relay/petrel/internal/relaytest"
 )
 
@@ -87,7 +90,7 @@ func TestToolsOnRunningServe(t *testing.T) {
 		case "export":
 			cmd = exportCmd
 		case "count":
-			cmd = countCmd
+			cmd = func() *cobra.Command { return cli.Command("count") }
 		}
 		out, errOut, err := runTool(t, cmd, "", args[1:]...)
 		if err != nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/petrel-relay/petrel/internal/cli"
 	"github.com/petrel-relay/petrel/internal/config"
 	"github.com/petrel-relay/petrel/internal/nostr"
 	"github.com/petrel-relay/petrel/internal/store"
@@ -236,7 +237,7 @@ func runMigrateCmd(ctx context.Context, f *migrateFlags, stdout, stderr io.Write
 	if err != nil {
 		return fmt.Errorf("--to: %w", err)
 	}
-	ctx, stop := interruptible(ctx)
+	ctx, stop := cli.Interruptible(ctx)
 	defer stop()
 	o := migrateOptions{Batch: f.batch, Force: f.force}
 	var bar progressBar

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/petrel-relay/petrel/internal/cli"
 	"github.com/petrel-relay/petrel/internal/nostr"
 	"github.com/petrel-relay/petrel/internal/stream"
 )
@@ -19,7 +20,7 @@ func init() { extraCommands = append(extraCommands, routerCmd) }
 // routerFlags are the flags of `petrel router`.
 type routerFlags struct {
 	common  commonFlags
-	auth    authFlags
+	auth    cli.AuthFlags
 	jsonOut bool
 }
 
@@ -53,7 +54,7 @@ array).`,
 		},
 	}
 	f.common.register(cmd)
-	f.auth.register(cmd)
+	f.auth.Register(cmd)
 	_ = cmd.Flags().MarkHidden("data") // no store is opened
 	cmd.Flags().BoolVar(&f.jsonOut, "json", false, "print the final counters as a JSON array")
 	return cmd
@@ -75,7 +76,7 @@ func routerStreams(path, local string, sk *nostr.SecretKey, log *slog.Logger) ([
 	if err != nil {
 		return nil, err
 	}
-	opts, err := rc.Streams(local, relayURL, log)
+	opts, err := rc.Streams(local, cli.RelayURL, log)
 	if err != nil {
 		return nil, err
 	}
@@ -86,7 +87,7 @@ func routerStreams(path, local string, sk *nostr.SecretKey, log *slog.Logger) ([
 }
 
 func runRouter(ctx context.Context, f *routerFlags, path string, stdout io.Writer) error {
-	sk, err := f.auth.authKey()
+	sk, err := f.auth.AuthKey()
 	if err != nil {
 		return err
 	}
@@ -101,7 +102,7 @@ func runRouter(ctx context.Context, f *routerFlags, path string, stdout io.Write
 	if err != nil {
 		return err
 	}
-	ctx, stop := interruptible(ctx)
+	ctx, stop := cli.Interruptible(ctx)
 	defer stop()
 	r := stream.NewRouter(ctx, log)
 	if _, _, _, err := r.Apply(opts); err != nil {

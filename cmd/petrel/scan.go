@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/petrel-relay/petrel/internal/cli"
 	"github.com/petrel-relay/petrel/internal/nostr"
 	"github.com/petrel-relay/petrel/internal/store"
 	"github.com/petrel-relay/petrel/internal/store/pebble"
@@ -219,8 +220,8 @@ func scanEvents(ctx context.Context, st store.Store, w io.Writer, filters []nost
 // there.
 func scanThroughServe(ctx context.Context, f *scanFlags, dir string, filters []nostr.Filter, stdout, stderr io.Writer) (served bool, err error) {
 	if f.explain {
-		served, err := askControlQuery(ctx, dir, filters, queryRequest{Explain: true, Count: f.count}, func(line []byte) error {
-			var a explainAnswer
+		served, err := cli.AskControlQuery(ctx, dir, filters, cli.QueryRequest{Explain: true, Count: f.count}, func(line []byte) error {
+			var a cli.ExplainAnswer
 			if err := json.Unmarshal(line, &a); err != nil {
 				return fmt.Errorf("the running relay's answer: %w", err)
 			}
@@ -234,8 +235,8 @@ func scanThroughServe(ctx context.Context, f *scanFlags, dir string, filters []n
 	start := time.Now()
 	var n int64
 	if f.count {
-		served, err = askControlQuery(ctx, dir, filters, queryRequest{Count: true}, func(line []byte) error {
-			var a countAnswer
+		served, err = cli.AskControlQuery(ctx, dir, filters, cli.QueryRequest{Count: true}, func(line []byte) error {
+			var a cli.CountAnswer
 			if err := json.Unmarshal(line, &a); err != nil {
 				return fmt.Errorf("the running relay's answer: %w", err)
 			}
@@ -245,7 +246,7 @@ func scanThroughServe(ctx context.Context, f *scanFlags, dir string, filters []n
 		})
 	} else {
 		bw := bufio.NewWriterSize(stdout, 64<<10)
-		served, err = askControlQuery(ctx, dir, filters, queryRequest{IDs: f.ids}, func(line []byte) error {
+		served, err = cli.AskControlQuery(ctx, dir, filters, cli.QueryRequest{IDs: f.ids}, func(line []byte) error {
 			n++
 			bw.Write(line)
 			return bw.WriteByte('\n')

@@ -17,6 +17,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/petrel-relay/petrel/internal/cli"
 	"github.com/petrel-relay/petrel/internal/cluster"
 	"github.com/petrel-relay/petrel/internal/config"
 	"github.com/petrel-relay/petrel/internal/nostr"
@@ -262,7 +263,7 @@ func serve(cfg config.Config, load func() (config.Config, error)) error {
 			return fmt.Errorf("cluster: %w", err)
 		}
 	}
-	srv, err := server.New(cfg.Server, server.Options{Relay: rl, Logger: log, Version: buildVersion()})
+	srv, err := server.New(cfg.Server, server.Options{Relay: rl, Logger: log, Version: cli.BuildVersion()})
 	if err != nil {
 		st.Close()
 		return err
@@ -272,7 +273,7 @@ func serve(cfg config.Config, load func() (config.Config, error)) error {
 		return err
 	}
 	var ctl *controlServer
-	where := []any{"url", srv.URL(), "version", buildVersion(), "store", cfg.Store.Backend}
+	where := []any{"url", srv.URL(), "version", cli.BuildVersion(), "store", cfg.Store.Backend}
 	if ps, ok := st.(*pebble.Store); ok {
 		ctl = startControl(cfg, log, ps)
 		where = append(where, "path", cfg.Store.Path)

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/petrel-relay/petrel/internal/cli"
 	"github.com/petrel-relay/petrel/internal/config"
 )
 
@@ -105,7 +106,7 @@ func TestServeLockedDataDir(t *testing.T) {
 	}
 
 	// The refused serve did not take the running relay's control socket.
-	if fi, err := os.Lstat(filepath.Join(data, controlSocketName)); err != nil || fi.Mode()&fs.ModeSocket == 0 {
+	if fi, err := os.Lstat(filepath.Join(data, cli.ControlSocketName)); err != nil || fi.Mode()&fs.ModeSocket == 0 {
 		t.Fatalf("control socket of the running relay after the refused serve: %v", err)
 	}
 }

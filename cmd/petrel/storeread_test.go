@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/petrel-relay/petrel/internal/cli"
 	"github.com/petrel-relay/petrel/internal/nostr"
 	"github.com/petrel-relay/petrel/internal/relaytest"
 )
@@ -48,20 +49,20 @@ func TestServeQuery(t *testing.T) {
 			t.Fatalf("%s: %d", bad, w.Code)
 		}
 	}
-	// The body limit: a request of maxQueryBody bytes is read, one byte
+	// The body limit: a request of cli.MaxQueryBody bytes is read, one byte
 	// more is refused.
 	body := func(n int) string {
 		pre, post := `{"filters":[{"kinds":[1],"search":"`, `"}]}`
 		return pre + strings.Repeat("x", n-len(pre)-len(post)) + post
 	}
-	at := body(maxQueryBody)
-	if !json.Valid([]byte(at)) || len(at) != maxQueryBody {
+	at := body(cli.MaxQueryBody)
+	if !json.Valid([]byte(at)) || len(at) != cli.MaxQueryBody {
 		t.Fatal("bad fixture")
 	}
 	if w := ask(at); w.Code != 200 {
 		t.Fatalf("at the limit: %d %s", w.Code, w.Body.String())
 	}
-	if w := ask(body(maxQueryBody + 1)); w.Code != 400 || !bytes.Contains(w.Body.Bytes(), []byte("filters")) {
+	if w := ask(body(cli.MaxQueryBody + 1)); w.Code != 400 || !bytes.Contains(w.Body.Bytes(), []byte("filters")) {
 		t.Fatalf("past the limit: %d", w.Code)
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/petrel-relay/petrel/internal/cli"
 	"github.com/petrel-relay/petrel/internal/config"
 	"github.com/petrel-relay/petrel/internal/nostr"
 	"github.com/petrel-relay/petrel/internal/stream"
@@ -21,7 +22,7 @@ func init() { extraCommands = append(extraCommands, streamCmd) }
 // streamFlags are the flags of `petrel stream`.
 type streamFlags struct {
 	common   commonFlags
-	auth     authFlags
+	auth     cli.AuthFlags
 	dir      string
 	local    string
 	filter   string
@@ -71,7 +72,7 @@ its counters (--json: as one JSON object).`,
 		},
 	}
 	f.common.register(cmd)
-	f.auth.register(cmd)
+	f.auth.Register(cmd)
 	_ = cmd.Flags().MarkHidden("data") // no store is opened
 	fs := cmd.Flags()
 	fs.StringVar(&f.dir, "dir", "", "down (from <relay-url> to the local relay), up (the reverse) or both; required")
@@ -110,7 +111,7 @@ func runStream(ctx context.Context, f *streamFlags, remote string, stdout io.Wri
 	if err != nil {
 		return fmt.Errorf("--filter: %w", err)
 	}
-	sk, err := f.auth.authKey()
+	sk, err := f.auth.AuthKey()
 	if err != nil {
 		return err
 	}
@@ -128,16 +129,16 @@ func runStream(ctx context.Context, f *streamFlags, remote string, stdout io.Wri
 	if catchUp == 0 {
 		catchUp = -1 // the library's "none"
 	}
-	s, err := stream.New(stream.Options{Local: relayURL(local), Remote: relayURL(remote), Direction: dir,
+	s, err := stream.New(stream.Options{Local: cli.RelayURL(local), Remote: cli.RelayURL(remote), Direction: dir,
 		Filter: flt, CatchUp: catchUp, Remember: f.remember, Window: f.window, AuthKey: sk, Logger: log})
 	if err != nil {
 		return err
 	}
-	ctx, stop := interruptible(ctx)
+	ctx, stop := cli.Interruptible(ctx)
 	defer stop()
-	log.Info("streaming", "local", relayURL(local), "remote", relayURL(remote), "dir", dir.String())
+	log.Info("streaming", "local", cli.RelayURL(local), "remote", cli.RelayURL(remote), "dir", dir.String())
 	if err := s.Run(ctx); err != nil {
-		return authHint(err, sk)
+		return cli.AuthHint(err, sk)
 	}
 	return printStreamStats(stdout, f.jsonOut, []stream.Stats{s.Stats()}, false)
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/petrel-relay/petrel/internal/cli"
 	"github.com/petrel-relay/petrel/internal/client"
 	"github.com/petrel-relay/petrel/internal/config"
 	"github.com/petrel-relay/petrel/internal/store"
@@ -31,7 +32,7 @@ func openSyncStore(cfg config.Config, log *slog.Logger) (store.Store, error) {
 // syncFlags are the flags of `petrel sync`.
 type syncFlags struct {
 	common         commonFlags
-	auth           authFlags
+	auth           cli.AuthFlags
 	filter         string
 	dir            string
 	from           string
@@ -91,7 +92,7 @@ by every node's stored queries, but not pushed to live subscriptions.`,
 		},
 	}
 	f.common.register(cmd)
-	f.auth.register(cmd)
+	f.auth.Register(cmd)
 	fs := cmd.Flags()
 	fs.StringVar(&f.filter, "filter", "{}", "NIP-01 filter (JSON) selecting the events to sync; its limit is ignored")
 	fs.StringVar(&f.dir, "dir", "down", "down (fetch what is missing here), up (send what is missing there) or both")
@@ -113,8 +114,8 @@ by every node's stored queries, but not pushed to live subscriptions.`,
 }
 
 // parseTime reads a time as the tools take it: unix seconds, now, RFC
-// 3339 or an age before now (parseWhen).
-func parseTime(s string) (int64, error) { return parseWhen(s, time.Now()) }
+// 3339 or an age before now (cli.ParseWhen).
+func parseTime(s string) (int64, error) { return cli.ParseWhen(s, time.Now()) }
 
 // syncOptions turns the flags into sync options (without the local side).
 func (f *syncFlags) options(remote string) (psync.Options, error) {
@@ -152,7 +153,7 @@ func runSync(ctx context.Context, f *syncFlags, remote string, stdout, stderr io
 	if err != nil {
 		return err
 	}
-	if o.AuthKey, err = f.auth.authKey(); err != nil {
+	if o.AuthKey, err = f.auth.AuthKey(); err != nil {
 		return err
 	}
 	cfg, err := f.common.load()
@@ -174,7 +175,7 @@ func runSync(ctx context.Context, f *syncFlags, remote string, stdout, stderr io
 			o.Progress = &syncProgress{p: p}
 		}
 	}
-	ctx, stop := interruptible(ctx)
+	ctx, stop := cli.Interruptible(ctx)
 	defer stop()
 
 	res, err := psync.Run(ctx, o)
@@ -218,7 +219,7 @@ func runSync(ctx context.Context, f *syncFlags, remote string, stdout, stderr io
 	case errors.Is(err, context.Canceled):
 		return errors.New("interrupted: what was transferred is kept; run the same command again to carry on")
 	case errors.Is(err, client.ErrAuthRequired):
-		return authHint(err, o.AuthKey)
+		return cli.AuthHint(err, o.AuthKey)
 	case errors.Is(err, psync.ErrUnsupported), errors.Is(err, psync.ErrRefused):
 		if !o.FallbackPaging {
 			return fmt.Errorf("%w\n(use --fallback-paging to download by paging through the relay with REQ instead)", err)

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/petrel-relay/petrel/internal/cli"
 	"github.com/petrel-relay/petrel/internal/client"
 	"github.com/petrel-relay/petrel/internal/config"
 	"github.com/petrel-relay/petrel/internal/nip19"
@@ -273,7 +274,7 @@ func TestSyncCommandAuth(t *testing.T) {
 	if n := countItems(t, r.Store, `{}`); n != 0 {
 		t.Fatalf("up without --auth: the relay holds %d events", n)
 	}
-	t.Setenv(secretEnv, k.SK.Hex())
+	t.Setenv(cli.SecretEnv, k.SK.Hex())
 	out, err = runSyncCmd(t, st, r.URL, "--quiet", "--dir", "up", "--auth")
 	if err != nil || !strings.Contains(out, "uploaded 30/30") {
 		t.Fatalf("up --auth: %v %q", err, out)

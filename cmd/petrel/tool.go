@@ -18,17 +18,16 @@ import (
 	"log/slog"
 	"net/url"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/petrel-relay/petrel/internal/cli"
 	"github.com/petrel-relay/petrel/internal/config"
 	"github.com/petrel-relay/petrel/internal/nip19"
 	"github.com/petrel-relay/petrel/internal/nostr"
@@ -265,7 +264,7 @@ func (f *filterFlags) filters() ([]nostr.Filter, error) {
 		return nil, fmt.Errorf("--filter: %w", err)
 	}
 	if f.since != "" {
-		t, err := parseWhen(f.since, now)
+		t, err := cli.ParseWhen(f.since, now)
 		if err != nil {
 			return nil, fmt.Errorf("--since: %w", err)
 		}
@@ -274,7 +273,7 @@ func (f *filterFlags) filters() ([]nostr.Filter, error) {
 		}
 	}
 	if f.until != "" {
-		t, err := parseWhen(f.until, now)
+		t, err := cli.ParseWhen(f.until, now)
 		if err != nil {
 			return nil, fmt.Errorf("--until: %w", err)
 		}
@@ -291,7 +290,7 @@ func parseFilters(s string) ([]nostr.Filter, error) { return parseFiltersAt(s, t
 // parseFiltersAt reads one filter object or an array of filter objects as
 // the tools take them from people: npub/note/nevent/nprofile/naddr values
 // are read as hex (nip19.HexFilter); "since" and "until" may be strings,
-// "now", RFC 3339 or an age before now ("1h", "2d": parseWhen); and an
+// "now", RFC 3339 or an age before now ("1h", "2d": cli.ParseWhen); and an
 // unknown key is an error (nostr.ParseFilterStrict), so a typo such as
 // "kind" cannot widen the filter to every event.
 func parseFiltersAt(s string, now time.Time) ([]nostr.Filter, error) {
@@ -354,7 +353,7 @@ func resolveFilterTimes(obj []byte, now time.Time) ([]byte, error) {
 		if json.Unmarshal(v, &w) != nil {
 			return obj, nil
 		}
-		t, err := parseWhen(w, now)
+		t, err := cli.ParseWhen(w, now)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", k, err)
 		}
@@ -597,15 +596,6 @@ func printJSON(w io.Writer, v any) error {
 
 // toolSetup loads the config and makes the logger of a maintenance
 // command.
-// interruptible returns ctx (Background if nil), cancelled by SIGINT or
-// SIGTERM, for commands that stop cleanly when their context ends.
-func interruptible(ctx context.Context) (context.Context, context.CancelFunc) {
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	return signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
-}
-
 func toolSetup(cf *commonFlags) (config.Config, *slog.Logger, error) {
 	cfg, err := cf.load()
 	if err != nil {

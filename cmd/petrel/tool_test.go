@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/petrel-relay/petrel/internal/config"
+	"github.com/petrel-relay/petrel/internal/nip19"
 	"github.com/petrel-relay/petrel/internal/nostr"
 	"github.com/petrel-relay/petrel/internal/store/pebble"
 )
@@ -298,5 +299,17 @@ func TestDirSize(t *testing.T) {
 	}
 	if _, err := dirSize(filepath.Join(dir, "missing")); err == nil {
 		t.Fatal("dirSize of a missing directory succeeded")
+	}
+}
+
+// The scan and delete filters read the NIP-19 forms too.
+func TestParseFiltersBech32(t *testing.T) {
+	pk := nostr.SecretKeyFromSeed([]byte("scan")).PubKey()
+	fl, err := parseFilters(`{"authors":["` + nip19.EncodePubKey(pk) + `"],"kinds":[1]}`)
+	if err != nil || len(fl) != 1 || len(fl[0].Authors) != 1 || fl[0].Authors[0] != pk {
+		t.Fatalf("got %+v, %v", fl, err)
+	}
+	if _, err := parseFilters(`{"ids":["` + nip19.EncodePubKey(pk) + `"]}`); err == nil || !strings.Contains(err.Error(), "not an event id") {
+		t.Fatalf("an npub as an id: %v", err)
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 	"github.com/petrel-relay/petrel/internal/nostr"
 )
 
-func init() { namedCommands["req"] = reqCmd }
+func init() { commands["req"] = reqCmd }
 
 // reqFlags are the flags of petrel req.
 type reqFlags struct {
@@ -89,11 +89,11 @@ func runReq(cmd *cobra.Command, f *reqFlags, args []string) error {
 	if err != nil {
 		return err
 	}
-	sk, err := f.conn.authKey()
+	sk, err := f.conn.AuthKey()
 	if err != nil {
 		return err
 	}
-	ctx, cancel := interruptible(cmd.Context())
+	ctx, cancel := Interruptible(cmd.Context())
 	defer cancel()
 	sink := newEventSink(stdout, stderr, f.stream, f.verify)
 	err = eachRelay(relays, stderr, func(url string) error {
@@ -169,7 +169,7 @@ func (q *reqQuery) run(ctx context.Context, filter nostr.Filter) (n int, oldest 
 	for {
 		n, oldest, err = q.once(ctx, filter, n, oldest)
 		if !errors.Is(err, client.ErrAuthRequired) || q.sk == nil || q.auth {
-			return n, oldest, authHint(err, q.sk)
+			return n, oldest, AuthHint(err, q.sk)
 		}
 		if err := client.Authenticate(ctx, q.c, q.sk, q.f.conn.timeout); err != nil {
 			return n, oldest, err

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"errors"
@@ -13,7 +13,7 @@ import (
 	"github.com/petrel-relay/petrel/internal/nostr"
 )
 
-func init() { namedCommands["encrypt"] = encryptCmd }
+func init() { commands["encrypt"] = encryptCmd }
 
 // cryptFlags are the flags of encrypt and decrypt.
 type cryptFlags struct {

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"errors"
@@ -11,7 +11,7 @@ import (
 	"github.com/petrel-relay/petrel/internal/nostr"
 )
 
-func init() { namedCommands["fetch"] = fetchCmd }
+func init() { commands["fetch"] = fetchCmd }
 
 func fetchCmd() *cobra.Command {
 	var f reqFlags
@@ -26,11 +26,11 @@ Events are printed one JSON per line, once each; a code no relay
 answers is reported on stderr and makes the exit status 1.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			sk, err := f.conn.authKey()
+			sk, err := f.conn.AuthKey()
 			if err != nil {
 				return err
 			}
-			ctx, cancel := interruptible(cmd.Context())
+			ctx, cancel := Interruptible(cmd.Context())
 			defer cancel()
 			stderr := cmd.ErrOrStderr()
 			sink := newEventSink(cmd.OutOrStdout(), stderr, false, f.verify)

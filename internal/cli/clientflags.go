@@ -1,4 +1,4 @@
-package main
+package cli
 
 // This file holds what the client commands (req, count, event, key,
 // encode, decode, encrypt, decrypt, gift, verify, fetch, relay, admin)
@@ -24,12 +24,12 @@ import (
 	"github.com/petrel-relay/petrel/internal/nostr"
 )
 
-// secretEnv is the environment variable a secret key is read from when
+// SecretEnv is the environment variable a secret key is read from when
 // --sec is not given.
-const secretEnv = "NOSTR_SECRET_KEY"
+const SecretEnv = "NOSTR_SECRET_KEY"
 
 // errNoSecret is returned when a command needs a secret key and has none.
-var errNoSecret = errors.New("no secret key: pass --sec (hex or nsec) or set " + secretEnv)
+var errNoSecret = errors.New("no secret key: pass --sec (hex or nsec) or set " + SecretEnv)
 
 // errPartial is returned when some relays (or inputs) failed after each
 // was reported on its own line.
@@ -39,17 +39,17 @@ var errPartial = errors.New("not every relay succeeded (see above)")
 type secretFlag struct{ sec string }
 
 func (s *secretFlag) register(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&s.sec, "sec", "", "secret key, hex or nsec (default $"+secretEnv+")")
+	cmd.Flags().StringVar(&s.sec, "sec", "", "secret key, hex or nsec (default $"+SecretEnv+")")
 }
 
 // given reports whether a key was given by flag or environment.
-func (s *secretFlag) given() bool { return s.sec != "" || os.Getenv(secretEnv) != "" }
+func (s *secretFlag) given() bool { return s.sec != "" || os.Getenv(SecretEnv) != "" }
 
 // key returns the secret key of --sec or $NOSTR_SECRET_KEY.
 func (s *secretFlag) key() (nostr.SecretKey, error) {
 	v := s.sec
 	if v == "" {
-		v = os.Getenv(secretEnv)
+		v = os.Getenv(SecretEnv)
 	}
 	if v == "" {
 		return nostr.SecretKey{}, errNoSecret
@@ -158,14 +158,14 @@ func (f *filterFlagSet) filter(cmd *cobra.Command, now time.Time) (nostr.Filter,
 		out.Limit, out.HasLimit = f.limit, true
 	}
 	if f.since != "" {
-		t, err := parseWhen(f.since, now)
+		t, err := ParseWhen(f.since, now)
 		if err != nil {
 			return out, fmt.Errorf("--since: %w", err)
 		}
 		out.Since, out.HasSince = t, true
 	}
 	if f.until != "" {
-		t, err := parseWhen(f.until, now)
+		t, err := ParseWhen(f.until, now)
 		if err != nil {
 			return out, fmt.Errorf("--until: %w", err)
 		}
@@ -203,9 +203,9 @@ func tagValue(name byte, v string) (string, error) {
 	return v, nil
 }
 
-// parseWhen reads a time: "now", unix seconds, RFC 3339, or an age
+// ParseWhen reads a time: "now", unix seconds, RFC 3339, or an age
 // (30s, 15m, 1h, 2d, 1w, 1y) counted back from now.
-func parseWhen(s string, now time.Time) (int64, error) {
+func ParseWhen(s string, now time.Time) (int64, error) {
 	s = strings.TrimSpace(s)
 	if s == "now" {
 		return now.Unix(), nil
@@ -232,9 +232,9 @@ func parseWhen(s string, now time.Time) (int64, error) {
 	return 0, fmt.Errorf("%q: want now, unix seconds, RFC 3339 or an age like 2h", s)
 }
 
-// relayURL completes what a person types for a relay: "relay.example"
+// RelayURL completes what a person types for a relay: "relay.example"
 // becomes wss://relay.example, a loopback host:port ws://.
-func relayURL(s string) string {
+func RelayURL(s string) string {
 	if strings.Contains(s, "://") {
 		return s
 	}

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"errors"
@@ -9,7 +9,7 @@ import (
 	"github.com/petrel-relay/petrel/internal/nostr"
 )
 
-func init() { namedCommands["verify"] = verifyCmd }
+func init() { commands["verify"] = verifyCmd }
 
 func verifyCmd() *cobra.Command {
 	return &cobra.Command{

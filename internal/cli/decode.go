@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bufio"
@@ -13,7 +13,7 @@ import (
 	"github.com/petrel-relay/petrel/internal/nip49"
 )
 
-func init() { namedCommands["decode"] = decodeCmd }
+func init() { commands["decode"] = decodeCmd }
 
 func decodeCmd() *cobra.Command {
 	return &cobra.Command{

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bufio"
@@ -14,7 +14,7 @@ import (
 	"github.com/petrel-relay/petrel/internal/nostr"
 )
 
-func init() { namedCommands["key"] = keyCmd }
+func init() { commands["key"] = keyCmd }
 
 func keyCmd() *cobra.Command {
 	cmd := &cobra.Command{

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"fmt"
@@ -9,7 +9,7 @@ import (
 	"github.com/petrel-relay/petrel/internal/nip44"
 )
 
-func init() { namedCommands["decrypt"] = decryptCmd }
+func init() { commands["decrypt"] = decryptCmd }
 
 func decryptCmd() *cobra.Command {
 	var f cryptFlags

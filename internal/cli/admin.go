@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -17,7 +17,7 @@ import (
 	"github.com/petrel-relay/petrel/internal/nip98"
 )
 
-func init() { namedCommands["admin"] = adminCmd }
+func init() { commands["admin"] = adminCmd }
 
 // nip86ContentType is the media type of NIP-86 requests.
 const nip86ContentType = "application/nostr+json+rpc"

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"fmt"
@@ -10,7 +10,9 @@ import (
 	"github.com/petrel-relay/petrel/internal/nostr"
 )
 
-func buildVersion() string {
+// BuildVersion is the version petrel was built as: the -ldflags one, or
+// "dev-" and the commit.
+func BuildVersion() string {
 	if version != "dev" {
 		return version
 	}
@@ -39,5 +41,5 @@ func versionCmd() *cobra.Command {
 // versionLine is what petrel version and petrel --version print.
 func versionLine() string {
 	return fmt.Sprintf("petrel %s (%s, %s/%s, verifier %s)",
-		buildVersion(), runtime.Version(), runtime.GOOS, runtime.GOARCH, nostr.DefaultVerifier().Name())
+		BuildVersion(), runtime.Version(), runtime.GOOS, runtime.GOARCH, nostr.DefaultVerifier().Name())
 }

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 	"github.com/petrel-relay/petrel/internal/nostr"
 )
 
-func init() { namedCommands["count"] = countCmd }
+func init() { commands["count"] = countCmd }
 
 func countCmd() *cobra.Command {
 	var filter filterFlagSet
@@ -50,11 +50,11 @@ approximate). Limits do not apply to counts.`,
 			if err != nil {
 				return err
 			}
-			sk, err := conn.authKey()
+			sk, err := conn.AuthKey()
 			if err != nil {
 				return err
 			}
-			ctx, cancel := interruptible(cmd.Context())
+			ctx, cancel := Interruptible(cmd.Context())
 			defer cancel()
 			var mu sync.Mutex
 			return eachRelay(relays, cmd.ErrOrStderr(), func(url string) error {
@@ -94,7 +94,7 @@ func countRelay(ctx context.Context, url string, f nostr.Filter, conn *connFlags
 		m, err := c.Count(cctx, subID, f)
 		cancel()
 		if err == nil || !errors.Is(err, client.ErrAuthRequired) || sk == nil || authed {
-			return m, authHint(err, sk)
+			return m, AuthHint(err, sk)
 		}
 		if err := client.Authenticate(ctx, c, sk, conn.timeout); err != nil {
 			return nil, err

@@ -1,4 +1,4 @@
-package main
+package cli
 
 // What req, count, event and fetch share to talk to relays: dialling,
 // the --auth and --sec flags (sync and stream take them too; the AUTH
@@ -26,31 +26,31 @@ const subID = "petrel"
 
 // connFlags are the flags of the commands that talk to relays.
 type connFlags struct {
-	authFlags
+	AuthFlags
 	timeout time.Duration
 }
 
 func (f *connFlags) register(cmd *cobra.Command) {
-	f.authFlags.register(cmd)
+	f.AuthFlags.Register(cmd)
 	cmd.Flags().DurationVar(&f.timeout, "timeout", 10*time.Second, "how long to wait for a relay to connect, and for each answer")
 }
 
-// authFlags are --sec and --auth: with --auth, a relay that refuses
+// AuthFlags are --sec and --auth: with --auth, a relay that refuses
 // something with "auth-required:" gets a NIP-42 AUTH signed with the
 // --sec key, and the refused request again. The client commands, sync
 // and stream share them.
-type authFlags struct {
+type AuthFlags struct {
 	sec  secretFlag
 	auth bool
 }
 
-func (f *authFlags) register(cmd *cobra.Command) {
+func (f *AuthFlags) Register(cmd *cobra.Command) {
 	f.sec.register(cmd)
 	cmd.Flags().BoolVar(&f.auth, "auth", false, "answer a relay's NIP-42 AUTH challenge with the --sec key when it asks")
 }
 
 // authKey returns the key to authenticate with, or nil without --auth.
-func (f *authFlags) authKey() (*nostr.SecretKey, error) {
+func (f *AuthFlags) AuthKey() (*nostr.SecretKey, error) {
 	if !f.auth {
 		return nil, nil
 	}
@@ -63,7 +63,7 @@ func (f *authFlags) authKey() (*nostr.SecretKey, error) {
 
 // authHint adds to the error of a relay that required authentication
 // while the command had no key (sk nil) how to give it one.
-func authHint(err error, sk *nostr.SecretKey) error {
+func AuthHint(err error, sk *nostr.SecretKey) error {
 	if sk == nil && errors.Is(err, client.ErrAuthRequired) {
 		return fmt.Errorf("%w; %s", err, authHintText)
 	}
@@ -71,7 +71,7 @@ func authHint(err error, sk *nostr.SecretKey) error {
 }
 
 // authHintText says how to give a command the key to authenticate with.
-const authHintText = "pass --auth and --sec (hex or nsec, or set " + secretEnv + ") to authenticate"
+const authHintText = "pass --auth and --sec (hex or nsec, or set " + SecretEnv + ") to authenticate"
 
 // dial connects to url within the timeout.
 func (f *connFlags) dial(ctx context.Context, url string) (*client.Conn, error) {
@@ -186,12 +186,12 @@ func eachRelay(relays []string, stderr io.Writer, job func(url string) error) er
 	return nil
 }
 
-// relayURLs completes every argument with relayURL and checks it.
+// relayURLs completes every argument with RelayURL and checks it.
 func relayURLs(args []string) ([]string, error) {
 	out := make([]string, 0, len(args))
 	seen := map[string]bool{}
 	for _, a := range args {
-		u := relayURL(a)
+		u := RelayURL(a)
 		if err := client.CheckURL(u); err != nil {
 			return nil, err
 		}

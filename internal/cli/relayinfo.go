@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 	"github.com/petrel-relay/petrel/internal/client"
 )
 
-func init() { namedCommands["relay"] = relayInfoCmd }
+func init() { commands["relay"] = relayInfoCmd }
 
 func relayInfoCmd() *cobra.Command {
 	var conn connFlags
@@ -44,5 +44,5 @@ func wsURL(s string) string {
 	case strings.HasPrefix(s, "https://"):
 		return "wss://" + s[len("https://"):]
 	}
-	return relayURL(s)
+	return RelayURL(s)
 }

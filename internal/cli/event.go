@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -18,7 +18,7 @@ import (
 	"github.com/petrel-relay/petrel/internal/nostr"
 )
 
-func init() { namedCommands["event"] = eventCmd }
+func init() { commands["event"] = eventCmd }
 
 // eventFlags are the flags of petrel event.
 type eventFlags struct {
@@ -116,11 +116,11 @@ func runEvent(cmd *cobra.Command, f *eventFlags, args []string) error {
 	if len(relays) == 0 {
 		return nil
 	}
-	sk, err := f.conn.authKey()
+	sk, err := f.conn.AuthKey()
 	if err != nil {
 		return err
 	}
-	ctx, cancel := interruptible(cmd.Context())
+	ctx, cancel := Interruptible(cmd.Context())
 	defer cancel()
 	stderr := cmd.ErrOrStderr()
 	var mu sync.Mutex
@@ -226,7 +226,7 @@ func (f *eventFlags) build(cmd *cobra.Command, ev *nostr.Event) (*nostr.Event, e
 	now := time.Now()
 	switch {
 	case f.createdAt != "":
-		if ev.CreatedAt, err = parseWhen(f.createdAt, now); err != nil {
+		if ev.CreatedAt, err = ParseWhen(f.createdAt, now); err != nil {
 			return nil, fmt.Errorf("--created-at: %w", err)
 		}
 	case ev.CreatedAt == 0:
@@ -264,7 +264,7 @@ func (f *eventFlags) build(cmd *cobra.Command, ev *nostr.Event) (*nostr.Event, e
 	}
 	ev.PubKey = sk.PubKey()
 	if f.pow > 0 {
-		ctx, cancel := interruptible(cmd.Context())
+		ctx, cancel := Interruptible(cmd.Context())
 		defer cancel()
 		if err := nip13.Mine(ctx, ev, f.pow, runtime.NumCPU()); err != nil {
 			return nil, fmt.Errorf("--pow: %w", err)

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bufio"
@@ -11,7 +11,7 @@ import (
 	"github.com/petrel-relay/petrel/internal/nostr"
 )
 
-func init() { namedCommands["encode"] = encodeCmd }
+func init() { commands["encode"] = encodeCmd }
 
 func encodeCmd() *cobra.Command {
 	cmd := &cobra.Command{

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"errors"
@@ -18,7 +18,7 @@ func TestParseWhen(t *testing.T) {
 	now := time.Unix(1_700_000_000, 0)
 	f := func(s string, want int64) {
 		t.Helper()
-		got, err := parseWhen(s, now)
+		got, err := ParseWhen(s, now)
 		if err != nil || got != want {
 			t.Errorf("%q: got %d, %v; want %d", s, got, err, want)
 		}
@@ -35,7 +35,7 @@ func TestParseWhen(t *testing.T) {
 	f("100y", 0) // clamped at the epoch
 	bad := func(s string) {
 		t.Helper()
-		if _, err := parseWhen(s, now); err == nil {
+		if _, err := ParseWhen(s, now); err == nil {
 			t.Errorf("%q accepted", s)
 		}
 	}
@@ -50,7 +50,7 @@ func TestParseWhen(t *testing.T) {
 func TestRelayURL(t *testing.T) {
 	f := func(in, want string) {
 		t.Helper()
-		if got := relayURL(in); got != want {
+		if got := RelayURL(in); got != want {
 			t.Errorf("%q: got %q, want %q", in, got, want)
 		}
 	}
@@ -102,31 +102,11 @@ func TestFilterFlags(t *testing.T) {
 	f([]string{"-l", "-1"}, "")
 }
 
-// The scan and delete filters read the NIP-19 forms too.
-func TestParseFiltersBech32(t *testing.T) {
-	pk := nostr.SecretKeyFromSeed([]byte("scan")).PubKey()
-	fl, err := parseFilters(`{"authors":["` + nip19.EncodePubKey(pk) + `"],"kinds":[1]}`)
-	if err != nil || len(fl) != 1 || len(fl[0].Authors) != 1 || fl[0].Authors[0] != pk {
-		t.Fatalf("got %+v, %v", fl, err)
-	}
-	if _, err := parseFilters(`{"ids":["` + nip19.EncodePubKey(pk) + `"]}`); err == nil || !strings.Contains(err.Error(), "not an event id") {
-		t.Fatalf("an npub as an id: %v", err)
-	}
-}
-
-// Every named command is registered under the name it answers to, and
-// no two commands share a name.
-func TestNamedCommands(t *testing.T) {
-	names := map[string]bool{}
-	for name, add := range namedCommands {
+// Every client command is registered under the name it answers to.
+func TestCommandNames(t *testing.T) {
+	for name, add := range commands {
 		if got := add().Name(); got != name {
 			t.Errorf("registered as %q, named %q", name, got)
-		}
-		names[name] = true
-	}
-	for _, add := range append(extraCommands, serveCmd) {
-		if n := add().Name(); names[n] {
-			t.Errorf("%q registered twice", n)
 		}
 	}
 }
@@ -157,7 +137,7 @@ func FuzzParseWhen(f *testing.F) {
 	}
 	now := time.Unix(1_700_000_000, 0)
 	f.Fuzz(func(t *testing.T, s string) {
-		v, err := parseWhen(s, now)
+		v, err := ParseWhen(s, now)
 		if err == nil && (v < 0 || v > nostr.MaxTimestamp) {
 			t.Fatalf("%q: %d out of range", s, v)
 		}

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bufio"
@@ -14,7 +14,7 @@ import (
 	"github.com/petrel-relay/petrel/internal/nostr"
 )
 
-func init() { namedCommands["gift"] = giftCmd }
+func init() { commands["gift"] = giftCmd }
 
 func giftCmd() *cobra.Command {
 	cmd := &cobra.Command{

@@ -11,7 +11,7 @@
 // 195th of petrel's 233 packages. When os.Args name a client command cli
 // can run alone (cli.Early), init runs it there and exits the process
 // with its exit code, and the remaining packages are never initialised:
-// `petrel version` about 0.8 ms sooner on the test guest
+// `petrel version` about 0.9 ms sooner on the test guest
 // (docs/BENCHMARKS.md, issue 15). Otherwise init returns and main runs
 // the command as usual. Everything the command reaches is initialised
 // (Go initialises a package's imports first), so running it from init is

@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"errors"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -84,5 +86,22 @@ func TestEarly(t *testing.T) {
 		if got := Early(c.args); got != c.want {
 			t.Errorf("Early(%q) = %v, want %v", c.args, got, c.want)
 		}
+	}
+}
+
+// Without cmd/petrel (as while package early runs a command), a --store
+// run that must open the store itself says so instead of failing on a nil
+// reader.
+func TestStoreWithoutLocalReader(t *testing.T) {
+	if LocalStore != nil {
+		t.Skip("LocalStore is set")
+	}
+	s := &storeFlags{dir: t.TempDir()}
+	if _, err := s.count(t.Context(), nil); !errors.Is(err, errNoLocalStore) {
+		t.Fatalf("count: %v", err)
+	}
+	sink := newEventSink(io.Discard, io.Discard, false, false)
+	if err := s.query(t.Context(), nil, sink); !errors.Is(err, errNoLocalStore) {
+		t.Fatalf("query: %v", err)
 	}
 }

@@ -20,7 +20,7 @@ RUN --mount=type=cache,target=/go/pkg/mod go mod download
 COPY . .
 ARG VERSION=dev
 RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
-    go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o /out/petrel ./cmd/petrel
+    go build -trimpath -ldflags "-s -w -X github.com/petrel-relay/petrel/internal/cli.version=${VERSION}" -o /out/petrel ./cmd/petrel
 
 # Run: Debian slim with libsecp256k1 (signature verification about 4x
 # faster than the pure-Go fallback) and CA certificates (TLS to

@@ -2,6 +2,10 @@ package main
 
 import (
 	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -45,5 +49,34 @@ func TestNoReflectMethodLookup(t *testing.T) {
 	}
 	if len(reflectMethodFuncs) > 0 {
 		t.Fatalf("reachable functions look methods up by name, so the linker keeps every exported method: %v", reflectMethodFuncs)
+	}
+}
+
+// The Dockerfile stamps the version with -ldflags -X: the variable it names
+// must be the one petrel version prints (a package move once left it
+// naming main.version, which no longer existed, and the linker ignores an
+// -X for a missing variable).
+func TestDockerfileVersionFlag(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the petrel binary")
+	}
+	docker, err := os.ReadFile("../../Dockerfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`-X ([^ "=]+)=\$\{VERSION\}`).FindSubmatch(docker)
+	if m == nil {
+		t.Fatal("the Dockerfile's go build sets no -X ...=${VERSION}")
+	}
+	bin := filepath.Join(t.TempDir(), "petrel")
+	build := exec.Command("go", "build", "-ldflags=-X "+string(m[1])+"=v0.0.0-stamp", "-o", bin, ".")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	for _, args := range [][]string{{"version"}, {"--version"}} {
+		out, err := exec.Command(bin, args...).Output()
+		if err != nil || !strings.HasPrefix(string(out), "petrel v0.0.0-stamp (") {
+			t.Errorf("petrel %v with %s stamped: %q, %v", args, m[1], out, err)
+		}
 	}
 }

@@ -6,9 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
-	"net"
-	"os"
 	"slices"
 	"time"
 
@@ -176,20 +173,8 @@ func (s storeSource) export(ctx context.Context, w io.Writer, filters []nostr.Fi
 // streams the lines.
 type serveSource struct{ dir string }
 
-// running reports whether a relay answers on dir's control socket (a
-// socket file left by a relay that died takes no connection).
-func (s serveSource) running() bool {
-	path := cli.ControlSocketPath(s.dir)
-	if fi, err := os.Lstat(path); err != nil || fi.Mode()&fs.ModeSocket == 0 {
-		return false
-	}
-	c, err := net.DialTimeout("unix", path, 5*time.Second)
-	if err != nil {
-		return false
-	}
-	c.Close()
-	return true
-}
+// running reports whether a relay answers on dir's control socket.
+func (s serveSource) running() bool { return cli.ControlServed(s.dir) }
 
 func (s serveSource) count(ctx context.Context, filters []nostr.Filter) (int64, error) {
 	var n int64

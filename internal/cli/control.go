@@ -45,7 +45,7 @@ func ControlServed(dir string) bool {
 	if fi, err := os.Lstat(path); err != nil || fi.Mode()&fs.ModeSocket == 0 {
 		return false
 	}
-	c, err := net.DialTimeout("unix", path, time.Second)
+	c, err := net.DialTimeout("unix", path, 5*time.Second)
 	if err != nil {
 		return false
 	}
@@ -81,15 +81,15 @@ type CountAnswer struct {
 // MaxQueryBody caps the body of POST /query.
 const MaxQueryBody = 1 << 20
 
-// AskQuery runs a query through the control socket of the petrel serve
+// askQuery runs a query through the control socket of the petrel serve
 // holding dir. served is false when no relay answers there: the caller
 // then opens the store itself. each gets every line (count: the one
 // JSON answer).
-func AskQuery(ctx context.Context, dir string, filters []nostr.Filter, count bool, each func([]byte) error) (served bool, err error) {
+func askQuery(ctx context.Context, dir string, filters []nostr.Filter, count bool, each func([]byte) error) (served bool, err error) {
 	return AskControlQuery(ctx, dir, filters, QueryRequest{Count: count}, each)
 }
 
-// AskControlQuery is AskQuery with the request's options (req.Filters is
+// AskControlQuery is askQuery with the request's options (req.Filters is
 // set from filters).
 func AskControlQuery(ctx context.Context, dir string, filters []nostr.Filter, req QueryRequest, each func([]byte) error) (served bool, err error) {
 	path := ControlSocketPath(dir)

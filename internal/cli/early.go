@@ -13,7 +13,7 @@ func Early(args []string) bool {
 	if len(args) == 2 && (args[1] == "--version" || args[1] == "-v") {
 		return true
 	}
-	if !IsCommand(firstArg(args)) {
+	if !isCommand(firstArg(args)) {
 		return false
 	}
 	dir, ok := storeArg(args[2:])

@@ -77,8 +77,8 @@ func Run(root *cobra.Command) int {
 	return 0
 }
 
-// IsCommand reports whether name is a client command's.
-func IsCommand(name string) bool {
+// isCommand reports whether name is a client command's.
+func isCommand(name string) bool {
 	_, ok := commands[name]
 	return ok
 }

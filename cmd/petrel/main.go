@@ -11,14 +11,13 @@ import (
 	"github.com/petrel-relay/petrel/internal/cli"
 	// Runs the client commands before the relay's packages initialise.
 	_ "github.com/petrel-relay/petrel/internal/cli/early"
+	// Start-up maps the pages it is about to touch, and a client command
+	// runs with a 1 ms timer slack.
+	"github.com/petrel-relay/petrel/internal/startup"
 )
 
-// startupTopUp finishes start-up's mapping of the heap (Linux:
-// internal/startup.TopUp).
-var startupTopUp = func() {}
-
 func main() {
-	startupTopUp()
+	startup.TopUp() // what start-up's mapping of the heap left out
 	if code := cli.Run(newRoot(os.Args)); code != 0 {
 		os.Exit(code)
 	}

@@ -17,7 +17,8 @@
 //     client command's work fill it: about 160 faults for 256 pages. Go
 //     places the heap's start at random in its first 4 MiB chunk, so in
 //     some runs that mapping stops at the chunk's end; cmd/petrel's main
-//     then calls TopUp, which maps the rest in the next chunk.
+//     (or, for a client command, internal/cli/early's init) then calls
+//     TopUp, which maps the rest in the next chunk.
 //   - A client command runs with a 1 ms timer slack, set by the same
 //     constructor before the runtime makes its first thread, so that
 //     Go's sysmon does not wake every 20 µs through each system call
@@ -36,6 +37,6 @@
 // PETREL_PREFAULT=0 or 1 in the environment turns the mappings off or on
 // whatever a fault costs, PETREL_CLIENT_SLACK=0 the slack (for measuring
 // them); on older kernels the advice fails, ignored. cmd/petrel imports
-// the package for its side effects and calls TopUp. Elsewhere than Linux
-// it does nothing.
+// the package and calls TopUp, as internal/cli/early does before it runs
+// a client command. Elsewhere than Linux it does nothing.
 package startup

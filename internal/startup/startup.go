@@ -32,13 +32,16 @@ func init() {
 }
 
 // TopUp maps what init's mapping of the heap left out, for a command
-// about to run (cmd/petrel calls it first thing in main). The heap is
+// about to run (cmd/petrel calls it first thing in main, and
+// internal/cli/early before the client command it runs). The heap is
 // mapped in 4 MiB chunks and Go (1.26) places its start at random in the
 // first, so in some runs init's frontier lies within heapAhead of the
 // chunk's end and the mapping stops there (EINVAL; 5 runs in 10, then 1
 // in 16, of `petrel version` on one guest: docs/BENCHMARKS.md). By
-// main the packages' initialisation has usually moved the frontier into
-// the next chunk, which the runtime has mapped by then: TopUp maps from
+// main, and by the time package early runs a client command (79 of 80
+// runs that needed it, PETREL_PREFAULT=1, on the forty-second sitting's
+// guest), the packages' initialisation has usually moved the frontier
+// into the next chunk, which the runtime has mapped by then: TopUp maps from
 // there what is left of heapAhead (counting the heap used since init).
 // Otherwise it maps nothing more. Once only.
 func TopUp() {

@@ -23,12 +23,13 @@ import (
 	"os"
 
 	"github.com/petrel-relay/petrel/internal/cli"
+	"github.com/petrel-relay/petrel/internal/startup"
 )
 
 func init() {
 	if !cli.Early(os.Args) {
 		return
 	}
-	topUp()
+	startup.TopUp() // as main does first
 	os.Exit(cli.Run(cli.NewRoot(os.Args)))
 }

@@ -8,10 +8,8 @@ package main
 // --store read the store through it too (POST /query, storeread.go).
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -21,7 +19,6 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/petrel-relay/petrel/internal/cli"
@@ -140,37 +137,12 @@ func liveBackup(ctx context.Context, cfg config.Config, log *slog.Logger, st *pe
 // socket. served is false when no relay answers on it (no socket, or one
 // a stopped relay left behind): the caller then opens the store itself.
 func askBackup(ctx context.Context, storePath, dest string, verify bool) (res backupResult, served bool, err error) {
-	path := cli.ControlSocketPath(storePath)
-	if fi, err := os.Lstat(path); err != nil || fi.Mode()&fs.ModeSocket == 0 {
-		return res, false, nil
-	}
-	client := &http.Client{Transport: &http.Transport{
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, "unix", path)
-		},
-	}}
 	body, _ := json.Marshal(backupRequest{Dest: dest, Verify: verify})
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://petrel/backup", bytes.NewReader(body))
-	if err != nil {
-		return res, true, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := client.Do(req)
-	if err != nil {
-		if errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, fs.ErrNotExist) {
-			return res, false, nil
-		}
-		return res, true, fmt.Errorf("ask the running relay (%s): %w", path, err)
+	resp, served, err := cli.PostControl(ctx, storePath, "backup", body)
+	if !served || err != nil {
+		return res, served, err
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		var ce cli.ControlError
-		if json.NewDecoder(resp.Body).Decode(&ce) != nil || ce.Error == "" {
-			ce.Error = resp.Status
-		}
-		return res, true, fmt.Errorf("the running relay: %s", ce.Error)
-	}
 	if err := json.NewDecoder(resp.Body).Decode(&res); err != nil {
 		return res, true, fmt.Errorf("the running relay's answer: %w", err)
 	}

@@ -89,12 +89,21 @@ func askQuery(ctx context.Context, dir string, filters []nostr.Filter, count boo
 	return AskControlQuery(ctx, dir, filters, QueryRequest{Count: count}, each)
 }
 
-// AskControlQuery is askQuery with the request's options (req.Filters is
-// set from filters).
-func AskControlQuery(ctx context.Context, dir string, filters []nostr.Filter, req QueryRequest, each func([]byte) error) (served bool, err error) {
+// ErrOlderServe is what PostControl answers when the running relay does
+// not know the request (an older petrel serve).
+var ErrOlderServe = errors.New("the running petrel serve is older and cannot answer this: stop it first")
+
+// PostControl posts body (JSON) to route ("query", "backup") on the
+// control socket of the petrel serve holding the store in dir, and
+// returns its answer when it is 200 OK (the caller closes the body).
+// served is false when no relay answers there (no socket, or one a
+// stopped relay left behind): the caller then opens the store itself. An
+// answer other than 200 is an error (ErrOlderServe for 404, else the
+// relay's ControlError).
+func PostControl(ctx context.Context, dir, route string, body []byte) (resp *http.Response, served bool, err error) {
 	path := ControlSocketPath(dir)
 	if fi, err := os.Lstat(path); err != nil || fi.Mode()&fs.ModeSocket == 0 {
-		return false, nil
+		return nil, false, nil
 	}
 	hc := &http.Client{Transport: &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
@@ -103,34 +112,48 @@ func AskControlQuery(ctx context.Context, dir string, filters []nostr.Filter, re
 		},
 		DisableCompression: true,
 	}}
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://petrel/"+route, bytes.NewReader(body))
+	if err != nil {
+		return nil, true, err
+	}
+	hr.Header.Set("Content-Type", "application/json")
+	resp, err = hc.Do(hr)
+	if err != nil {
+		if errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, fs.ErrNotExist) {
+			return nil, false, nil
+		}
+		return nil, true, fmt.Errorf("ask the running relay (%s): %w", path, err)
+	}
+	if resp.StatusCode == http.StatusOK {
+		return resp, true, nil
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusNotFound {
+		return nil, true, ErrOlderServe
+	}
+	var ce ControlError
+	if json.NewDecoder(resp.Body).Decode(&ce) != nil || ce.Error == "" {
+		ce.Error = resp.Status
+	}
+	return nil, true, fmt.Errorf("the running relay: %s", ce.Error)
+}
+
+// AskControlQuery is askQuery with the request's options (req.Filters is
+// set from filters).
+func AskControlQuery(ctx context.Context, dir string, filters []nostr.Filter, req QueryRequest, each func([]byte) error) (served bool, err error) {
 	req.Filters = nil
 	for i := range filters {
 		req.Filters = append(req.Filters, nostr.AppendFilter(nil, &filters[i]))
 	}
 	body, _ := json.Marshal(req)
-	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://petrel/query", bytes.NewReader(body))
-	if err != nil {
-		return true, err
+	resp, served, err := PostControl(ctx, dir, "query", body)
+	if errors.Is(err, ErrOlderServe) {
+		err = fmt.Errorf("%w, or query it over WebSocket", err)
 	}
-	hr.Header.Set("Content-Type", "application/json")
-	resp, err := hc.Do(hr)
-	if err != nil {
-		if errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, fs.ErrNotExist) {
-			return false, nil
-		}
-		return true, fmt.Errorf("ask the running relay (%s): %w", path, err)
+	if !served || err != nil {
+		return served, err
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode == http.StatusNotFound {
-		return true, errors.New("the running petrel serve is older and cannot answer queries: stop it, or query it over WebSocket")
-	}
-	if resp.StatusCode != http.StatusOK {
-		var ce ControlError
-		if json.NewDecoder(resp.Body).Decode(&ce) != nil || ce.Error == "" {
-			ce.Error = resp.Status
-		}
-		return true, fmt.Errorf("the running relay: %s", ce.Error)
-	}
 	sc := bufio.NewScanner(resp.Body)
 	// The buffer starts small and doubles for a longer line: the lines
 	// arrive a few KiB a read whatever its size, and every page of it

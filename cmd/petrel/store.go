@@ -14,12 +14,7 @@ import (
 	"github.com/petrel-relay/petrel/internal/store/postgres"
 )
 
-// openStore opens the configured store.
-func openStore(cfg config.Config, log *slog.Logger) (store.Store, error) {
-	return openStoreFor(cfg, log, nil, 0)
-}
-
-// openStoreWith is openStore for petrel serve: lateCommit receives the
+// openStoreWith opens the configured store for petrel serve: lateCommit receives the
 // events of a postgres commit that was in doubt when their OK was due and
 // turned out to have taken effect (postgres.Options.OnLateCommit), so the
 // relay still fans them out.

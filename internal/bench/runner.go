@@ -35,7 +35,6 @@ type runner struct {
 	conns   []*Conn
 	closed  map[string]int64
 	notices map[string]int64
-	lostErr []string
 
 	relayS, selfS *Sampler
 	t0            time.Time

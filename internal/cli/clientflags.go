@@ -42,9 +42,6 @@ func (s *secretFlag) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&s.sec, "sec", "", "secret key, hex or nsec (default $"+SecretEnv+")")
 }
 
-// given reports whether a key was given by flag or environment.
-func (s *secretFlag) given() bool { return s.sec != "" || os.Getenv(SecretEnv) != "" }
-
 // key returns the secret key of --sec or $NOSTR_SECRET_KEY.
 func (s *secretFlag) key() (nostr.SecretKey, error) {
 	v := s.sec

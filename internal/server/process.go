@@ -37,7 +37,7 @@ type ProcessStats struct {
 }
 
 var processSamples = sync.Pool{New: func() any {
-	return []metrics.Sample{
+	return &[]metrics.Sample{
 		{Name: "/memory/classes/heap/objects:bytes"},
 		{Name: "/memory/classes/heap/free:bytes"},
 		{Name: "/gc/heap/live:bytes"},
@@ -47,7 +47,8 @@ var processSamples = sync.Pool{New: func() any {
 
 // readProcess reads the process figures. It does not stop the world.
 func readProcess() ProcessStats {
-	ss := processSamples.Get().([]metrics.Sample)
+	ssp := processSamples.Get().(*[]metrics.Sample)
+	ss := *ssp
 	metrics.Read(ss)
 	p := ProcessStats{
 		HeapObjectsBytes: ss[0].Value.Uint64(),
@@ -58,7 +59,7 @@ func readProcess() ProcessStats {
 		OpenFiles:        openFiles(),
 	}
 	p.HeapResidentBytes = p.HeapObjectsBytes + ss[1].Value.Uint64()
-	processSamples.Put(ss)
+	processSamples.Put(ssp)
 	return p
 }
 

@@ -146,12 +146,6 @@ func newFakeRelay(t testing.TB, neg, info string, events []*nostr.Event) *fakeRe
 	return f
 }
 
-func (f *fakeRelay) stored() []*nostr.Event {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return slices.Clone(f.events)
-}
-
 func (f *fakeRelay) serve(ws *websocket.Conn) {
 	defer ws.Close()
 	send := func(v ...any) {

@@ -97,7 +97,7 @@ func makeAddrID(pk []byte, kind int, dkey []byte) addrID {
 
 // authorLockClass is the first key of the writer's author locks
 // (pg_advisory_xact_lock(int4, int4)); petrel_lock_authors has it too.
-const authorLockClass = 0x70657472 // "petr"
+const authorLockClass = 0x70657472 // "petr", 1885697138
 
 // authorLock returns the second key of pk's author lock: its first four
 // bytes. Authors that share them share a lock, which only serializes

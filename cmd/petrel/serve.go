@@ -311,8 +311,13 @@ func serve(cfg config.Config, load func() (config.Config, error)) error {
 		}
 	}
 	log.Info("shutting down", "signal", s.String())
+	stopAt := time.Now()
 	go func() {
-		<-sig
+		for next := range sig {
+			if secondSignal(s, stopAt, next, time.Now()) {
+				break
+			}
+		}
 		log.Warn("second signal: exiting now")
 		if ctl != nil {
 			_ = os.Remove(ctl.path) // no backup can be served any more
@@ -338,6 +343,22 @@ func serve(cfg config.Config, load func() (config.Config, error)) error {
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// signalEcho is how soon after the first the same signal again is taken
+// for the same request: GNU timeout (and other supervisors) signal the
+// command and then its whole process group, so petrel serve under
+// `timeout 1h petrel serve` gets SIGTERM twice within a millisecond and,
+// without this, exited at once (status 1, the store not closed). Far
+// longer than a loaded machine delays the pair; a person who presses
+// Ctrl-C again because the shutdown seems stuck does so later.
+const signalEcho = 500 * time.Millisecond
+
+// secondSignal reports whether sig, received at now during a shutdown
+// that first (received at t0) started, asks to exit at once: another
+// signal, or the same one past signalEcho.
+func secondSignal(first os.Signal, t0 time.Time, sig os.Signal, now time.Time) bool {
+	return sig != first || now.Sub(t0) >= signalEcho
 }
 
 // sharedPolicyRefresh is how often a node on a shared store (PostgreSQL)

@@ -51,8 +51,9 @@ type request struct {
 	done    chan struct{}
 }
 
-// weight is the request's share of a batch, in events and bytes.
-func (r *request) weight() (int, int) {
+// Weight is the request's share of a batch (store.Weighed), in events
+// and bytes.
+func (r *request) Weight() (int, int) {
 	switch r.op {
 	case opSave, opSubmit, opHold, opRelease:
 		b := 0
@@ -253,30 +254,12 @@ func (w *writer) run() {
 	maxEvents, maxBytes := w.s.opts.MaxBatch, w.s.opts.MaxBatchBytes
 	var reqs []*request
 	for {
-		r, ok := <-w.s.queue
-		if !ok {
-			return
+		var open bool
+		reqs, open = store.NextBatch(w.s.queue, reqs, maxEvents, maxBytes)
+		if len(reqs) > 0 {
+			w.commit(reqs)
+			clear(reqs)
 		}
-		reqs = append(reqs[:0], r)
-		n, b := r.weight()
-		open := true
-	drain:
-		for n < maxEvents && b < maxBytes {
-			select {
-			case r, ok := <-w.s.queue:
-				if !ok {
-					open = false
-					break drain
-				}
-				reqs = append(reqs, r)
-				dn, db := r.weight()
-				n, b = n+dn, b+db
-			default:
-				break drain
-			}
-		}
-		w.commit(reqs)
-		clear(reqs)
 		if !open {
 			return
 		}

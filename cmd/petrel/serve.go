@@ -314,7 +314,7 @@ func serve(cfg config.Config, load func() (config.Config, error)) error {
 	stopAt := time.Now()
 	go func() {
 		for next := range sig {
-			if secondSignal(s, stopAt, next, time.Now()) {
+			if cli.SecondSignal(s, stopAt, next, time.Now()) {
 				break
 			}
 		}
@@ -343,22 +343,6 @@ func serve(cfg config.Config, load func() (config.Config, error)) error {
 	}
 	log.Info("stopped")
 	return nil
-}
-
-// signalEcho is how soon after the first the same signal again is taken
-// for the same request: GNU timeout (and other supervisors) signal the
-// command and then its whole process group, so petrel serve under
-// `timeout 1h petrel serve` gets SIGTERM twice within a millisecond and,
-// without this, exited at once (status 1, the store not closed). Far
-// longer than a loaded machine delays the pair; a person who presses
-// Ctrl-C again because the shutdown seems stuck does so later.
-const signalEcho = 500 * time.Millisecond
-
-// secondSignal reports whether sig, received at now during a shutdown
-// that first (received at t0) started, asks to exit at once: another
-// signal, or the same one past signalEcho.
-func secondSignal(first os.Signal, t0 time.Time, sig os.Signal, now time.Time) bool {
-	return sig != first || now.Sub(t0) >= signalEcho
 }
 
 // sharedPolicyRefresh is how often a node on a shared store (PostgreSQL)

@@ -10,33 +10,10 @@ import (
 	"time"
 )
 
-// TestSecondSignal: during a shutdown, the same signal again within
-// signalEcho is the first one echoed (GNU timeout signals the command and
-// then its process group), at signalEcho and past it, or another signal
-// at any time, asks to exit at once.
-func TestSecondSignal(t *testing.T) {
-	t0 := time.Unix(1000, 0)
-	for _, c := range []struct {
-		sig   os.Signal
-		after time.Duration
-		want  bool
-	}{
-		{syscall.SIGTERM, 0, false},
-		{syscall.SIGTERM, signalEcho - time.Nanosecond, false},
-		{syscall.SIGTERM, signalEcho, true},
-		{syscall.SIGTERM, time.Minute, true},
-		{syscall.SIGINT, 0, true},
-	} {
-		if got := secondSignal(syscall.SIGTERM, t0, c.sig, t0.Add(c.after)); got != c.want {
-			t.Errorf("SIGTERM, then %v %v later: exit now %v, want %v", c.sig, c.after, got, c.want)
-		}
-	}
-}
-
 // TestSignalTwiceAtOnce: petrel serve signalled twice at once, as `timeout
 // 1h petrel serve` does, shuts down in order (the store closed, exit 0);
 // SIGTERM and then SIGINT at once still exits at once (status 1). Without
-// signalEcho the first case exits at once too (checked).
+// cli.SignalEcho the first case exits at once too (checked).
 func TestSignalTwiceAtOnce(t *testing.T) {
 	bin := petrelBin(t)
 	for _, c := range []struct {

@@ -12,7 +12,9 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 )
@@ -100,10 +102,60 @@ func firstArg(args []string) string {
 }
 
 // Interruptible returns ctx (Background if nil), cancelled by SIGINT or
-// SIGTERM, for commands that stop cleanly when their context ends.
+// SIGTERM, for commands that stop cleanly when their context ends. A
+// second signal while the command stops (SecondSignal: another one, or
+// the same one past SignalEcho) ends the process at once with status 1,
+// so that a stop that hangs (a store's final flush, an unresponsive
+// relay) can be cut short as a user expects of a second Ctrl-C. The
+// returned function stops catching the signals and cancels the context.
 func Interruptible(ctx context.Context) (context.Context, context.CancelFunc) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	return signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	ctx, cancel := context.WithCancel(ctx)
+	sig := make(chan os.Signal, 2)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() {
+		var first os.Signal
+		var at time.Time
+		for {
+			select {
+			case <-done:
+				return
+			case s := <-sig:
+				now := time.Now()
+				if first == nil {
+					first, at = s, now
+					cancel()
+				} else if SecondSignal(first, at, s, now) {
+					fmt.Fprintf(os.Stderr, "petrel: second signal %v after %v: exiting now\n", s, now.Sub(at).Round(time.Millisecond))
+					os.Exit(1)
+				}
+			}
+		}
+	}()
+	var once sync.Once
+	return ctx, func() {
+		once.Do(func() {
+			signal.Stop(sig)
+			close(done)
+		})
+		cancel()
+	}
+}
+
+// SignalEcho is how soon after the first the same signal again is taken
+// for the first, echoed: GNU timeout (and other supervisors) signal the
+// command and then its whole process group, so `timeout 1h petrel serve`
+// gets SIGTERM twice within a millisecond. Far longer than a loaded
+// machine delays the pair; a person who presses Ctrl-C again because the
+// stop seems stuck does so later.
+const SignalEcho = 500 * time.Millisecond
+
+// SecondSignal reports whether sig, received at now while a stop that
+// first (received at t0) started is under way, asks to exit at once:
+// another signal, or the same one at SignalEcho or later.
+func SecondSignal(first os.Signal, t0 time.Time, sig os.Signal, now time.Time) bool {
+	return sig != first || now.Sub(t0) >= SignalEcho
 }

@@ -30,7 +30,10 @@ func TestSignalTwiceAtOnce(t *testing.T) {
 				t.Fatal(err)
 			}
 			// Two signals sent at once often merge into one pending
-			// signal: the second goes once the first is received.
+			// signal: the second goes once the first is received. It
+			// must land while the relay still stops: an idle relay's
+			// stop lasts ~200 ms because nbhttp's Shutdown waits one
+			// 200 ms tick; if that goes, hold the stop open here.
 			for !strings.Contains(s.logs.String(), "shutting down") {
 				time.Sleep(time.Millisecond)
 			}

@@ -12,7 +12,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -40,7 +39,7 @@ func startControl(cfg config.Config, log *slog.Logger, st *pebble.Store) *contro
 	path := cli.ControlSocketPath(cfg.Store.Path)
 	// A socket left by a serve that died: the store's lock, which this
 	// process holds, says no other serve uses this directory.
-	if fi, err := os.Lstat(path); err == nil && fi.Mode()&fs.ModeSocket != 0 {
+	if cli.IsSocket(path) {
 		_ = os.Remove(path)
 	}
 	ln, err := net.Listen("unix", path)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -177,15 +176,7 @@ type serveSource struct{ dir string }
 func (s serveSource) running() bool { return cli.ControlServed(s.dir) }
 
 func (s serveSource) count(ctx context.Context, filters []nostr.Filter) (int64, error) {
-	var n int64
-	served, err := cli.AskControlQuery(ctx, s.dir, filters, cli.QueryRequest{Count: true}, func(line []byte) error {
-		var a cli.CountAnswer
-		if err := json.Unmarshal(line, &a); err != nil {
-			return fmt.Errorf("the running relay's answer: %w", err)
-		}
-		n = a.Count
-		return nil
-	})
+	n, served, err := cli.AskControlCount(ctx, s.dir, filters)
 	if err == nil && !served {
 		err = errNoServe
 	}

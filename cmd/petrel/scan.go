@@ -235,15 +235,10 @@ func scanThroughServe(ctx context.Context, f *scanFlags, dir string, filters []n
 	start := time.Now()
 	var n int64
 	if f.count {
-		served, err = cli.AskControlQuery(ctx, dir, filters, cli.QueryRequest{Count: true}, func(line []byte) error {
-			var a cli.CountAnswer
-			if err := json.Unmarshal(line, &a); err != nil {
-				return fmt.Errorf("the running relay's answer: %w", err)
-			}
-			n = a.Count
-			_, err := fmt.Fprintln(stdout, a.Count)
-			return err
-		})
+		n, served, err = cli.AskControlCount(ctx, dir, filters)
+		if served && err == nil {
+			_, err = fmt.Fprintln(stdout, n)
+		}
 	} else {
 		bw := bufio.NewWriterSize(stdout, 64<<10)
 		served, err = cli.AskControlQuery(ctx, dir, filters, cli.QueryRequest{IDs: f.ids}, func(line []byte) error {

@@ -32,6 +32,13 @@ func ControlSocketPath(storePath string) string {
 	return filepath.Join(storePath, ControlSocketName)
 }
 
+// IsSocket reports whether path is a Unix socket (whether or not a
+// process listens on it).
+func IsSocket(path string) bool {
+	fi, err := os.Lstat(path)
+	return err == nil && fi.Mode()&fs.ModeSocket != 0
+}
+
 // ControlError is the body of the control socket's error answers.
 type ControlError struct {
 	Error string `json:"error"`
@@ -42,7 +49,7 @@ type ControlError struct {
 // behind by a relay that died is not.
 func ControlServed(dir string) bool {
 	path := ControlSocketPath(dir)
-	if fi, err := os.Lstat(path); err != nil || fi.Mode()&fs.ModeSocket == 0 {
+	if !IsSocket(path) {
 		return false
 	}
 	c, err := net.DialTimeout("unix", path, 5*time.Second)
@@ -81,12 +88,19 @@ type CountAnswer struct {
 // MaxQueryBody caps the body of POST /query.
 const MaxQueryBody = 1 << 20
 
-// askQuery runs a query through the control socket of the petrel serve
-// holding dir. served is false when no relay answers there: the caller
-// then opens the store itself. each gets every line (count: the one
-// JSON answer).
-func askQuery(ctx context.Context, dir string, filters []nostr.Filter, count bool, each func([]byte) error) (served bool, err error) {
-	return AskControlQuery(ctx, dir, filters, QueryRequest{Count: count}, each)
+// AskControlCount counts the events of filters in the store the petrel
+// serve holding dir serves (QueryRequest{Count: true}); served is false
+// when no relay answers there.
+func AskControlCount(ctx context.Context, dir string, filters []nostr.Filter) (n int64, served bool, err error) {
+	served, err = AskControlQuery(ctx, dir, filters, QueryRequest{Count: true}, func(line []byte) error {
+		var a CountAnswer
+		if err := json.Unmarshal(line, &a); err != nil {
+			return fmt.Errorf("the running relay's answer: %w", err)
+		}
+		n = a.Count
+		return nil
+	})
+	return n, served, err
 }
 
 // ErrOlderServe is what PostControl answers when the running relay does
@@ -102,7 +116,7 @@ var ErrOlderServe = errors.New("the running petrel serve is older and cannot ans
 // relay's ControlError).
 func PostControl(ctx context.Context, dir, route string, body []byte) (resp *http.Response, served bool, err error) {
 	path := ControlSocketPath(dir)
-	if fi, err := os.Lstat(path); err != nil || fi.Mode()&fs.ModeSocket == 0 {
+	if !IsSocket(path) {
 		return nil, false, nil
 	}
 	hc := &http.Client{Transport: &http.Transport{
@@ -138,8 +152,11 @@ func PostControl(ctx context.Context, dir, route string, body []byte) (resp *htt
 	return nil, true, fmt.Errorf("the running relay: %s", ce.Error)
 }
 
-// AskControlQuery is askQuery with the request's options (req.Filters is
-// set from filters).
+// AskControlQuery runs a query through the control socket of the petrel
+// serve holding dir (req.Filters is set from filters). served is false
+// when no relay answers there: the caller then opens the store itself.
+// each gets every line of the answer (one JSON object for Count and
+// Explain).
 func AskControlQuery(ctx context.Context, dir string, filters []nostr.Filter, req QueryRequest, each func([]byte) error) (served bool, err error) {
 	req.Filters = nil
 	for i := range filters {

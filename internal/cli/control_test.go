@@ -18,13 +18,7 @@ func TestPostControl(t *testing.T) {
 	if _, served, err := PostControl(ctx, t.TempDir(), "query", nil); served || err != nil {
 		t.Fatalf("no socket: served %v, %v", served, err)
 	}
-	stale := t.TempDir()
-	sl, err := net.ListenUnix("unix", &net.UnixAddr{Name: ControlSocketPath(stale), Net: "unix"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sl.SetUnlinkOnClose(false)
-	sl.Close()
+	stale := staleSocketDir(t)
 	if _, served, err := PostControl(ctx, stale, "query", nil); served || err != nil {
 		t.Fatalf("stale socket: served %v, %v", served, err)
 	}
@@ -59,4 +53,18 @@ func TestPostControl(t *testing.T) {
 	if _, served, err := PostControl(ctx, dir, "fail", nil); !served || err == nil || !strings.Contains(err.Error(), "another backup is running") {
 		t.Fatalf("refused: served %v, %v", served, err)
 	}
+}
+
+// staleSocketDir returns a data directory holding the control socket a
+// killed relay leaves behind: a socket file nothing accepts on.
+func staleSocketDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	sl, err := net.ListenUnix("unix", &net.UnixAddr{Name: ControlSocketPath(dir), Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sl.SetUnlinkOnClose(false)
+	sl.Close()
+	return dir
 }

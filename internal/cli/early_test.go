@@ -50,13 +50,7 @@ func TestEarly(t *testing.T) {
 		}
 	}()
 	// A socket a killed relay left behind: nothing accepts on it.
-	stale := t.TempDir()
-	sl, err := net.ListenUnix("unix", &net.UnixAddr{Name: ControlSocketPath(stale), Net: "unix"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sl.SetUnlinkOnClose(false)
-	sl.Close()
+	stale := staleSocketDir(t)
 	// A file of the socket's name that is not a socket.
 	notSocket := t.TempDir()
 	if err := os.WriteFile(filepath.Join(notSocket, ControlSocketName), nil, 0o600); err != nil {

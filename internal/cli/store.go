@@ -7,9 +7,7 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"os"
 
 	"github.com/spf13/cobra"
@@ -52,7 +50,7 @@ func (s *storeFlags) register(cmd *cobra.Command) {
 // query writes the events of filters in the store to sink.
 func (s *storeFlags) query(ctx context.Context, filters []nostr.Filter, sink *eventSink) error {
 	putRaw := func(raw []byte) error { return sink.putStored(raw, s.dir) }
-	if served, err := askQuery(ctx, s.dir, filters, false, putRaw); served {
+	if served, err := AskControlQuery(ctx, s.dir, filters, QueryRequest{}, putRaw); served {
 		return err
 	}
 	if LocalStore == nil {
@@ -63,16 +61,7 @@ func (s *storeFlags) query(ctx context.Context, filters []nostr.Filter, sink *ev
 
 // count counts the events of filters in the store.
 func (s *storeFlags) count(ctx context.Context, filters []nostr.Filter) (int64, error) {
-	var n int64
-	served, err := askQuery(ctx, s.dir, filters, true, func(line []byte) error {
-		var a CountAnswer
-		if err := json.Unmarshal(line, &a); err != nil {
-			return fmt.Errorf("the running relay's answer: %w", err)
-		}
-		n = a.Count
-		return nil
-	})
-	if served {
+	if n, served, err := AskControlCount(ctx, s.dir, filters); served {
 		return n, err
 	}
 	if LocalStore == nil {

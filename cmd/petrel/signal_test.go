@@ -2,12 +2,15 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/petrel-relay/petrel/internal/relaytest"
 )
 
 // TestSignalTwiceAtOnce: petrel serve signalled twice at once, as `timeout
@@ -25,42 +28,66 @@ func TestSignalTwiceAtOnce(t *testing.T) {
 		{"another", syscall.SIGINT, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			s := runServe(t, bin, filepath.Join(t.TempDir(), "data"))
-			if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			p := startServeProc(t, bin, []string{"PETREL_SERVER_SHUTDOWN_TIMEOUT=1s"},
+				"--data", filepath.Join(t.TempDir(), "data"), "--listen", "127.0.0.1:0")
+			holdStopOpen(t, p)
+			if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 				t.Fatal(err)
 			}
 			// Two signals sent at once often merge into one pending
-			// signal: the second goes once the first is received. It
-			// must land while the relay still stops: an idle relay's
-			// stop lasts ~200 ms because nbhttp's Shutdown waits one
-			// 200 ms tick; if that goes, hold the stop open here.
-			for !strings.Contains(s.logs.String(), "shutting down") {
+			// signal: the second goes once the first is received, while
+			// the stop waits (up to shutdown_timeout) for a queue that
+			// its subscriber does not read.
+			for !strings.Contains(p.Log(), "shutting down") {
 				time.Sleep(time.Millisecond)
 			}
-			if err := s.cmd.Process.Signal(c.second); errors.Is(err, os.ErrProcessDone) {
-				t.Skip("the relay stopped before the second signal")
+			if err := p.cmd.Process.Signal(c.second); errors.Is(err, os.ErrProcessDone) {
+				t.Fatalf("the relay stopped before the second signal, its stop not held open:\n%s", p.Log())
 			} else if err != nil {
 				t.Fatal(err)
 			}
-			done := make(chan error, 1)
-			go func() { done <- s.cmd.Wait() }()
-			var err error
 			select {
-			case err = <-done:
+			case <-p.done:
 			case <-time.After(30 * time.Second):
-				_ = s.cmd.Process.Kill()
-				t.Fatalf("still running 30 s after two signals:\n%s", s.logs.String())
+				_ = p.cmd.Process.Kill()
+				t.Fatalf("still running 30 s after two signals:\n%s", p.Log())
 			}
-			log := s.logs.String()
+			log, code := p.Log(), p.cmd.ProcessState.ExitCode()
 			if c.orderly {
-				if err != nil || !strings.Contains(log, "msg=stopped") || strings.Contains(log, "second signal") {
-					t.Fatalf("SIGTERM twice at once: %v, want an orderly stop (exit 0, \"stopped\"):\n%s", err, log)
+				if code != 0 || !strings.Contains(log, "msg=stopped") || strings.Contains(log, "second signal") {
+					t.Fatalf("SIGTERM twice at once: exit %d, want an orderly stop (exit 0, \"stopped\"):\n%s", code, log)
 				}
 				return
 			}
-			if s.cmd.ProcessState.ExitCode() != 1 || !strings.Contains(log, "second signal: exiting now") {
-				t.Fatalf("SIGTERM, then SIGINT at once: %v, want exit 1 and \"second signal\":\n%s", err, log)
+			if code != 1 || !strings.Contains(log, "second signal: exiting now") {
+				t.Fatalf("SIGTERM, then SIGINT at once: exit %d, want exit 1 and \"second signal\":\n%s", code, log)
 			}
 		})
+	}
+}
+
+// holdStopOpen gives p's stop something to wait for: a subscriber that
+// never reads, with events queued for it that its socket will not take.
+// An idle relay stops in a few tens of milliseconds, too soon for a test
+// to be sure its signal lands during the stop.
+func holdStopOpen(t *testing.T, p *serveProc) {
+	t.Helper()
+	sub, err := relaytest.DialWith(t, p.URL, relaytest.DialOptions{NoRead: true, ReadBuffer: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub.SendRaw(`["REQ","live",{"kinds":[1],"limit":0}]`)
+	pub := relaytest.Dial(t, p.URL)
+	t.Cleanup(pub.Close)
+	key := relaytest.NewKey("signal")
+	body := strings.Repeat("x", 16<<10)
+	// The publisher reads its OKs: each event has been fanned out when
+	// it is acknowledged. Half a megabyte queued past the socket is more
+	// than the kernel's buffers will take on a window this small.
+	for i := 0; p.Stats(t).OutQueueBytes < 512<<10; i++ {
+		if i == 1000 {
+			t.Fatalf("nothing queued for a subscriber that does not read after %d events of %d bytes", i, len(body))
+		}
+		pub.MustPublish(key.Note(fmt.Sprintf("%s %d", body, i)))
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -224,11 +225,14 @@ func TestCompressionBrowser(t *testing.T) {
 		t.Cleanup(srv.Close)
 		pageURL := srv.URL + "/?" + url.Values{"relay": {relayURL}, "want": {strconv.Itoa(want)}}.Encode()
 		cmd := exec.Command(browser, "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run",
-			"--disable-extensions", "--user-data-dir="+t.TempDir(), pageURL)
+			"--disable-extensions", "--user-data-dir="+browserProfile(t), pageURL)
+		// Its own process group, so that the cleanup ends the browser's
+		// helper processes too, not the browser process alone.
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		t.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); _ = cmd.Wait() })
 		return ready, result
 	})
 }

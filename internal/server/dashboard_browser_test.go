@@ -42,6 +42,32 @@ func chromium(t *testing.T) string {
 	return ""
 }
 
+// browserProfile returns a fresh directory for one chromium run's
+// --user-data-dir, removed when the test ends. Chromium's helper
+// processes can outlive the browser process by a moment and still write
+// there, so the removal is retried for a few seconds where t.TempDir's
+// cleanup fails the test at the first "directory not empty".
+func browserProfile(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "petrel-chromium-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			err := os.RemoveAll(dir)
+			if err == nil {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Errorf("chromium's profile still in use 10 s after the test: %v", err)
+				return
+			}
+		}
+	})
+	return dir
+}
+
 // runChromium runs headless chromium with args on url and returns its
 // standard output. The virtual time budget lets the page's script run
 // (its timers advance in virtual time; its fetches are real).
@@ -52,7 +78,7 @@ func runChromium(t *testing.T, bin, url string, args ...string) []byte {
 	all := append([]string{
 		"--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
 		"--disable-extensions", "--disable-background-networking", "--hide-scrollbars",
-		"--user-data-dir=" + t.TempDir(), "--virtual-time-budget=4000",
+		"--user-data-dir=" + browserProfile(t), "--virtual-time-budget=4000",
 	}, args...)
 	cmd := exec.CommandContext(ctx, bin, append(all, url)...)
 	var out, errb bytes.Buffer

@@ -4,7 +4,7 @@
 export GOTOOLCHAIN := local
 ARGS ?=
 
-.PHONY: run test build bench vet fmt
+.PHONY: run test build bench vet fmt fuzz
 
 run:
 	./scripts/run.sh $(ARGS)
@@ -19,6 +19,10 @@ build:
 # runs with benchstat.
 bench:
 	go test -run='^$$' -bench=. -benchmem -count=5 ./internal/nostr/ ./internal/relay/ ./internal/store/pebble/ | tee bench.txt
+
+# Every fuzz target for FUZZTIME (default 20s) each; see docs/RELIABILITY.md.
+fuzz:
+	./scripts/fuzz.sh
 
 vet:
 	go vet ./...

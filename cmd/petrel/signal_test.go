@@ -78,15 +78,15 @@ func holdStopOpen(t *testing.T, p *serveProc) {
 	}
 	sub.SendRaw(`["REQ","live",{"kinds":[1],"limit":0}]`)
 	pub := relaytest.Dial(t, p.URL)
-	t.Cleanup(pub.Close)
 	key := relaytest.NewKey("signal")
 	body := strings.Repeat("x", 16<<10)
 	// The publisher reads its OKs: each event has been fanned out when
 	// it is acknowledged. Half a megabyte queued past the socket is more
 	// than the kernel's buffers will take on a window this small.
-	for i := 0; p.Stats(t).OutQueueBytes < 512<<10; i++ {
+	const held = 512 << 10
+	for i := 0; p.Stats(t).OutQueueBytes < held; i++ {
 		if i == 1000 {
-			t.Fatalf("nothing queued for a subscriber that does not read after %d events of %d bytes", i, len(body))
+			t.Fatalf("less than %d bytes queued for a subscriber that does not read after %d events of %d bytes", held, i, len(body))
 		}
 		pub.MustPublish(key.Note(fmt.Sprintf("%s %d", body, i)))
 	}

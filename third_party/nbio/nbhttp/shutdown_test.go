@@ -34,8 +34,11 @@ func TestShutdownIdleEngine(t *testing.T) {
 			case <-time.After(10 * time.Second):
 				t.Fatal("the engine has not seen the connection close after 10s")
 			}
-			for e.openConns() > 0 { // OnClose runs just before the engine forgets it
-				time.Sleep(time.Millisecond)
+			// OnClose runs just before the engine forgets the connection.
+			for deadline := time.Now().Add(10 * time.Second); e.openConns() > 0; time.Sleep(time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatal("the engine still holds a closed connection after 10s")
+				}
 			}
 		}
 		done := make(chan error, 1)

@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"maps"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -366,7 +368,7 @@ func TestClientRelays(t *testing.T) {
 	if ok || !strings.Contains(errOut, dead+": ") || !strings.Contains(errOut, r2.URL+": OK") {
 		t.Fatalf("partial publish: %v\n%s", ok, errOut)
 	}
-	c.fails(dead+": client: connect", "", "req", dead)
+	c.fails(dead+": cannot connect: connection refused", "", "req", dead)
 
 	// Events from stdin: a signed one is published as it is.
 	signed := alice.Event(1, "from stdin", nil, fixtureBase)
@@ -452,6 +454,74 @@ func TestClientRelays(t *testing.T) {
 	if err := json.Unmarshal([]byte(c.must("", "relay", r1.URL)), &doc); err != nil || !slices.Contains(doc.SupportedNIPs, 11) {
 		t.Fatalf("relay: %v %v", doc, err)
 	}
+}
+
+// TestClientConnectErrors: a relay that cannot be reached is one line on
+// stderr naming it once, with the cause and nothing the client or
+// net/http repeat: a closed port, two of them, an upgrade answered with
+// an HTTP status, and a listener that never answers, for each command
+// that connects.
+func TestClientConnectErrors(t *testing.T) {
+	c := newCLI(t)
+	sk := relaytest.NewKey("cli-connect").SK.Hex()
+	only := func(want string, args ...string) {
+		t.Helper()
+		out, errOut, ok := c.run("", args...)
+		if ok || out != "" || errOut != want+"\n" {
+			t.Fatalf("%v: ok=%v\nstdout %q\nstderr %q\nwant   %q", args, ok, out, errOut, want+"\n")
+		}
+	}
+	dead := deadRelay(t)
+	deadHTTP := "http://" + strings.TrimPrefix(dead, "ws://")
+	refused := "cannot connect: connection refused"
+	only("petrel: "+dead+": "+refused, "req", dead)
+	only("petrel: "+dead+": "+refused, "count", dead)
+	only("petrel: "+dead+": "+refused, "relay", dead)
+	only("petrel: "+deadHTTP+": "+refused, "admin", dead, "supportedmethods", "--sec", sk)
+	out, errOut, ok := c.run("", "event", "--sec", sk, "-c", "x", dead)
+	if ok || len(lines(out)) != 1 || errOut != "petrel: "+dead+": "+refused+"\n" {
+		t.Fatalf("event to a closed port: %v\n%s%s", ok, out, errOut)
+	}
+	// sync logs before it connects; its error is the last line.
+	_, errOut, ok = c.run("", "sync", "--data", t.TempDir(), dead)
+	if l := lines(errOut); ok || len(l) == 0 || l[len(l)-1] != "petrel: "+dead+": "+refused || strings.Contains(errOut, "client: connect") {
+		t.Fatalf("sync from a closed port: %v\n%s", ok, errOut)
+	}
+	dead2 := deadRelay(t)
+	only(dead+": "+refused+"\n"+dead2+": "+refused+"\npetrel: not every relay succeeded (see above)", "req", dead, dead2)
+
+	// An upgrade answered with a status.
+	busy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "slow down", http.StatusTooManyRequests)
+	}))
+	t.Cleanup(busy.Close)
+	busyURL := "ws://" + strings.TrimPrefix(busy.URL, "http://")
+	only("petrel: "+busyURL+": the relay refused the WebSocket upgrade: HTTP 429 Too Many Requests", "req", busyURL)
+
+	// A listener that takes the connection and never answers.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		var held []net.Conn
+		defer func() {
+			for _, cn := range held {
+				cn.Close()
+			}
+		}()
+		for {
+			cn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			held = append(held, cn)
+		}
+	}()
+	silent := "ws://" + ln.Addr().String()
+	only("petrel: "+silent+": cannot connect: no answer within 300ms", "req", "--timeout", "300ms", silent)
+	only("petrel: "+silent+": cannot connect: no answer within 300ms", "relay", "--timeout", "300ms", silent)
 }
 
 // TestClientAuth: a relay that closes a request with "auth-required:"

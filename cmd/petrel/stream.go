@@ -138,7 +138,7 @@ func runStream(ctx context.Context, f *streamFlags, remote string, stdout io.Wri
 	defer stop()
 	log.Info("streaming", "local", cli.RelayURL(local), "remote", cli.RelayURL(remote), "dir", dir.String())
 	if err := s.Run(ctx); err != nil {
-		return cli.AuthHint(err, sk)
+		return cli.AuthHint(cli.RelayConnectError(err, 0), sk)
 	}
 	return printStreamStats(stdout, f.jsonOut, []stream.Stats{s.Stats()}, false)
 }

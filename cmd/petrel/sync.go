@@ -179,6 +179,7 @@ func runSync(ctx context.Context, f *syncFlags, remote string, stdout, stderr io
 	defer stop()
 
 	res, err := psync.Run(ctx, o)
+	err = cli.RelayConnectError(err, 0)
 	if st := o.Store; st != nil {
 		cerr := st.Close()
 		if cerr != nil {

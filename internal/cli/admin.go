@@ -71,7 +71,7 @@ An error from the relay is printed on stderr with exit status 1.`,
 			req.Header.Set("Authorization", nip98.Header(sk, http.MethodPost, u, body, time.Now()))
 			resp, err := http.DefaultClient.Do(req)
 			if err != nil {
-				return err
+				return fmt.Errorf("%s: %w", u, connectError(err, timeout))
 			}
 			defer resp.Body.Close()
 			raw, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))

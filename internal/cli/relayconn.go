@@ -12,6 +12,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
 	"sync"
 	"time"
 
@@ -73,12 +77,97 @@ func AuthHint(err error, sk *nostr.SecretKey) error {
 // authHintText says how to give a command the key to authenticate with.
 const authHintText = "pass --auth and --sec (hex or nsec, or set " + SecretEnv + ") to authenticate"
 
-// dial connects to url within the timeout.
+// dial connects to url within the timeout. A failure is told as
+// connectError tells it, for eachRelay's "<relay>: " line.
 func (f *connFlags) dial(ctx context.Context, url string) (*client.Conn, error) {
 	dctx, cancel := context.WithTimeout(ctx, f.timeout)
 	defer cancel()
-	return client.Dial(dctx, url, client.Options{HandshakeTimeout: f.timeout})
+	c, err := client.Dial(dctx, url, client.Options{HandshakeTimeout: f.timeout})
+	if err != nil {
+		return nil, connectError(err, f.timeout)
+	}
+	return c, nil
 }
+
+// connectError tells why a relay could not be reached, for a line that
+// names the relay already: the cause without the URL and address that
+// the client and net/http repeat ("cannot connect: connection refused",
+// "the relay refused the WebSocket upgrade: HTTP 429 Too Many
+// Requests"). The result wraps err. An error that is not a failed
+// connection (a *client.DialError, a *client.HandshakeError, or net/http's
+// *url.Error) is returned as it is.
+func connectError(err error, timeout time.Duration) error {
+	var he *client.HandshakeError
+	var de *client.DialError
+	var ue *url.Error
+	switch {
+	case errors.As(err, &he):
+		return &toldError{fmt.Sprintf("the relay refused the WebSocket upgrade: HTTP %d %s", he.Status, http.StatusText(he.Status)), err}
+	case errors.As(err, &de):
+		return &toldError{"cannot connect: " + connectCause(de.Err, timeout), err}
+	case errors.As(err, &ue):
+		var oe *net.OpError
+		if errors.As(ue.Err, &oe) && oe.Op == "dial" || isTimeout(ue.Err) {
+			return &toldError{"cannot connect: " + connectCause(ue.Err, timeout), err}
+		}
+		return &toldError{fmt.Sprintf("the HTTP request failed: %v", ue.Err), err}
+	}
+	return err
+}
+
+// RelayConnectError tells err as "<url>: cannot connect: <cause>" (or
+// "<url>: the relay refused the WebSocket upgrade: ...") when err is
+// itself a failed connection of client.Dial, whose message names the URL
+// and the address again; any other error, wrapped ones included, is
+// returned as it is. For the commands whose errors do not name the
+// relay already (sync, stream); timeout is the dial's, 0 if it has none.
+func RelayConnectError(err error, timeout time.Duration) error {
+	switch e := err.(type) {
+	case *client.DialError:
+		return fmt.Errorf("%s: %w", e.URL, connectError(err, timeout))
+	case *client.HandshakeError:
+		return fmt.Errorf("%s: %w", e.URL, connectError(err, timeout))
+	}
+	return err
+}
+
+// connectCause is the innermost useful reason of a failed connection:
+// "connection refused" rather than "dial tcp 127.0.0.1:1: connect:
+// connection refused"; "lookup h: no such host"; a TLS error as TLS
+// tells it; "no answer within 10s" for a timeout of either kind ("timed
+// out" without a timeout of its own).
+func connectCause(err error, timeout time.Duration) string {
+	if isTimeout(err) {
+		if timeout <= 0 {
+			return "timed out"
+		}
+		return fmt.Sprintf("no answer within %v", timeout)
+	}
+	var oe *net.OpError
+	if errors.As(err, &oe) && oe.Op == "dial" && oe.Err != nil {
+		err = oe.Err
+		var se *os.SyscallError
+		if errors.As(err, &se) {
+			err = se.Err
+		}
+	}
+	return err.Error()
+}
+
+// isTimeout reports a context deadline or a network timeout.
+func isTimeout(err error) bool {
+	var te interface{ Timeout() bool }
+	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &te) && te.Timeout()
+}
+
+// toldError is an error told in other words than the error it wraps.
+type toldError struct {
+	msg string
+	err error
+}
+
+func (e *toldError) Error() string { return e.msg }
+func (e *toldError) Unwrap() error { return e.err }
 
 // eventSink writes events to the output once each, whatever relay (or
 // page) they come from. It is safe for concurrent use.

@@ -25,6 +25,9 @@ func relayInfoCmd() *cobra.Command {
 			defer cancel()
 			inf, err := client.FetchInfo(ctx, nil, u)
 			if err != nil {
+				if told := connectError(err, conn.timeout); told != err {
+					return fmt.Errorf("%s: %w", u, told)
+				}
 				return err
 			}
 			_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s\n", strings.TrimSpace(string(inf.Raw)))

@@ -131,6 +131,24 @@ func (e *HandshakeError) Error() string {
 // Unwrap returns the WebSocket library's error.
 func (e *HandshakeError) Unwrap() error { return e.Err }
 
+// DialError is a connection that failed before the relay answered the
+// upgrade with any HTTP status: nothing listened at the address, the
+// name did not resolve, the TCP, TLS or HTTP exchange failed, or the
+// context ended first. (An upgrade answered with a status other than 101
+// is a HandshakeError.)
+type DialError struct {
+	URL string
+	Err error
+}
+
+// Error names the URL and the cause.
+func (e *DialError) Error() string {
+	return fmt.Sprintf("client: connect to %s: %v", e.URL, e.Err)
+}
+
+// Unwrap returns the cause (often a *net.OpError).
+func (e *DialError) Unwrap() error { return e.Err }
+
 // Message is a message of the inbox: one frame received from the relay
 // that nobody had registered for. The Message is the receiver's to keep.
 type Message struct {
@@ -207,7 +225,7 @@ func Dial(ctx context.Context, rawURL string, o Options) (*Conn, error) {
 		if resp != nil {
 			return nil, &HandshakeError{URL: rawURL, Status: resp.StatusCode, Err: err}
 		}
-		return nil, fmt.Errorf("client: connect to %s: %w", rawURL, err)
+		return nil, &DialError{URL: rawURL, Err: err}
 	}
 	if o.MaxMessageSize > 0 {
 		ws.SetReadLimit(o.MaxMessageSize)

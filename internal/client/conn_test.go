@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -404,7 +405,9 @@ func TestDialErrors(t *testing.T) {
 	}
 	addr := srv.Listener.Addr().String()
 	srv.Close()
-	if _, err := client.Dial(ctx(t), "ws://"+addr, client.Options{}); err == nil || errors.As(err, &he) {
+	_, err = client.Dial(ctx(t), "ws://"+addr, client.Options{})
+	var de *client.DialError
+	if !errors.As(err, &de) || errors.As(err, &he) || de.URL != "ws://"+addr || !errors.Is(err, syscall.ECONNREFUSED) {
 		t.Fatalf("closed port: %v", err)
 	}
 }

@@ -109,17 +109,12 @@ func openToolStore(cfg config.Config, log *slog.Logger, o toolStoreOptions) (sto
 // a pebble data directory).
 func openPebbleTool(cfg config.Config, log *slog.Logger, o toolStoreOptions) (*pebble.Store, error) {
 	path := cfg.Store.Path
-	if !o.create {
-		ents, err := os.ReadDir(path)
-		if errors.Is(err, fs.ErrNotExist) || (err == nil && len(ents) == 0) {
-			return nil, fmt.Errorf("%s: %w", path, errNoStore)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("open store %s: %w", path, err)
-		}
-	}
 	opts := pebbleOptions(cfg, log)
 	opts.Path = path
+	// Without create, a directory that holds no store (missing, empty,
+	// or of other files, as a mistyped --data may be) is refused
+	// untouched: no stray store, no lock file.
+	opts.MustExist = !o.create
 	opts.NoSync = o.noSync
 	opts.RebuildSearch = o.rebuildSearch
 	opts.ReadOnly = o.readOnly
@@ -132,6 +127,9 @@ func openPebbleTool(cfg config.Config, log *slog.Logger, o toolStoreOptions) (*p
 	// write. The spares serve keeps are left as they are, for it.
 	opts.WALSpares = 0
 	st, err := pebble.Open(opts)
+	if errors.Is(err, pebble.ErrNoStore) {
+		return nil, fmt.Errorf("%s: %w", path, errNoStore)
+	}
 	if err != nil {
 		return nil, openError(path, err)
 	}

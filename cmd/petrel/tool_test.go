@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -143,6 +144,23 @@ func TestOpenToolStore(t *testing.T) {
 	dir := t.TempDir()
 	f(filepath.Join(dir, "missing"), toolStoreOptions{}, errNoStore)
 	f(dir, toolStoreOptions{}, errNoStore) // empty directory
+	if _, err := os.Stat(filepath.Join(dir, "missing")); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("a refused open made the missing directory: %v", err)
+	}
+	// A directory of other files (a mistyped --data): refused, read-only
+	// or not, and left as it was.
+	other := filepath.Join(dir, "other")
+	if err := os.MkdirAll(other, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(other, "notes.txt"), []byte("hi"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f(other, toolStoreOptions{}, errNoStore)
+	f(other, toolStoreOptions{readOnly: true}, errNoStore)
+	if ents, _ := os.ReadDir(other); len(ents) != 1 {
+		t.Fatalf("a refused open wrote into the directory: %v", ents)
+	}
 	f(filepath.Join(dir, "new"), toolStoreOptions{create: true}, nil)
 	f(filepath.Join(dir, "new"), toolStoreOptions{}, nil)
 

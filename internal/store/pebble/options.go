@@ -101,6 +101,13 @@ type Options struct {
 	// than its larger filter block). Default false.
 	ReadOnly bool
 
+	// MustExist refuses a Path that holds no pebble database (a missing
+	// or empty directory, or one of other files) with an error wrapping
+	// ErrNoStore, and creates or writes nothing there, not even the lock
+	// file. ReadOnly implies it. Default false: Open creates the
+	// directory and a new database in it.
+	MustExist bool
+
 	// BodyCacheBytes is the memory for the bodies of the most recently
 	// stored events (at most 65,536 of them), which queries then read
 	// without a database seek. Default 32 MiB; negative: no cache.

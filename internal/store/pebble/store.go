@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -116,10 +117,33 @@ var (
 	_ store.Searcher = (*Store)(nil)
 )
 
+// ErrNoStore is wrapped by Open with Options.MustExist or ReadOnly when
+// the directory holds no pebble database.
+var ErrNoStore = errors.New("store/pebble: no store in the directory")
+
+// mustExist returns ErrNoStore unless path holds a pebble database (its
+// current manifest), reading the directory only.
+func mustExist(fsys vfs.FS, path string) error {
+	if fsys == nil {
+		fsys = vfs.Default
+	}
+	desc, err := pebble.Peek(path, fsys)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return ErrNoStore
+	case err != nil:
+		return err
+	case !desc.Exists:
+		return ErrNoStore
+	}
+	return nil
+}
+
 // Open opens (creating if needed) the store at opts.Path. The store holds
 // the directory's lock until Close: while another process, or another
 // Store of this one, has it open, Open fails with an error wrapping
-// ErrLocked.
+// ErrLocked. With Options.MustExist or ReadOnly, a directory without a
+// store is refused (ErrNoStore) untouched.
 func Open(opts Options) (*Store, error) {
 	o, err := opts.withDefaults()
 	if err != nil {
@@ -175,6 +199,11 @@ func Open(opts Options) (*Store, error) {
 			popts.FS = vfs.Default
 		}
 		popts.Experimental.FileCacheShards = 1
+	}
+	if o.MustExist || o.ReadOnly {
+		if err := mustExist(popts.FS, o.Path); err != nil {
+			return nil, fmt.Errorf("open pebble store %q: %w", o.Path, err)
+		}
 	}
 	pace := newPacer(o.BackgroundPause, o.MemTableSize)
 	ev := &events{log: o.Logger}

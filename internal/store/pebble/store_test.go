@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -334,6 +335,56 @@ func TestSubmitQueueFull(t *testing.T) {
 	}
 	if n := calls.Load(); n < 1 || n > 2 {
 		t.Fatalf("%d done calls, want the queued one (and maybe the blocked one)", n)
+	}
+}
+
+// TestMustExist: with MustExist or ReadOnly, a directory without a store
+// (missing, empty, or of other files) is refused with ErrNoStore and left
+// as it was; a store is opened.
+func TestMustExist(t *testing.T) {
+	root := t.TempDir()
+	missing := filepath.Join(root, "missing")
+	empty := filepath.Join(root, "empty")
+	other := filepath.Join(root, "other")
+	for _, d := range []string{empty, other} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(other, "notes.txt"), []byte("hi"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range []Options{{MustExist: true}, {ReadOnly: true}} {
+		for _, d := range []string{missing, empty, other} {
+			o.Path = d
+			before := ""
+			if _, err := os.Stat(d); err == nil {
+				before = dirListing(t, d)
+			}
+			s, err := Open(o)
+			if err == nil {
+				s.Close()
+			}
+			if !errors.Is(err, ErrNoStore) {
+				t.Fatalf("%s (read-only %v): %v, want ErrNoStore", d, o.ReadOnly, err)
+			}
+			if d == missing {
+				if _, err := os.Stat(d); !errors.Is(err, os.ErrNotExist) {
+					t.Fatalf("the refused open made the missing directory: %v", err)
+				}
+			} else if after := dirListing(t, d); after != before {
+				t.Fatalf("%s: the refused open changed the directory: %q, was %q", d, after, before)
+			}
+		}
+	}
+	dir := filepath.Join(root, "store")
+	s := openTest(t, Options{Path: dir})
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openTest(t, Options{Path: dir, MustExist: true})
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
 	}
 }
 

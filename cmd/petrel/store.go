@@ -72,10 +72,17 @@ var errStoreLocked = errors.New("the data directory is locked by another process
 
 // openError is the error of every command whose pebble.Open of the store
 // at path failed: errStoreLocked for a directory another process holds,
-// so that serve and the tools say the same thing.
+// so that serve and the tools say the same thing; otherwise "open store
+// PATH: " and the cause, without the store's own "open pebble store
+// PATH: " before it (the path once, and once more where the system's
+// error names a file).
 func openError(path string, err error) error {
 	if errors.Is(err, pebble.ErrLocked) {
 		return fmt.Errorf("%s: %w", path, errStoreLocked)
+	}
+	var oe *pebble.OpenError
+	if errors.As(err, &oe) {
+		err = oe.Err
 	}
 	return fmt.Errorf("open store %s: %w", path, err)
 }

@@ -117,6 +117,19 @@ var (
 	_ store.Searcher = (*Store)(nil)
 )
 
+// OpenError is every error of Open after its options were checked: the
+// directory and why it could not be opened.
+type OpenError struct {
+	Path string
+	Err  error
+}
+
+// Error names the directory and the cause.
+func (e *OpenError) Error() string { return fmt.Sprintf("open pebble store %q: %v", e.Path, e.Err) }
+
+// Unwrap returns the cause.
+func (e *OpenError) Unwrap() error { return e.Err }
+
 // ErrNoStore is wrapped by Open with Options.MustExist or ReadOnly when
 // the directory holds no pebble database.
 var ErrNoStore = errors.New("store/pebble: no store in the directory")
@@ -202,7 +215,7 @@ func Open(opts Options) (*Store, error) {
 	}
 	if o.MustExist || o.ReadOnly {
 		if err := mustExist(popts.FS, o.Path); err != nil {
-			return nil, fmt.Errorf("open pebble store %q: %w", o.Path, err)
+			return nil, &OpenError{Path: o.Path, Err: err}
 		}
 	}
 	pace := newPacer(o.BackgroundPause, o.MemTableSize)
@@ -211,7 +224,7 @@ func Open(opts Options) (*Store, error) {
 	popts.EventListener = ev.listener()
 	lock, err := lockDir(o.FS, o.Path)
 	if err != nil {
-		return nil, fmt.Errorf("open pebble store %q: %w", o.Path, err)
+		return nil, &OpenError{Path: o.Path, Err: err}
 	}
 	popts.Lock = lock.pl
 	var spares *walSpares
@@ -227,7 +240,7 @@ func Open(opts Options) (*Store, error) {
 				spares, err = openWALSpares(o.Path, o.WALSpares, size, o.MinFreeBytes, o.Logger)
 				if err != nil {
 					lock.release()
-					return nil, fmt.Errorf("open pebble store %q: write-ahead log spares: %w", o.Path, err)
+					return nil, &OpenError{Path: o.Path, Err: fmt.Errorf("write-ahead log spares: %w", err)}
 				}
 				fs = walSpareFS{FS: fs, sp: spares}
 			}
@@ -240,7 +253,7 @@ func Open(opts Options) (*Store, error) {
 			spares.close()
 		}
 		lock.release()
-		return nil, fmt.Errorf("open pebble store %q: %w", o.Path, err)
+		return nil, &OpenError{Path: o.Path, Err: err}
 	}
 	s := &Store{
 		opts:         o,
@@ -278,7 +291,7 @@ func Open(opts Options) (*Store, error) {
 	}
 	if err != nil {
 		s.closeDB()
-		return nil, fmt.Errorf("open pebble store %q: %w", o.Path, err)
+		return nil, &OpenError{Path: o.Path, Err: err}
 	}
 	if o.ReadOnly {
 		close(s.writerDone)
@@ -288,7 +301,7 @@ func Open(opts Options) (*Store, error) {
 	w, err := newWriter(s, c)
 	if err != nil {
 		s.closeDB()
-		return nil, fmt.Errorf("open pebble store %q: %w", o.Path, err)
+		return nil, &OpenError{Path: o.Path, Err: err}
 	}
 	go w.run()
 	if o.PurgeInterval > 0 {

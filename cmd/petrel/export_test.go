@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -134,6 +135,17 @@ func TestExportCommand(t *testing.T) {
 	f2("--filter", "--data", data, "--filter", `{"kinds":1}`)
 	f2("--until", "--data", data, "--until", "soon")
 	f2("no store", "--data", filepath.Join(dir, "nothing"))
+	// -o naming a directory: refused before anything is written, and no
+	// temporary file is left beside it.
+	outDir := filepath.Join(dir, "out")
+	if err := os.Mkdir(outDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := os.ReadDir(dir)
+	f2("is a directory", "--data", data, "-o", outDir)
+	if after, _ := os.ReadDir(dir); len(after) != len(before) {
+		t.Fatalf("a refused -o left files: %v, was %v", after, before)
+	}
 	openStoreAt(t, data)
 	f2("is petrel serve running?", "--data", data)
 }

@@ -143,6 +143,14 @@ func TestImportCommand(t *testing.T) {
 	if _, err := os.Stat(data); err == nil {
 		t.Fatal("import of a missing file created the store")
 	}
+	// Nor does a directory given as the input (it opens, and failed only
+	// at its first read).
+	if _, _, err := runTool(t, importCmd, "", "--data", data, dir); err == nil || !strings.Contains(err.Error(), "is a directory") {
+		t.Fatalf("import of a directory: %v", err)
+	}
+	if _, err := os.Stat(data); err == nil {
+		t.Fatal("import of a directory created the store")
+	}
 	openStoreAt(t, data)
 	if _, _, err := runTool(t, importCmd, "", "--data", data, plain); err == nil || !strings.Contains(err.Error(), "is petrel serve running?") {
 		t.Fatalf("import into a held store: %v", err)

@@ -427,6 +427,12 @@ func openInput(path string, stdin io.Reader, forceGzip bool, counted func(int64)
 		if err != nil {
 			return nil, 0, nil, err
 		}
+		// A directory opens, and fails only at the first read: after
+		// import has made its store.
+		if fi, err := f.Stat(); err == nil && fi.IsDir() {
+			f.Close()
+			return nil, 0, nil, fmt.Errorf("%s is a directory: give a file of events (or - for stdin)", path)
+		}
 		src, closeFn = f, f.Close
 	}
 	if f, ok := src.(*os.File); ok {
@@ -481,6 +487,11 @@ func createOutput(path string, stdout io.Writer) (*output, error) {
 	o := &output{path: path}
 	var dst io.Writer = stdout
 	if path != "" && path != "-" {
+		// Refused before the first event is read, not at the rename
+		// after the last.
+		if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+			return nil, fmt.Errorf("%s is a directory: -o names the file to write", path)
+		}
 		f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
 		if err != nil {
 			return nil, fmt.Errorf("create %s: %w", path, err)

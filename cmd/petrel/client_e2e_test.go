@@ -428,11 +428,14 @@ func TestClientRelays(t *testing.T) {
 	}
 	// A CLOSED is one line and status 1.
 	strict := startServe(t, c, "", "PETREL_RELAY_MAX_FILTER_VALUES=2")
-	errOut = c.fails("invalid:", "", "req", "-k", "1,2,3", strict.URL)
-	if len(lines(errOut)) != 1 {
-		t.Fatalf("CLOSED: %q", errOut)
+	// The line says closed and gives the relay's message as it is.
+	closed := "petrel: " + strict.URL + ": closed: invalid: too many values in kinds (max 2)\n"
+	if errOut = c.fails("invalid:", "", "req", "-k", "1,2,3", strict.URL); errOut != closed {
+		t.Fatalf("CLOSED: %q, want %q", errOut, closed)
 	}
-	c.fails("invalid:", "", "count", "-k", "1,2,3", strict.URL)
+	if errOut = c.fails("invalid:", "", "count", "-k", "1,2,3", strict.URL); errOut != closed {
+		t.Fatalf("COUNT's CLOSED: %q, want %q", errOut, closed)
+	}
 
 	// fetch: from the hints inside the codes.
 	nevent, _ := nip19.EncodeEvent(nip19.EventPointer{ID: first.ID, Relays: []string{r2.URL}})
@@ -533,8 +536,12 @@ func TestClientAuth(t *testing.T) {
 	dm := alice.Event(4, "for bob", nostr.Tags{{"p", bob.PK.Hex()}}, fixtureBase)
 	// Publishing a kind 4 needs no auth; reading it does.
 	c.must(string(dm.Raw)+"\n", "event", r.URL)
-	c.fails("pass --auth and --sec", "", "req", "-k", "4", r.URL)
-	c.fails("pass --auth and --sec", "", "count", "-k", "4", r.URL)
+	for _, cmd := range []string{"req", "count"} {
+		errOut := c.fails("pass --auth and --sec", "", cmd, "-k", "4", r.URL)
+		if !strings.HasPrefix(errOut, "petrel: "+r.URL+": closed: auth-required: ") || len(lines(errOut)) != 1 {
+			t.Fatalf("%s without --auth: %q", cmd, errOut)
+		}
+	}
 	got := lines(c.must("", "req", "-k", "4", "--auth", "--sec", nip19.EncodeSecretKey(bob.SK), r.URL))
 	if len(got) != 1 || got[0] != string(dm.Raw) {
 		t.Fatalf("req --auth as the recipient: %q", got)

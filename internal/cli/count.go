@@ -94,7 +94,7 @@ func countRelay(ctx context.Context, url string, f nostr.Filter, conn *connFlags
 		m, err := c.Count(cctx, subID, f)
 		cancel()
 		if err == nil || !errors.Is(err, client.ErrAuthRequired) || sk == nil || authed {
-			return m, AuthHint(err, sk)
+			return m, AuthHint(tellClosed(err), sk)
 		}
 		if err := client.Authenticate(ctx, c, sk, conn.timeout); err != nil {
 			return nil, err

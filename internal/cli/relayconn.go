@@ -74,6 +74,17 @@ func AuthHint(err error, sk *nostr.SecretKey) error {
 	return err
 }
 
+// tellClosed gives a relay's CLOSED of the command's subscription as the
+// line says it: "closed: " and the relay's message ("closed: invalid:
+// too many values in kinds (max 2)"), without the client's words for
+// it. The result wraps err; any other error is returned as it is.
+func tellClosed(err error) error {
+	if ce, ok := err.(*client.ClosedError); ok {
+		return &toldError{"closed: " + ce.Message, err}
+	}
+	return err
+}
+
 // authHintText says how to give a command the key to authenticate with.
 const authHintText = "pass --auth and --sec (hex or nsec, or set " + SecretEnv + ") to authenticate"
 

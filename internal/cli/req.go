@@ -169,7 +169,7 @@ func (q *reqQuery) run(ctx context.Context, filter nostr.Filter) (n int, oldest 
 	for {
 		n, oldest, err = q.once(ctx, filter, n, oldest)
 		if !errors.Is(err, client.ErrAuthRequired) || q.sk == nil || q.auth {
-			return n, oldest, AuthHint(err, q.sk)
+			return n, oldest, AuthHint(tellClosed(err), q.sk)
 		}
 		if err := client.Authenticate(ctx, q.c, q.sk, q.f.conn.timeout); err != nil {
 			return n, oldest, err

@@ -525,6 +525,37 @@ func TestClientConnectErrors(t *testing.T) {
 	silent := "ws://" + ln.Addr().String()
 	only("petrel: "+silent+": cannot connect: no answer within 300ms", "req", "--timeout", "300ms", silent)
 	only("petrel: "+silent+": cannot connect: no answer within 300ms", "relay", "--timeout", "300ms", silent)
+
+	// A server that takes the connection and closes it: connected, so
+	// the HTTP request is what failed (EOF, or a reset if the request
+	// was still unread).
+	hangup, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { hangup.Close() })
+	go func() {
+		for {
+			cn, err := hangup.Accept()
+			if err != nil {
+				return
+			}
+			cn.Close()
+		}
+	}()
+	hang := hangup.Addr().String()
+	for _, tc := range []struct {
+		want string
+		args []string
+	}{
+		{"petrel: ws://" + hang + ": the HTTP request failed: ", []string{"relay", "ws://" + hang}},
+		{"petrel: http://" + hang + ": the HTTP request failed: ", []string{"admin", "ws://" + hang, "supportedmethods", "--sec", sk}},
+	} {
+		_, errOut, ok := c.run("", tc.args...)
+		if ok || len(lines(errOut)) != 1 || !strings.HasPrefix(errOut, tc.want) {
+			t.Fatalf("%v on a server that hangs up: %v %q, want %q...", tc.args, ok, errOut, tc.want)
+		}
+	}
 }
 
 // TestClientAuth: a relay that closes a request with "auth-required:"

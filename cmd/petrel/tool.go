@@ -114,7 +114,7 @@ func openPebbleTool(cfg config.Config, log *slog.Logger, o toolStoreOptions) (*p
 	// Without create, a directory that holds no store (missing, empty,
 	// or of other files, as a mistyped --data may be) is refused
 	// untouched: no stray store, no lock file.
-	opts.MustExist = !o.create
+	opts.NoCreate = !o.create
 	opts.NoSync = o.noSync
 	opts.RebuildSearch = o.rebuildSearch
 	opts.ReadOnly = o.readOnly
@@ -427,16 +427,18 @@ func openInput(path string, stdin io.Reader, forceGzip bool, counted func(int64)
 		if err != nil {
 			return nil, 0, nil, err
 		}
-		// A directory opens, and fails only at the first read: after
-		// import has made its store.
-		if fi, err := f.Stat(); err == nil && fi.IsDir() {
-			f.Close()
-			return nil, 0, nil, fmt.Errorf("%s is a directory: give a file of events (or - for stdin)", path)
-		}
 		src, closeFn = f, f.Close
 	}
 	if f, ok := src.(*os.File); ok {
-		if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
+		fi, err := f.Stat()
+		switch {
+		case err != nil:
+		case fi.IsDir():
+			// A directory opens, and would fail only at the first
+			// read: after import has made its store.
+			closeFn()
+			return nil, 0, nil, fmt.Errorf("%s is a directory: give a file of events (or - for stdin)", f.Name())
+		case fi.Mode().IsRegular():
 			size = fi.Size()
 		}
 	}

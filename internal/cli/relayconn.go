@@ -115,11 +115,11 @@ func connectError(err error, timeout time.Duration) error {
 	case errors.As(err, &he):
 		return &toldError{fmt.Sprintf("the relay refused the WebSocket upgrade: HTTP %d %s", he.Status, http.StatusText(he.Status)), err}
 	case errors.As(err, &de):
-		return &toldError{"cannot connect: " + connectCause(de.Err, timeout), err}
+		cause, _ := connectCause(de.Err, timeout)
+		return &toldError{"cannot connect: " + cause, err}
 	case errors.As(err, &ue):
-		var oe *net.OpError
-		if errors.As(ue.Err, &oe) && oe.Op == "dial" || isTimeout(ue.Err) {
-			return &toldError{"cannot connect: " + connectCause(ue.Err, timeout), err}
+		if cause, dial := connectCause(ue.Err, timeout); dial {
+			return &toldError{"cannot connect: " + cause, err}
 		}
 		return &toldError{fmt.Sprintf("the HTTP request failed: %v", ue.Err), err}
 	}
@@ -133,36 +133,41 @@ func connectError(err error, timeout time.Duration) error {
 // returned as it is. For the commands whose errors do not name the
 // relay already (sync, stream); timeout is the dial's, 0 if it has none.
 func RelayConnectError(err error, timeout time.Duration) error {
+	var relay string
 	switch e := err.(type) {
 	case *client.DialError:
-		return fmt.Errorf("%s: %w", e.URL, connectError(err, timeout))
+		relay = e.URL
 	case *client.HandshakeError:
-		return fmt.Errorf("%s: %w", e.URL, connectError(err, timeout))
+		relay = e.URL
+	default:
+		return err
 	}
-	return err
+	return fmt.Errorf("%s: %w", relay, connectError(err, timeout))
 }
 
 // connectCause is the innermost useful reason of a failed connection:
 // "connection refused" rather than "dial tcp 127.0.0.1:1: connect:
 // connection refused"; "lookup h: no such host"; a TLS error as TLS
 // tells it; "no answer within 10s" for a timeout of either kind ("timed
-// out" without a timeout of its own).
-func connectCause(err error, timeout time.Duration) string {
+// out" without a timeout of its own). dial reports a failure to connect
+// (the dial, or a timeout) rather than of the exchange after it.
+func connectCause(err error, timeout time.Duration) (cause string, dial bool) {
 	if isTimeout(err) {
 		if timeout <= 0 {
-			return "timed out"
+			return "timed out", true
 		}
-		return fmt.Sprintf("no answer within %v", timeout)
+		return fmt.Sprintf("no answer within %v", timeout), true
 	}
 	var oe *net.OpError
-	if errors.As(err, &oe) && oe.Op == "dial" && oe.Err != nil {
-		err = oe.Err
-		var se *os.SyscallError
-		if errors.As(err, &se) {
-			err = se.Err
-		}
+	if !errors.As(err, &oe) || oe.Op != "dial" || oe.Err == nil {
+		return err.Error(), false
 	}
-	return err.Error()
+	err = oe.Err
+	var se *os.SyscallError
+	if errors.As(err, &se) {
+		err = se.Err
+	}
+	return err.Error(), true
 }
 
 // isTimeout reports a context deadline or a network timeout.

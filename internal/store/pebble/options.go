@@ -101,12 +101,14 @@ type Options struct {
 	// than its larger filter block). Default false.
 	ReadOnly bool
 
-	// MustExist refuses a Path that holds no pebble database (a missing
-	// or empty directory, or one of other files) with an error wrapping
-	// ErrNoStore, and creates or writes nothing there, not even the lock
-	// file. ReadOnly implies it. Default false: Open creates the
-	// directory and a new database in it.
-	MustExist bool
+	// NoCreate makes Open fail with ErrNoStore, instead of creating the
+	// directory and a database in it, when Path holds no pebble database
+	// (a missing or empty directory, or one of other files: tools that
+	// read or change an existing store, where a mistyped --data must not
+	// leave a new store behind). Nothing is created or written there,
+	// not even the lock file. ReadOnly implies it; the postgres store's
+	// Options.NoCreate is its counterpart. Default false.
+	NoCreate bool
 
 	// BodyCacheBytes is the memory for the bodies of the most recently
 	// stored events (at most 65,536 of them), which queries then read

@@ -130,13 +130,13 @@ func (e *OpenError) Error() string { return fmt.Sprintf("open pebble store %q: %
 // Unwrap returns the cause.
 func (e *OpenError) Unwrap() error { return e.Err }
 
-// ErrNoStore is wrapped by Open with Options.MustExist or ReadOnly when
+// ErrNoStore is wrapped by Open with Options.NoCreate or ReadOnly when
 // the directory holds no pebble database.
 var ErrNoStore = errors.New("store/pebble: no store in the directory")
 
-// mustExist returns ErrNoStore unless path holds a pebble database (its
+// storeExists returns ErrNoStore unless path holds a pebble database (its
 // current manifest), reading the directory only.
-func mustExist(fsys vfs.FS, path string) error {
+func storeExists(fsys vfs.FS, path string) error {
 	if fsys == nil {
 		fsys = vfs.Default
 	}
@@ -155,7 +155,7 @@ func mustExist(fsys vfs.FS, path string) error {
 // Open opens (creating if needed) the store at opts.Path. The store holds
 // the directory's lock until Close: while another process, or another
 // Store of this one, has it open, Open fails with an error wrapping
-// ErrLocked. With Options.MustExist or ReadOnly, a directory without a
+// ErrLocked. With Options.NoCreate or ReadOnly, a directory without a
 // store is refused (ErrNoStore) untouched.
 func Open(opts Options) (*Store, error) {
 	o, err := opts.withDefaults()
@@ -213,8 +213,8 @@ func Open(opts Options) (*Store, error) {
 		}
 		popts.Experimental.FileCacheShards = 1
 	}
-	if o.MustExist || o.ReadOnly {
-		if err := mustExist(popts.FS, o.Path); err != nil {
+	if o.NoCreate || o.ReadOnly {
+		if err := storeExists(popts.FS, o.Path); err != nil {
 			return nil, &OpenError{Path: o.Path, Err: err}
 		}
 	}

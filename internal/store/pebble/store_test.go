@@ -338,10 +338,10 @@ func TestSubmitQueueFull(t *testing.T) {
 	}
 }
 
-// TestMustExist: with MustExist or ReadOnly, a directory without a store
+// TestNoCreate: with NoCreate or ReadOnly, a directory without a store
 // (missing, empty, or of other files) is refused with ErrNoStore and left
 // as it was; a store is opened.
-func TestMustExist(t *testing.T) {
+func TestNoCreate(t *testing.T) {
 	root := t.TempDir()
 	missing := filepath.Join(root, "missing")
 	empty := filepath.Join(root, "empty")
@@ -354,7 +354,7 @@ func TestMustExist(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(other, "notes.txt"), []byte("hi"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	for _, o := range []Options{{MustExist: true}, {ReadOnly: true}} {
+	for _, o := range []Options{{NoCreate: true}, {ReadOnly: true}} {
 		for _, d := range []string{missing, empty, other} {
 			o.Path = d
 			before := ""
@@ -382,7 +382,7 @@ func TestMustExist(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	s = openTest(t, Options{Path: dir, MustExist: true})
+	s = openTest(t, Options{Path: dir, NoCreate: true})
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}

@@ -500,6 +500,13 @@ func TestClientConnectErrors(t *testing.T) {
 	t.Cleanup(busy.Close)
 	busyURL := "ws://" + strings.TrimPrefix(busy.URL, "http://")
 	only("petrel: "+busyURL+": the relay refused the WebSocket upgrade: HTTP 429 Too Many Requests", "req", busyURL)
+	// The same server has no NIP-11 document, nor has a web page.
+	only("petrel: "+busyURL+": no usable NIP-11 document: HTTP 429 Too Many Requests", "relay", busyURL)
+	page := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte("<html></html>"))
+	}))
+	t.Cleanup(page.Close)
+	only("petrel: ws://"+strings.TrimPrefix(page.URL, "http://")+": no usable NIP-11 document: invalid character '<' looking for beginning of value", "relay", page.URL)
 
 	// A listener that takes the connection and never answers.
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

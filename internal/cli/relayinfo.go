@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -25,6 +26,10 @@ func relayInfoCmd() *cobra.Command {
 			defer cancel()
 			inf, err := client.FetchInfo(ctx, nil, u)
 			if err != nil {
+				var ie *client.InfoError
+				if errors.As(err, &ie) {
+					return fmt.Errorf("%s: no usable NIP-11 document: %s", u, ie.Reason)
+				}
 				if told := connectError(err, conn.timeout); told != err {
 					return fmt.Errorf("%s: %w", u, told)
 				}

@@ -20,6 +20,26 @@ const MaxInfoBytes = 1 << 20
 // other than 200, a document over MaxInfoBytes, or one that is not JSON.
 var ErrInfo = errors.New("client: no usable NIP-11 document")
 
+// InfoError is a relay's answer that is not a usable NIP-11 document. It
+// matches ErrInfo (errors.Is).
+type InfoError struct {
+	URL string // the relay's ws:// or wss:// URL
+	// Reason says what was wrong with the answer, without the URL: "HTTP
+	// 404 Not Found", "larger than 1048576 bytes", or the JSON decoder's
+	// error.
+	Reason string
+	Err    error // the JSON error, if that was the reason
+}
+
+func (e *InfoError) Error() string {
+	return fmt.Sprintf("%v: %s: %s", ErrInfo, e.URL, e.Reason)
+}
+
+// Is reports whether target is ErrInfo.
+func (e *InfoError) Is(target error) bool { return target == ErrInfo }
+
+func (e *InfoError) Unwrap() error { return e.Err }
+
 // Info is a relay's NIP-11 document: the fields a client acts on, and the
 // whole document in Raw.
 type Info struct {
@@ -55,8 +75,8 @@ func HTTPURL(wsURL string) (string, error) {
 
 // FetchInfo reads the NIP-11 document of the relay at the ws:// or
 // wss:// URL wsURL with hc (nil: http.DefaultClient); ctx bounds the
-// request. A relay without a usable document gives an error wrapping
-// ErrInfo.
+// request. A relay without a usable document gives an *InfoError, which
+// matches ErrInfo.
 func FetchInfo(ctx context.Context, hc *http.Client, wsURL string) (Info, error) {
 	var inf Info
 	u, err := HTTPURL(wsURL)
@@ -77,17 +97,17 @@ func FetchInfo(ctx context.Context, hc *http.Client, wsURL string) (Info, error)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return inf, fmt.Errorf("%w: %s: HTTP %d", ErrInfo, wsURL, resp.StatusCode)
+		return inf, &InfoError{URL: wsURL, Reason: fmt.Sprintf("HTTP %d %s", resp.StatusCode, http.StatusText(resp.StatusCode))}
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, MaxInfoBytes+1))
 	if err != nil {
 		return inf, fmt.Errorf("client: NIP-11 of %s: %w", wsURL, err)
 	}
 	if len(body) > MaxInfoBytes {
-		return inf, fmt.Errorf("%w: %s: larger than %d bytes", ErrInfo, wsURL, MaxInfoBytes)
+		return inf, &InfoError{URL: wsURL, Reason: fmt.Sprintf("larger than %d bytes", MaxInfoBytes)}
 	}
 	if err := json.Unmarshal(body, &inf); err != nil {
-		return Info{}, fmt.Errorf("%w: %s: %w", ErrInfo, wsURL, err)
+		return Info{}, &InfoError{URL: wsURL, Reason: err.Error(), Err: err}
 	}
 	inf.Raw = body
 	return inf, nil

@@ -41,9 +41,18 @@ func TestFetchInfoLimits(t *testing.T) {
 	if inf.Name != "x" || inf.Limitation.MaxLimit != 7 || !inf.Limitation.AuthRequired || len(inf.Raw) != client.MaxInfoBytes {
 		t.Fatalf("info %+v", inf.Limitation)
 	}
-	f(serve(http.StatusOK, padded(client.MaxInfoBytes+1)), client.ErrInfo)
-	f(serve(http.StatusNotFound, doc), client.ErrInfo)
-	f(serve(http.StatusOK, "<html>"), client.ErrInfo)
+	reason := func(url, want string) {
+		t.Helper()
+		_, err := client.FetchInfo(ctx(t), nil, url)
+		var ie *client.InfoError
+		if !errors.Is(err, client.ErrInfo) || !errors.As(err, &ie) || ie.URL != url || ie.Reason != want {
+			t.Fatalf("%s: %v, want an InfoError saying %q", url, err, want)
+		}
+	}
+	reason(serve(http.StatusOK, padded(client.MaxInfoBytes+1)), "larger than 1048576 bytes")
+	reason(serve(http.StatusNotFound, doc), "HTTP 404 Not Found")
+	reason(serve(http.StatusOK, "<html>"), "invalid character '<' looking for beginning of value")
+	reason(serve(http.StatusOK, `{"name":5}`), "json: cannot unmarshal number into Go struct field Info.name of type string")
 	f("http://127.0.0.1:1", client.ErrURL)
 }
 

@@ -9,7 +9,9 @@ import (
 )
 
 // Errors of the Parse functions; each also wraps the cause (ErrBech32,
-// ErrPrefix, ErrPayload, nostr.ErrSecretKey) when there is one.
+// ErrPrefix, ErrPayload, nostr.ErrSecretKey) when there is one. A string
+// of hex digits of the wrong length is told by its length, and wraps no
+// cause.
 var (
 	// ErrNotPubKey: not 64 hex characters, an npub or an nprofile.
 	ErrNotPubKey = errors.New("nip19: not a public key (64 hex characters, npub or nprofile)")
@@ -21,10 +23,71 @@ var (
 )
 
 // isHex64 reports whether s is 64 hex digits of either case.
-func isHex64(s string) bool {
-	if len(s) != 64 {
-		return false
+func isHex64(s string) bool { return len(s) == 64 && isHex(s) }
+
+// parseError is a Parse function's error: what was wanted (kind), the
+// input quoted (unless it may be a secret), and why it is not one,
+// without the cause's own "nip19: ".
+type parseError struct {
+	kind  error
+	input string // quoted, or ""
+	why   string
+	cause error // nil for hex of the wrong length
+}
+
+func (e *parseError) Error() string {
+	msg := e.kind.Error()
+	if e.input != "" {
+		msg += ": " + e.input
+		if strings.HasPrefix(e.why, "is ") {
+			return msg + " " + e.why
+		}
 	}
+	return msg + ": " + e.why
+}
+
+func (e *parseError) Unwrap() []error {
+	if e.cause == nil {
+		return []error{e.kind}
+	}
+	return []error{e.kind, e.cause}
+}
+
+// notParsed tells why s, neither 64 hex digits nor a string Decode
+// takes (err), is not a kind; quote says whether s may be shown.
+func notParsed(kind error, s string, quote bool, err error) error {
+	e := &parseError{kind: kind, cause: err}
+	if quote {
+		e.input = fmt.Sprintf("%q", short(s))
+	}
+	switch {
+	case s == "":
+		e.why, e.cause = "empty", nil
+	case isHex(s):
+		e.why, e.cause = fmt.Sprintf("%d hex characters, not 64", len(s)), nil
+	default:
+		e.why = strings.TrimPrefix(err.Error(), "nip19: ")
+	}
+	return e
+}
+
+// wrongPrefix tells that s is a NIP-19 string of another kind (prefix).
+// An nsec is not shown, nor is anything given for a secret key.
+func wrongPrefix(kind error, s, prefix string) error {
+	a := "an " + prefix // npub, nsec, nprofile, nevent, naddr, nrelay
+	if prefix == PrefixNote {
+		a = "a note"
+	}
+	e := &parseError{kind: kind, why: a + " was given", cause: ErrPrefix}
+	if prefix != PrefixSecretKey && kind != ErrNotSecretKey {
+		e.input = fmt.Sprintf("%q", short(s))
+		e.why = "is " + a
+	}
+	return e
+}
+
+// isHex reports whether s is all hex digits.
+func isHex(s string) bool {
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
@@ -44,7 +107,7 @@ func ParsePubKey(s string) (nostr.PubKey, error) {
 	}
 	e, err := Decode(s)
 	if err != nil {
-		return nostr.PubKey{}, fmt.Errorf("%w: %q: %w", ErrNotPubKey, short(s), err)
+		return nostr.PubKey{}, notParsed(ErrNotPubKey, s, true, err)
 	}
 	switch e.Prefix {
 	case PrefixPubKey:
@@ -52,7 +115,7 @@ func ParsePubKey(s string) (nostr.PubKey, error) {
 	case PrefixProfile:
 		return e.Profile.PubKey, nil
 	}
-	return nostr.PubKey{}, fmt.Errorf("%w: %q is an %s: %w", ErrNotPubKey, short(s), e.Prefix, ErrPrefix)
+	return nostr.PubKey{}, wrongPrefix(ErrNotPubKey, s, e.Prefix)
 }
 
 // ParseID reads an event id given as 64 hex characters (either case), a
@@ -65,7 +128,7 @@ func ParseID(s string) (nostr.ID, error) {
 	}
 	e, err := Decode(s)
 	if err != nil {
-		return nostr.ID{}, fmt.Errorf("%w: %q: %w", ErrNotID, short(s), err)
+		return nostr.ID{}, notParsed(ErrNotID, s, true, err)
 	}
 	switch e.Prefix {
 	case PrefixNote:
@@ -73,7 +136,7 @@ func ParseID(s string) (nostr.ID, error) {
 	case PrefixEvent:
 		return e.Event.ID, nil
 	}
-	return nostr.ID{}, fmt.Errorf("%w: %q is an %s: %w", ErrNotID, short(s), e.Prefix, ErrPrefix)
+	return nostr.ID{}, wrongPrefix(ErrNotID, s, e.Prefix)
 }
 
 // ParseSecretKey reads a secret key given as 64 hex characters (either
@@ -90,10 +153,10 @@ func ParseSecretKey(s string) (nostr.SecretKey, error) {
 	}
 	e, err := Decode(s)
 	if err != nil {
-		return nostr.SecretKey{}, fmt.Errorf("%w: %w", ErrNotSecretKey, err)
+		return nostr.SecretKey{}, notParsed(ErrNotSecretKey, s, false, err)
 	}
 	if e.Prefix != PrefixSecretKey {
-		return nostr.SecretKey{}, fmt.Errorf("%w: an %s was given: %w", ErrNotSecretKey, e.Prefix, ErrPrefix)
+		return nostr.SecretKey{}, wrongPrefix(ErrNotSecretKey, s, e.Prefix)
 	}
 	if !e.SecretKey.Valid() {
 		return nostr.SecretKey{}, fmt.Errorf("%w: %w: not in [1, n-1]", ErrNotSecretKey, nostr.ErrSecretKey)

@@ -33,9 +33,23 @@ func TestParsePubKey(t *testing.T) {
 	}
 	bad(specNsec, ErrPrefix)
 	bad(EncodeNote(nostr.ID(want)), ErrPrefix)
-	bad(specNpubHex[:63], ErrBech32)
-	bad(specNpubHex+"0", ErrBech32)
-	bad("", ErrBech32)
+	bad(specNpubHex[:63], nil)
+	bad(specNpubHex+"0", nil)
+	bad("", nil)
+	bad("npub1xyz", ErrBech32)
+	// Each is told once, by what is wrong with it.
+	said := func(s, want string) {
+		t.Helper()
+		if _, err := ParsePubKey(s); err == nil || err.Error() != want {
+			t.Errorf("%q: got %v\nwant %s", s, err, want)
+		}
+	}
+	said("abcd", `nip19: not a public key (64 hex characters, npub or nprofile): "abcd": 4 hex characters, not 64`)
+	said("", `nip19: not a public key (64 hex characters, npub or nprofile): "": empty`)
+	said("zz", `nip19: not a public key (64 hex characters, npub or nprofile): "zz": not a valid bech32 string: invalid bech32 string length 2`)
+	note := EncodeNote(nostr.ID(want))
+	said(note, `nip19: not a public key (64 hex characters, npub or nprofile): "`+note+`" is a note`)
+	said(specNsec, `nip19: not a public key (64 hex characters, npub or nprofile): an nsec was given`) // never shown
 }
 
 func TestParseID(t *testing.T) {

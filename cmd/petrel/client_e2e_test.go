@@ -194,6 +194,16 @@ func TestClientOffline(t *testing.T) {
 	if got := c.must("", "decode", naddr); got != `{"identifier":"post <1>","pubkey":"`+pk+`","kind":30023,"relays":[]}`+"\n" {
 		t.Fatalf("decode naddr: %s", got)
 	}
+	// A hint without a scheme is completed as a relay argument is, so
+	// that the code carries URLs a client can dial; what is not a relay
+	// URL is refused.
+	hinted := strings.TrimSpace(c.must("", "encode", "naddr", "-p", pk, "-k", "30023", "-d", "x", "-r", "relay.example", "-r", "127.0.0.1:7447"))
+	if got := c.must("", "decode", hinted); got != `{"identifier":"x","pubkey":"`+pk+`","kind":30023,"relays":["wss://relay.example","ws://127.0.0.1:7447"]}`+"\n" {
+		t.Fatalf("decode naddr with hints: %s", got)
+	}
+	for _, kind := range []string{"nprofile", "nevent"} {
+		c.fails(`--relay: client: not a ws:// or wss:// URL: "http://relay.example"`, "", "encode", kind, pk, "-r", "http://relay.example")
+	}
 	// Many at once on stdin, one per line.
 	if got := lines(c.must(npub+"\n\n"+note+"\n", "decode")); !slices.Equal(got, []string{pk, id}) {
 		t.Fatalf("decode from stdin: %q", got)

@@ -53,12 +53,16 @@ on stdin). Inputs may be hex or any bech32 form that carries the value
 		Use:   "nprofile [HEX...]",
 		Short: "Encode public keys with relay hints",
 		RunE: func(cmd *cobra.Command, args []string) error {
+			hints, err := relayHints(relays)
+			if err != nil {
+				return err
+			}
 			return encodeEach(cmd, args, func(s string) (string, error) {
 				pk, err := nip19.ParsePubKey(s)
 				if err != nil {
 					return "", err
 				}
-				return nip19.EncodeProfile(nip19.Profile{PubKey: pk, Relays: relays})
+				return nip19.EncodeProfile(nip19.Profile{PubKey: pk, Relays: hints})
 			})
 		},
 	}
@@ -72,7 +76,11 @@ on stdin). Inputs may be hex or any bech32 form that carries the value
 		Use:   "nevent [HEX...]",
 		Short: "Encode event ids with relay hints, author and kind",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			p := nip19.EventPointer{Relays: evRelays}
+			hints, err := relayHints(evRelays)
+			if err != nil {
+				return err
+			}
+			p := nip19.EventPointer{Relays: hints}
 			if author != "" {
 				pk, err := nip19.ParsePubKey(author)
 				if err != nil {
@@ -119,7 +127,11 @@ on stdin). Inputs may be hex or any bech32 form that carries the value
 			if aKind < 0 || aKind > nostr.MaxKind {
 				return fmt.Errorf("--kind %d: outside 0-%d", aKind, nostr.MaxKind)
 			}
-			s, err := nip19.EncodeAddress(nip19.Address{Identifier: ident, PubKey: pk, Kind: uint32(aKind), Relays: aRelays})
+			hints, err := relayHints(aRelays)
+			if err != nil {
+				return err
+			}
+			s, err := nip19.EncodeAddress(nip19.Address{Identifier: ident, PubKey: pk, Kind: uint32(aKind), Relays: hints})
 			if err != nil {
 				return err
 			}
@@ -133,6 +145,20 @@ on stdin). Inputs may be hex or any bech32 form that carries the value
 	addr.Flags().StringVarP(&ident, "identifier", "d", "", "the event's d tag")
 	cmd.AddCommand(addr)
 	return cmd
+}
+
+// relayHints completes --relay hints as a relay argument is completed
+// (relay.example is wss://relay.example), so that a code carries URLs a
+// client can dial, and refuses what is not a relay URL.
+func relayHints(flag []string) ([]string, error) {
+	if len(flag) == 0 {
+		return nil, nil
+	}
+	hints, err := relayURLs(flag)
+	if err != nil {
+		return nil, fmt.Errorf("--relay: %w", err)
+	}
+	return hints, nil
 }
 
 // encodeEach prints enc of every input (arguments or stdin lines).

@@ -223,6 +223,23 @@ func TestClientOffline(t *testing.T) {
 	}
 	c.fails("not a public key", "", "encode", "npub", note)
 	c.fails("not a secret key", "", "key", "public", strings.Repeat("0", 64))
+	// A flag value that does not parse: the flag, the value, what it
+	// should be; not pflag's and strconv's words.
+	for _, tc := range []struct {
+		want string
+		args []string
+	}{
+		{`--kind: "abc" is not a whole number`, []string{"req", "-k", "1,abc", "ws://127.0.0.1:1"}},
+		{`--kind: "abc" is not a whole number`, []string{"encode", "nevent", id, "-k", "abc"}},
+		{`--limit: "99999999999999999999" is out of range`, []string{"req", "-l", "99999999999999999999", "ws://127.0.0.1:1"}},
+		{`--timeout: "soon" is not a duration (like 300ms, 10s or 1m30s)`, []string{"relay", "--timeout", "soon", "ws://127.0.0.1:1"}},
+		{`--paginate: "maybe" is not true or false`, []string{"req", "--paginate=maybe", "ws://127.0.0.1:1"}},
+		{`--author: "\"abc": parse error on line 1, column 5: extraneous or missing " in quoted-field`, []string{"req", "-a", `"abc`, "ws://127.0.0.1:1"}},
+	} {
+		if out, errOut, ok := c.run("", tc.args...); ok || out != "" || errOut != "petrel: "+tc.want+"\n" {
+			t.Fatalf("%v: ok=%v\nstdout %q\nstderr %q\nwant   %q", tc.args, ok, out, errOut, "petrel: "+tc.want+"\n")
+		}
+	}
 
 	// NIP-49.
 	ncs := strings.TrimSpace(c.must("", "key", "encrypt", sk, "pässword", "--log-n", "4"))

@@ -54,6 +54,7 @@ func NewRoot(args []string, others ...func() *cobra.Command) *cobra.Command {
 			return cmd.Help()
 		},
 	}
+	root.SetFlagErrorFunc(flagError)
 	root.Flags().BoolP("version", "v", false, "print the version, Go version and signature verifier (as petrel version)")
 	if add, ok := commands[firstArg(args)]; ok {
 		root.AddCommand(add())

@@ -286,7 +286,7 @@ func newStatic(cfg Config) (*snapshot, error) {
 	for _, v := range cfg.BannedPubKeys {
 		pk, err := parsePubKey(v)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("banned_pubkeys: %w", err))
+			errs = append(errs, &listError{"banned_pubkeys", err})
 			continue
 		}
 		s.bannedPK.static[pk] = static
@@ -294,7 +294,7 @@ func newStatic(cfg Config) (*snapshot, error) {
 	for _, v := range cfg.AllowedPubKeys {
 		pk, err := parsePubKey(v)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("allowed_pubkeys: %w", err))
+			errs = append(errs, &listError{"allowed_pubkeys", err})
 			continue
 		}
 		s.allowedPK.static[pk] = static
@@ -303,7 +303,7 @@ func newStatic(cfg Config) (*snapshot, error) {
 		ks := newSet[int]()
 		for _, k := range list {
 			if err := checkKind(k); err != nil {
-				errs = append(errs, fmt.Errorf("%s: %w", name, err))
+				errs = append(errs, &listError{name, err})
 				continue
 			}
 			ks.static[k] = static
@@ -316,7 +316,7 @@ func newStatic(cfg Config) (*snapshot, error) {
 	for _, v := range cfg.BlockedIPs {
 		p, err := parseIPBlock(v)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("blocked_ips: %w", err))
+			errs = append(errs, &listError{"blocked_ips", err})
 			continue
 		}
 		ips.static[p] = static
@@ -792,13 +792,27 @@ func decodeSet[K comparable](data []byte, parse func(string) (K, error)) (map[K]
 	return m, nil
 }
 
+// listError names the configuration list a bad value is on, and tells the
+// value's error without its "policy: invalid value: " (newStatic's error
+// says "policy: configuration: " once).
+type listError struct {
+	list string
+	err  error
+}
+
+func (e *listError) Error() string {
+	return e.list + ": " + strings.TrimPrefix(e.err.Error(), ErrInvalid.Error()+": ")
+}
+
+func (e *listError) Unwrap() error { return e.err }
+
 // Value parsers. Hex is accepted in either case, and the NIP-19 forms
 // people paste (npub or nprofile, note or nevent) too (internal/nip19).
 
 func parsePubKey(s string) (nostr.PubKey, error) {
 	pk, err := nip19.ParsePubKey(s)
 	if err != nil {
-		return pk, fmt.Errorf("%w: pubkey %q: %v", ErrInvalid, s, err)
+		return pk, fmt.Errorf("%w: %s", ErrInvalid, strings.TrimPrefix(err.Error(), "nip19: "))
 	}
 	return pk, nil
 }
@@ -806,7 +820,7 @@ func parsePubKey(s string) (nostr.PubKey, error) {
 func parseID(s string) (nostr.ID, error) {
 	id, err := nip19.ParseID(s)
 	if err != nil {
-		return id, fmt.Errorf("%w: event id %q: %v", ErrInvalid, s, err)
+		return id, fmt.Errorf("%w: %s", ErrInvalid, strings.TrimPrefix(err.Error(), "nip19: "))
 	}
 	return id, nil
 }

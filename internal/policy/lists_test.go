@@ -440,6 +440,12 @@ func TestNewListsErrors(t *testing.T) {
 	f(Config{AllowedKinds: []int{70000}}, "", ErrInvalid)
 	f(Config{DisallowedKinds: []int{-3}}, "", ErrInvalid)
 	f(Config{BlockedIPs: []string{"300.1.1.1"}}, "", ErrInvalid)
+	// Each bad value is told once, by the list it is on and why.
+	_, err := NewLists(ctx, Config{BannedPubKeys: []string{"zz", pkN(1).Hex()[:60]}}, &MemPersister{})
+	if want := "policy: configuration: banned_pubkeys: not a public key (64 hex characters, npub or nprofile): \"zz\": not a valid bech32 string: invalid bech32 string length 2\n" +
+		"banned_pubkeys: not a public key (64 hex characters, npub or nprofile): \"" + pkN(1).Hex()[:60] + "\": 60 hex characters, not 64"; err == nil || err.Error() != want {
+		t.Fatalf("got %v\nwant %s", err, want)
+	}
 	f(Config{BannedPubKeys: []string{pkN(1).Hex()}}, "", nil)
 	f(Config{}, `{"version":1,"entries":[{"key":"1.2.3.4"}]}`, nil)
 	f(Config{}, `{"version":2,"entries":[]}`, ErrCorrupt)

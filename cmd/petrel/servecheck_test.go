@@ -107,11 +107,11 @@ plugin = "`+notExe+`"
 		t.Fatalf("a bad config passed: %q", out)
 	}
 	for _, want := range []string{
-		`server: admins: "npub1notakey"`,
+		`server: admins: not a public key (64 hex characters, npub or nprofile): "npub1notakey"`,
 		"proxy_protocol needs trusted_proxies",
 		`relay: verify_mode "later"`,
-		`info: pubkey "npub1nope"`,
-		`pubkey "zz"`,
+		`info: pubkey: not a public key (64 hex characters, npub or nprofile): "npub1nope"`,
+		`banned_pubkeys: not a public key (64 hex characters, npub or nprofile): "zz"`,
 		`policy: plugin "` + notExe + `"`,
 		`schema name "bad-schema"`,
 	} {

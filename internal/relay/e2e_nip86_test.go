@@ -243,7 +243,7 @@ func TestInfoPubKeyForms(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	if _, err := relay.New(relay.Config{}, relay.Options{Store: st, Info: relay.Info{PubKey: "npub1nope"}}); err == nil || !strings.Contains(err.Error(), `info: pubkey "npub1nope"`) {
+	if _, err := relay.New(relay.Config{}, relay.Options{Store: st, Info: relay.Info{PubKey: "npub1nope"}}); err == nil || !strings.Contains(err.Error(), `info: pubkey: not a public key (64 hex characters, npub or nprofile): "npub1nope"`) {
 		t.Fatalf("a bad info.pubkey: %v", err)
 	}
 }

@@ -44,7 +44,8 @@ func (i Info) Check() error {
 		return nil
 	}
 	if _, err := nip19.ParsePubKey(i.PubKey); err != nil {
-		return fmt.Errorf("info: pubkey %q is not a pubkey (hex, npub or nprofile)", i.PubKey)
+		// nip19's error quotes the value, but never an nsec.
+		return fmt.Errorf("info: pubkey: %s", strings.TrimPrefix(err.Error(), "nip19: "))
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"strings"
 	"time"
 
 	"github.com/petrel-relay/petrel/internal/nip19"
@@ -169,7 +170,8 @@ func parseAdmins(list []string) ([]nostr.PubKey, error) {
 	for _, a := range list {
 		pk, err := nip19.ParsePubKey(a)
 		if err != nil {
-			return nil, fmt.Errorf("server: admins: %q is not a pubkey (hex, npub or nprofile)", a)
+			// nip19's error quotes the value, but never an nsec.
+			return nil, fmt.Errorf("server: admins: %s", strings.TrimPrefix(err.Error(), "nip19: "))
 		}
 		admins = append(admins, pk)
 	}

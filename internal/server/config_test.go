@@ -35,12 +35,17 @@ func TestConfigCheck(t *testing.T) {
 	if err == nil {
 		t.Fatal("a config with four bad values passed")
 	}
-	for _, want := range []string{"listen on 7447: ", "pprof listen on localhost: ", `admins: "npub1notakey"`, `trusted_proxies: "10.0.0.0/33"`} {
+	for _, want := range []string{"listen on 7447: ", "pprof listen on localhost: ", `admins: not a public key (64 hex characters, npub or nprofile): "npub1notakey"`, `trusted_proxies: "10.0.0.0/33"`} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("the report does not name %s: %v", want, err)
 		}
 	}
 	if err := (Config{ProxyProtocol: true}).Check(); err == nil || !strings.Contains(err.Error(), "proxy_protocol needs trusted_proxies") {
 		t.Errorf("proxy_protocol without trusted_proxies: %v", err)
+	}
+	// A secret key put where a pubkey goes is named, never shown.
+	nsec := nip19.EncodeSecretKey(nostr.SecretKeyFromSeed([]byte("admin")))
+	if err := (Config{Admins: []string{nsec}}).Check(); err == nil || strings.Contains(err.Error(), nsec) || !strings.Contains(err.Error(), "admins: not a public key (64 hex characters, npub or nprofile): an nsec was given") {
+		t.Errorf("an nsec in admins: %v", err)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/petrel-relay/petrel/internal/bench"
+	"github.com/petrel-relay/petrel/internal/cli"
 )
 
 func init() { extraCommands = append(extraCommands, benchCmd) }
@@ -194,7 +195,7 @@ func (f *benchFlags) startProfiles() (stop func() error, err error) {
 
 func benchCmd() *cobra.Command {
 	var f benchFlags
-	cmd := &cobra.Command{
+	cmd := cli.Group(&cobra.Command{
 		Use:   "bench <scenario>",
 		Short: "Load-test a Nostr relay (any NIP-01 relay) on this machine",
 		Long: `Load-test a Nostr relay with deterministic signed events.
@@ -203,7 +204,7 @@ Every scenario checks its counts exactly (one OK per EVENT, every expected
 delivery exactly once). A run that lost anything prints FAIL and the reasons
 on its first line (and a "failures" array with --json) and exits with code 2.
 Targets are limited to loopback addresses unless --allow-remote.`,
-	}
+	})
 	f.register(cmd)
 	for _, name := range bench.Scenarios {
 		name := name

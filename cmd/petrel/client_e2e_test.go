@@ -223,6 +223,16 @@ func TestClientOffline(t *testing.T) {
 	}
 	c.fails("not a public key", "", "encode", "npub", note)
 	c.fails("not a secret key", "", "key", "public", strings.Repeat("0", 64))
+	// A subcommand that does not exist fails (cobra prints the group's
+	// help and exits 0); the group alone still prints its help.
+	for _, group := range []string{"key", "gift", "encode", "bench"} {
+		if out, errOut, ok := c.run("", group, "nosuch"); ok || out != "" || errOut != `petrel: unknown command "nosuch" for "petrel `+group+`"`+"\n" {
+			t.Fatalf("%s nosuch: ok=%v\nstdout %q\nstderr %q", group, ok, out, errOut)
+		}
+	}
+	if out := c.must("", "key"); !strings.Contains(out, "Usage:") {
+		t.Fatalf("key alone: %q", out)
+	}
 	// A flag value that does not parse: the flag, the value, what it
 	// should be; not pflag's and strconv's words.
 	for _, tc := range []struct {

@@ -14,7 +14,7 @@ import (
 func init() { commands["encode"] = encodeCmd }
 
 func encodeCmd() *cobra.Command {
-	cmd := &cobra.Command{
+	cmd := Group(&cobra.Command{
 		Use:   "encode",
 		Short: "Encode keys, ids and pointers as NIP-19 bech32 (npub, nsec, note, nprofile, nevent, naddr)",
 		Long: `Encode prints the NIP-19 form of each input (arguments, or one per line
@@ -25,7 +25,7 @@ on stdin). Inputs may be hex or any bech32 form that carries the value
   petrel encode nprofile HEX [--relay URL...]
   petrel encode nevent HEX [--relay URL...] [--author PUBKEY] [--kind N]
   petrel encode naddr --pubkey PUBKEY --kind N --identifier D [--relay URL...]`,
-	}
+	})
 	simple := func(name, short string, enc func(string) (string, error)) *cobra.Command {
 		return &cobra.Command{
 			Use:   name + " [HEX...]",

@@ -17,10 +17,10 @@ import (
 func init() { commands["gift"] = giftCmd }
 
 func giftCmd() *cobra.Command {
-	cmd := &cobra.Command{
+	cmd := Group(&cobra.Command{
 		Use:   "gift",
 		Short: "Gift-wrap a rumor for recipients, or unwrap gift wraps (NIP-59; NIP-17 direct messages)",
-	}
+	})
 	var wsec secretFlag
 	var recipients []string
 	var self bool

@@ -17,10 +17,10 @@ import (
 func init() { commands["key"] = keyCmd }
 
 func keyCmd() *cobra.Command {
-	cmd := &cobra.Command{
+	cmd := Group(&cobra.Command{
 		Use:   "key",
 		Short: "Generate keys, derive public keys, encrypt keys with a password (NIP-49)",
-	}
+	})
 	cmd.AddCommand(&cobra.Command{
 		Use:   "generate",
 		Short: "Print a new random secret key (hex)",

@@ -160,3 +160,18 @@ const SignalEcho = 500 * time.Millisecond
 func SecondSignal(first os.Signal, t0 time.Time, sig os.Signal, now time.Time) bool {
 	return sig != first || now.Sub(t0) >= SignalEcho
 }
+
+// Group makes cmd, a command that only holds subcommands, refuse an
+// unknown one (`petrel key nosuch`: an error, status 1) where cobra would
+// print the help and exit 0, so that a script's typo fails. Without an
+// argument it prints the help, as before.
+func Group(cmd *cobra.Command) *cobra.Command {
+	cmd.Args = cobra.ArbitraryArgs
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if len(args) == 0 {
+			return cmd.Help()
+		}
+		return fmt.Errorf("unknown command %q for %q", args[0], cmd.CommandPath())
+	}
+	return cmd
+}

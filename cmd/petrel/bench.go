@@ -117,7 +117,7 @@ func (f *benchFlags) options() (bench.Options, error) {
 		for _, s := range strings.Split(f.rates, ",") {
 			v, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
 			if err != nil {
-				return o, fmt.Errorf("--rates: %q: %v", s, err)
+				return o, fmt.Errorf("--rates: %q is not a number", strings.TrimSpace(s))
 			}
 			o.Rates = append(o.Rates, v)
 		}

@@ -121,6 +121,7 @@ func TestBenchCommandRefuses(t *testing.T) {
 	f("ingest", "--url", "ws://10.9.8.7:7447", "--quiet")
 	f("ladder", "--url", "ws://127.0.0.1:1", "--rates", "1000,500", "--quiet")
 	f("ladder", "--url", "ws://127.0.0.1:1", "--rates", "1000", "--steps", "3", "--quiet")
+	f("ladder", "--url", "ws://127.0.0.1:1", "--rates", "1000,abc", "--quiet")
 }
 
 // runBenchArgs runs the command and returns the exit code, counting a

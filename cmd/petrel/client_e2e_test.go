@@ -211,6 +211,10 @@ func TestClientOffline(t *testing.T) {
 	if got := lines(c.must(pk+"\n"+pk+"\n", "encode", "npub")); len(got) != 2 || got[0] != npub {
 		t.Fatalf("encode from stdin: %q", got)
 	}
+	// A byte order mark before the first line is not part of it.
+	if got := lines(c.must("\ufeff"+npub+"\r\n"+note+"\r\n", "decode")); !slices.Equal(got, []string{pk, id}) {
+		t.Fatalf("decode from stdin after a byte order mark: %q", got)
+	}
 	// Errors: one line, status 1.
 	// (The last character changed, to one it is not: the key is random.)
 	last := "x"

@@ -226,6 +226,33 @@ func TestImportStrict(t *testing.T) {
 	}
 }
 
+// TestImportBOM: a byte order mark before the first line (as some
+// Windows tools write UTF-8) is not taken for part of the first event,
+// in a plain file, a gzip one and on stdin.
+func TestImportBOM(t *testing.T) {
+	input, want := importCmdInput()
+	withBOM := append([]byte("\ufeff"), input...)
+	dir := t.TempDir()
+	plain := filepath.Join(dir, "events.jsonl")
+	gz := filepath.Join(dir, "events.jsonl.gz")
+	writeFile(t, plain, withBOM)
+	writeFile(t, gz, gzipBytes(t, withBOM))
+	for _, tc := range []struct{ stdin, path string }{{"", plain}, {"", gz}, {string(withBOM), "-"}} {
+		data := filepath.Join(t.TempDir(), "data")
+		out, _, err := runTool(t, importCmd, tc.stdin, "--data", data, "--json", "-q", tc.path)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.path, err)
+		}
+		var res importer.Result
+		if err := json.Unmarshal([]byte(out), &res); err != nil {
+			t.Fatalf("%s: %v\n%s", tc.path, err, out)
+		}
+		if res.Counts.Stored != want.Stored || res.Counts.Invalid != want.Invalid {
+			t.Fatalf("%s: counts %+v, want %d stored and %d invalid", tc.path, res.Counts, want.Stored, want.Invalid)
+		}
+	}
+}
+
 // TestImportTerminal: with no file and a terminal for stdin, import
 // refuses to wait silently; with "-" it says what it waits for.
 func TestImportTerminal(t *testing.T) {

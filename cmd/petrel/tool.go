@@ -453,9 +453,21 @@ func openInput(path string, stdin io.Reader, forceGzip bool, counted func(int64)
 			closeFn()
 			return nil, 0, nil, fmt.Errorf("gzip %s: %w", path, err)
 		}
-		return zr, size, closeFn, nil
+		return skipBOM(bufio.NewReaderSize(zr, 64<<10)), size, closeFn, nil
 	}
-	return br, size, closeFn, nil
+	return skipBOM(br), size, closeFn, nil
+}
+
+// utf8BOM is the byte order mark some editors and Windows tools write at
+// the start of a UTF-8 file; it is not part of the first event.
+const utf8BOM = "\ufeff"
+
+// skipBOM drops a byte order mark at the start of br.
+func skipBOM(br *bufio.Reader) *bufio.Reader {
+	if b, _ := br.Peek(len(utf8BOM)); string(b) == utf8BOM {
+		br.Discard(len(utf8BOM))
+	}
+	return br
 }
 
 // countingReader reports the bytes read through it.

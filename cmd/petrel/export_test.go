@@ -146,6 +146,12 @@ func TestExportCommand(t *testing.T) {
 	if after, _ := os.ReadDir(dir); len(after) != len(before) {
 		t.Fatalf("a refused -o left files: %v, was %v", after, before)
 	}
+	// -o in a directory that does not exist: told by the name given, not
+	// the temporary file's.
+	missing := filepath.Join(dir, "missing", "events.jsonl")
+	if _, _, err := runTool(t, exportCmd, "", "--data", data, "-o", missing); err == nil || err.Error() != "create "+missing+": no such file or directory" {
+		t.Fatalf("-o in a missing directory: %v", err)
+	}
 	openStoreAt(t, data)
 	f2("is petrel serve running?", "--data", data)
 }

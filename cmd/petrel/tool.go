@@ -508,6 +508,11 @@ func createOutput(path string, stdout io.Writer) (*output, error) {
 		}
 		f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
 		if err != nil {
+			// The temporary file's name is not the user's: tell the cause.
+			var pe *os.PathError
+			if errors.As(err, &pe) {
+				err = pe.Err
+			}
 			return nil, fmt.Errorf("create %s: %w", path, err)
 		}
 		if err := f.Chmod(0o644); err != nil { // CreateTemp makes it 0600

@@ -87,7 +87,7 @@ func TestServeReload(t *testing.T) {
 	// A configuration that would not start: refused, the relay as it was.
 	write("banned_pubkeys = [\"zz\"]\n")
 	line := hup(`msg="config reload refused; running as before"`)
-	if !strings.Contains(line, `pubkey \"zz\"`) {
+	if !strings.Contains(line, `banned_pubkeys: not a public key (64 hex characters, npub or nprofile): \"zz\"`) {
 		t.Fatalf("the refusal does not say what is wrong: %s", line)
 	}
 	publish(alice, "still banned", false)

@@ -57,7 +57,8 @@ func (e *parseError) Unwrap() []error {
 // takes (err), is not a kind; quote says whether s may be shown.
 func notParsed(kind error, s string, quote bool, err error) error {
 	e := &parseError{kind: kind, cause: err}
-	if quote {
+	// A mistyped nsec is still most of a secret key: not shown.
+	if quote && !strings.HasPrefix(strings.ToLower(s), PrefixSecretKey+"1") {
 		e.input = fmt.Sprintf("%q", short(s))
 	}
 	switch {

@@ -50,6 +50,11 @@ func TestParsePubKey(t *testing.T) {
 	note := EncodeNote(nostr.ID(want))
 	said(note, `nip19: not a public key (64 hex characters, npub or nprofile): "`+note+`" is a note`)
 	said(specNsec, `nip19: not a public key (64 hex characters, npub or nprofile): an nsec was given`) // never shown
+	// Nor a mistyped one.
+	typo := specNsec[:len(specNsec)-1] + "q"
+	if _, err := ParsePubKey(typo); err == nil || strings.Contains(err.Error(), typo[:20]) || !strings.Contains(err.Error(), "npub or nprofile): not a valid bech32 string: invalid checksum") {
+		t.Errorf("a mistyped nsec: %v", err)
+	}
 }
 
 func TestParseID(t *testing.T) {

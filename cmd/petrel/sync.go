@@ -24,9 +24,11 @@ func init() { extraCommands = append(extraCommands, syncCmd) }
 var syncOpenStore = openSyncStore
 
 // openSyncStore opens the configured store (store.backend) as the local
-// side of a sync, creating it if it does not exist yet (a new mirror).
-func openSyncStore(cfg config.Config, log *slog.Logger) (store.Store, error) {
-	return openToolStore(cfg, log, toolStoreOptions{create: true})
+// side of a sync, creating it if it does not exist yet (a new mirror)
+// when create is set. An upload alone does not create one: there would be
+// nothing to send, and a typo in --data would pass for a sync.
+func openSyncStore(cfg config.Config, log *slog.Logger, create bool) (store.Store, error) {
+	return openToolStore(cfg, log, toolStoreOptions{create: create})
 }
 
 // syncFlags are the flags of `petrel sync`.
@@ -166,7 +168,7 @@ func runSync(ctx context.Context, f *syncFlags, remote string, stdout, stderr io
 	}
 	o.Logger = log
 	if o.From == "" {
-		if o.Store, err = syncOpenStore(cfg, log); err != nil {
+		if o.Store, err = syncOpenStore(cfg, log, o.Direction&psync.Down != 0); err != nil {
 			return err
 		}
 	}

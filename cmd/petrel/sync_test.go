@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -35,7 +36,7 @@ func runSyncCmd(t *testing.T, st store.Store, args ...string) (string, error) {
 // runSyncCmdStderr is runSyncCmd that also returns stderr.
 func runSyncCmdStderr(t *testing.T, st store.Store, args ...string) (string, string, error) {
 	t.Helper()
-	syncOpenStore = func(config.Config, *slog.Logger) (store.Store, error) { return nopClose{st}, nil }
+	syncOpenStore = func(config.Config, *slog.Logger, bool) (store.Store, error) { return nopClose{st}, nil }
 	t.Cleanup(func() { syncOpenStore = openSyncStore })
 	cmd := syncCmd()
 	var out, errb bytes.Buffer
@@ -127,6 +128,23 @@ func TestSyncCommandRefuses(t *testing.T) {
 	f("--filter", "ws://127.0.0.1:1", "--filter", "{kinds")
 	f("--since", "ws://127.0.0.1:1", "--since", "yesterday")
 	f("accepts 1 arg", "--quiet")
+}
+
+// TestSyncCommandUpNeedsStore: an upload needs a store to upload from: a
+// missing one is refused, not created; a download creates it (a new
+// mirror).
+func TestSyncCommandUpNeedsStore(t *testing.T) {
+	for _, dir := range []string{"up", "down"} {
+		data := filepath.Join(t.TempDir(), "data")
+		_, _, err := runTool(t, syncCmd, "", "ws://127.0.0.1:1", "--data", data, "--dir", dir, "--quiet")
+		_, statErr := os.Stat(data)
+		switch {
+		case dir == "up" && (err == nil || err.Error() != data+": no store in the data directory (set --data or store.path)" || statErr == nil):
+			t.Fatalf("--dir up without a store: %v (stat %v)", err, statErr)
+		case dir == "down" && statErr != nil:
+			t.Fatalf("--dir down did not create the store: %v (%v)", statErr, err)
+		}
+	}
 }
 
 // TestSyncCommandFallbackPaging: a relay that refuses negentropy (here:

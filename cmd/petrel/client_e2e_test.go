@@ -774,6 +774,9 @@ func TestClientStore(t *testing.T) {
 	}
 	// A bad filter is refused by the relay's parser with a clear line.
 	c.fails("--limit -1", "", "req", "--store", data, "-l", "-1")
+	// A store has no live events: --stream with it is refused, not
+	// quietly ended at the stored ones.
+	c.fails("petrel: --stream follows a relay's live events: give the relay's URL, not --store", "", "req", "--store", data, "--stream")
 
 	// A relay killed leaves its socket behind: the command opens the
 	// store itself (package early leaves the run to main, which links

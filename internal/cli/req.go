@@ -74,6 +74,10 @@ func runReq(cmd *cobra.Command, f *reqFlags, args []string) error {
 		if len(args) > 0 {
 			return errors.New("--store reads a local store: give no relay with it")
 		}
+		if f.stream {
+			// It would stop at the end of the stored events, as without it.
+			return errors.New("--stream follows a relay's live events: give the relay's URL, not --store")
+		}
 		sink := newEventSink(stdout, stderr, false, f.verify)
 		err := f.store.query(cmd.Context(), []nostr.Filter{filter}, sink)
 		if cerr := sink.close(); err == nil {

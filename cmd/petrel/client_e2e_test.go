@@ -325,6 +325,26 @@ func TestClientOffline(t *testing.T) {
 	if pe == nil || pe.ID[0] != 0 || pe.ID[1]&0xc0 != 0 {
 		t.Fatalf("--pow 10: %s", mined)
 	}
+	// A template that is not one: told in the template's terms (not
+	// encoding/json's Go types), and nothing a relay would refuse signed.
+	for in, want := range map[string]string{
+		`{"kind":"1"}`:             `stdin line 1: not a JSON event: "kind" must be a whole number, not a JSON string`,
+		`{"tags":[["a",{}]]}`:      `stdin line 1: not a JSON event: "tags" must be an array of arrays of strings, not a JSON object`,
+		`[1,2]`:                    `stdin line 1: not a JSON event: want an object, not a JSON array`,
+		`{"created_at":-5}`:        `stdin line 1: created_at -5: must not be negative`,
+		`{"kind":1,"content":"x"}`: "",
+	} {
+		out, errOut, ok := c.run(in+"\n", "event", "--sec", sk)
+		if want == "" {
+			if !ok || len(lines(out)) != 1 {
+				t.Fatalf("template %s: ok=%v %s%s", in, ok, out, errOut)
+			}
+			continue
+		}
+		if ok || out != "" || errOut != "petrel: "+want+"\n" {
+			t.Fatalf("template %s: ok=%v\nstdout %q\nstderr %q\nwant   %q", in, ok, out, errOut, want)
+		}
+	}
 }
 
 // serveRelay is a petrel serve process the client commands talk to.

@@ -173,7 +173,7 @@ func okDetail(msg string) string {
 func (f *eventFlags) fromTemplate(cmd *cobra.Command, line []byte) (*nostr.Event, error) {
 	var t template
 	if err := json.Unmarshal(line, &t); err != nil {
-		return nil, fmt.Errorf("not a JSON event: %w", err)
+		return nil, templateError(err)
 	}
 	changed := false
 	for _, name := range []string{"kind", "content", "tag", "e", "p", "d", "created-at", "pow", "sec"} {
@@ -206,6 +206,29 @@ func (f *eventFlags) fromTemplate(cmd *cobra.Command, line []byte) (*nostr.Event
 	return f.build(cmd, ev)
 }
 
+// templateError tells why a line is not an event template in the
+// template's terms ("kind" must be a whole number, not a string), not
+// encoding/json's (its Go struct and field types).
+func templateError(err error) error {
+	var te *json.UnmarshalTypeError
+	if !errors.As(err, &te) {
+		return fmt.Errorf("not a JSON event: %w", err)
+	}
+	field, _, _ := strings.Cut(te.Field, ".")
+	var want string
+	switch field {
+	case "":
+		return fmt.Errorf("not a JSON event: want an object, not a JSON %s", te.Value)
+	case "kind", "created_at":
+		want = "a whole number"
+	case "tags":
+		want = "an array of arrays of strings"
+	default: // id, pubkey, content, sig
+		want = "a string"
+	}
+	return fmt.Errorf("not a JSON event: %q must be %s, not a JSON %s", field, want, te.Value)
+}
+
 // build applies the flags to ev, signs it (mining first with --pow) and
 // returns it.
 func (f *eventFlags) build(cmd *cobra.Command, ev *nostr.Event) (*nostr.Event, error) {
@@ -231,6 +254,9 @@ func (f *eventFlags) build(cmd *cobra.Command, ev *nostr.Event) (*nostr.Event, e
 		}
 	case ev.CreatedAt == 0:
 		ev.CreatedAt = now.Unix()
+	}
+	if ev.CreatedAt < 0 { // relays refuse it (NIP-01: unix seconds)
+		return nil, fmt.Errorf("created_at %d: must not be negative", ev.CreatedAt)
 	}
 	for _, t := range f.tags {
 		name, rest, ok := strings.Cut(t, "=")

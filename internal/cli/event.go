@@ -173,7 +173,7 @@ func okDetail(msg string) string {
 func (f *eventFlags) fromTemplate(cmd *cobra.Command, line []byte) (*nostr.Event, error) {
 	var t template
 	if err := json.Unmarshal(line, &t); err != nil {
-		return nil, templateError(err)
+		return nil, fmt.Errorf("not a JSON event: %w", nostr.JSONTypeError(err))
 	}
 	changed := false
 	for _, name := range []string{"kind", "content", "tag", "e", "p", "d", "created-at", "pow", "sec"} {
@@ -204,29 +204,6 @@ func (f *eventFlags) fromTemplate(cmd *cobra.Command, line []byte) (*nostr.Event
 		ev.CreatedAt = *t.CreatedAt
 	}
 	return f.build(cmd, ev)
-}
-
-// templateError tells why a line is not an event template in the
-// template's terms ("kind" must be a whole number, not a string), not
-// encoding/json's (its Go struct and field types).
-func templateError(err error) error {
-	var te *json.UnmarshalTypeError
-	if !errors.As(err, &te) {
-		return fmt.Errorf("not a JSON event: %w", err)
-	}
-	field, _, _ := strings.Cut(te.Field, ".")
-	var want string
-	switch field {
-	case "":
-		return fmt.Errorf("not a JSON event: want an object, not a JSON %s", te.Value)
-	case "kind", "created_at":
-		want = "a whole number"
-	case "tags":
-		want = "an array of arrays of strings"
-	default: // id, pubkey, content, sig
-		want = "a string"
-	}
-	return fmt.Errorf("not a JSON event: %q must be %s, not a JSON %s", field, want, te.Value)
 }
 
 // build applies the flags to ev, signs it (mining first with --pow) and

@@ -101,7 +101,7 @@ type rumorJSON struct {
 func ParseRumor(data []byte, author nostr.PubKey, now time.Time) (*Rumor, error) {
 	var j rumorJSON
 	if err := json.Unmarshal(data, &j); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrRumor, err)
+		return nil, fmt.Errorf("%w: %v", ErrRumor, nostr.JSONTypeError(err))
 	}
 	if j.Sig != nil {
 		return nil, fmt.Errorf("%w: it has a \"sig\" (a rumor is unsigned)", ErrRumor)

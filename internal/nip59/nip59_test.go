@@ -121,6 +121,10 @@ func TestParseRumor(t *testing.T) {
 	bad(`{"kind":1,"id":"`+full.ID.Hex()+`"}`, ErrRumor)
 	bad(`{"kind":1,"pubkey":"`+bob.PubKey().Hex()+`"}`, ErrImpersonation)
 	bad(`not json`, ErrRumor)
+	// A field of the wrong type is told in the JSON's terms.
+	if _, err := ParseRumor([]byte(`{"kind":"14"}`), pk, now); err == nil || err.Error() != `nip59: not a valid rumor: "kind" must be a whole number, not a JSON string` {
+		t.Errorf("a string kind: %v", err)
+	}
 }
 
 func FuzzParseRumor(f *testing.F) {

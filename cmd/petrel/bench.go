@@ -270,7 +270,8 @@ func runBench(name string, o bench.Options, jsonOut, quiet bool, stdout, stderr 
 		if jsonOut {
 			json.NewEncoder(stdout).Encode(map[string]any{"scenario": name, "error": err.Error(), "failures": []string{err.Error()}})
 		}
-		fmt.Fprintf(stderr, "petrel bench %s: %v\n", name, err)
+		// The line names the command: not the package's "bench: " again.
+		fmt.Fprintf(stderr, "petrel bench %s: %s\n", name, strings.TrimPrefix(err.Error(), "bench: "))
 		return benchExitError
 	}
 	if jsonOut {

@@ -122,6 +122,12 @@ func TestBenchCommandRefuses(t *testing.T) {
 	f("ladder", "--url", "ws://127.0.0.1:1", "--rates", "1000,500", "--quiet")
 	f("ladder", "--url", "ws://127.0.0.1:1", "--rates", "1000", "--steps", "3", "--quiet")
 	f("ladder", "--url", "ws://127.0.0.1:1", "--rates", "1000,abc", "--quiet")
+	// The options' error, told once by the command's name.
+	var out, errb bytes.Buffer
+	runBenchArgs(t, &out, &errb, "ladder", "--url", "ws://127.0.0.1:1", "--rates", "0", "--quiet")
+	if got := errb.String(); got != "petrel bench ladder: invalid options: ladder rates must be positive and increasing: [0]\n" {
+		t.Errorf("--rates 0: %q", got)
+	}
 }
 
 // runBenchArgs runs the command and returns the exit code, counting a

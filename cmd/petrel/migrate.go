@@ -128,6 +128,10 @@ func parseStoreSpec(s string, cfg config.Config) (storeSpec, error) {
 		}
 		return storeSpec{Backend: "postgres", URL: url, Schema: schema}, nil
 	}
+	if !strings.Contains(s, ":") {
+		// A bare path: say how to name it rather than call it a kind.
+		return storeSpec{}, fmt.Errorf("%q: say which store: pebble:%s for a directory, or postgres:URL[#schema]", s, s)
+	}
 	return storeSpec{}, fmt.Errorf("store kind %q: want pebble:DIR or postgres:URL[#schema]", kind)
 }
 

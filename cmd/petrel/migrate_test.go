@@ -350,6 +350,7 @@ func TestParseStoreSpec(t *testing.T) {
 	f("postgres://u:secret@h/db#1x", storeSpec{}, "schema")
 	f("postgres://u@h/db#", storeSpec{Backend: "postgres", URL: "postgres://u@h/db", Schema: "cfgschema"}, "")
 	f("mysql://u:secret@h/db", storeSpec{}, "want pebble:DIR or postgres:URL")
+	f("/srv/petrel", storeSpec{}, `"/srv/petrel": say which store: pebble:/srv/petrel for a directory, or postgres:URL[#schema]`)
 	cfg.Store.PostgresURL = ""
 	f("postgres", storeSpec{}, "store.postgres_url")
 

@@ -92,6 +92,17 @@ func TestRouterConfigErrors(t *testing.T) {
 	// A typo inside the filter would otherwise widen it to every event.
 	f("[groups.a]\ndir = \"down\"\nurls = [\"ws://x:1\"]\nfilter = { kind = [1] }", `unknown filter key "kind"`)
 	f("catchup = \"soon\"\n[groups.a]\ndir = \"down\"\nurls = [\"ws://x:1\"]", "catchup")
+	// Negative counts are refused (they used to pass for the default);
+	// zero is the default.
+	f("window = -1\n[groups.a]\ndir = \"down\"\nurls = [\"ws://x:1\"]", `group "a": stream: invalid options: window -1: must not be negative`)
+	f("[groups.a]\ndir = \"down\"\nurls = [\"ws://x:1\"]\nremember = -5", "remember -5: must not be negative")
+	rc, err := LoadRouterConfig(writeFile(t, "window = 0\nremember = 0\n[groups.a]\ndir = \"down\"\nurls = [\"ws://x:1\"]"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rc.Streams("ws://127.0.0.1:7447", nil, nil); err != nil {
+		t.Fatalf("window and remember 0 (the defaults): %v", err)
+	}
 }
 
 // TestRouter runs a router over three relays: the local one, one pulled

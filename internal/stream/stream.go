@@ -55,10 +55,10 @@ type Options struct {
 	// each wait for an OK. Default 30s.
 	Timeout time.Duration
 	// Remember is the number of recently exchanged ids a session keeps to
-	// suppress echoes. Default 100000 (about 10 MB).
+	// suppress echoes. Default (0) 100000 (about 10 MB); negative is refused.
 	Remember int
 	// Window is the number of forwarded events awaiting their OK, per
-	// direction. Default 64.
+	// direction. Default (0) 64; negative is refused.
 	Window int
 	// AuthKey, if set, answers a relay's NIP-42 challenge when it refuses
 	// the live subscription, a catch-up's request or a forwarded event
@@ -103,10 +103,18 @@ func (o *Options) normalize() error {
 	dur(&o.PingInterval, 30*time.Second)
 	dur(&o.Timeout, 30*time.Second)
 	o.MaxBackoff = max(o.MaxBackoff, o.MinBackoff)
-	if o.Remember <= 0 {
+	// Zero takes the default; a negative count is a mistake (it would
+	// otherwise pass for the default too).
+	if o.Remember < 0 {
+		return fmt.Errorf("%w: remember %d: must not be negative", ErrOptions, o.Remember)
+	}
+	if o.Window < 0 {
+		return fmt.Errorf("%w: window %d: must not be negative", ErrOptions, o.Window)
+	}
+	if o.Remember == 0 {
 		o.Remember = 100000
 	}
-	if o.Window <= 0 {
+	if o.Window == 0 {
 		o.Window = 64
 	}
 	if o.Logger == nil {

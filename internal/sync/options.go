@@ -95,14 +95,14 @@ type Options struct {
 	Direction Direction
 
 	// Batch is the number of events per local save (one durable commit).
-	// Default 500.
+	// Default (0) 500; negative is refused.
 	Batch int
 	// IDsPerReq is the number of ids asked for in one REQ, lowered to the
 	// remote's NIP-11 max_limit and to what fits its max_message_length.
 	// Default 500.
 	IDsPerReq int
 	// Window is the number of uploaded events awaiting their OK. Default
-	// 64.
+	// (0) 64; negative is refused.
 	Window int
 	// FrameLimit caps the negentropy messages this side sends (before
 	// hex), lowered to what fits the remote's max_message_length. Default
@@ -174,6 +174,14 @@ func (o *Options) normalize() error {
 	}
 	if o.Filter.Search != "" {
 		return fmt.Errorf("%w: a search filter cannot be synced", ErrOptions)
+	}
+	// Zero takes the default; a negative count (petrel sync --batch -1)
+	// is a mistake that would otherwise pass for the default too.
+	if o.Batch < 0 {
+		return fmt.Errorf("%w: batch %d: must not be negative", ErrOptions, o.Batch)
+	}
+	if o.Window < 0 {
+		return fmt.Errorf("%w: window %d: must not be negative", ErrOptions, o.Window)
 	}
 	o.Filter.HasLimit, o.Filter.Limit = false, 0
 	o.defaults()

@@ -360,6 +360,9 @@ func TestSyncOptions(t *testing.T) {
 	f(Options{Remote: "ws://127.0.0.1:1", From: "ws://127.0.0.1:2", FallbackPaging: true})
 	f(Options{Remote: "ws://127.0.0.1:1", Store: st, Filter: nostr.Filter{Search: "x"}})
 	f(Options{Remote: "http://127.0.0.1:1", Store: st})
+	// Negative counts are refused (they used to pass for the default).
+	f(Options{Remote: "ws://127.0.0.1:1", Store: st, Batch: -1})
+	f(Options{Remote: "ws://127.0.0.1:1", Store: st, Window: -1})
 	if _, err := ParseDirection("sideways"); !errors.Is(err, ErrOptions) {
 		t.Fatal(err)
 	}

@@ -248,6 +248,8 @@ func TestClientOffline(t *testing.T) {
 		{`--limit: "99999999999999999999" is out of range`, []string{"req", "-l", "99999999999999999999", "ws://127.0.0.1:1"}},
 		{`--timeout: "soon" is not a duration (like 300ms, 10s or 1m30s)`, []string{"relay", "--timeout", "soon", "ws://127.0.0.1:1"}},
 		{`--paginate: "maybe" is not true or false`, []string{"req", "--paginate=maybe", "ws://127.0.0.1:1"}},
+		{`--timeout: "0": must be more than zero`, []string{"req", "--timeout", "0", "ws://127.0.0.1:1"}},
+		{`--pow: nip13: target difficulty must be 0 to 64: -1`, []string{"event", "--sec", sk, "-c", "x", "--pow", "-1"}},
 		{`--author: "\"abc": parse error on line 1, column 5: extraneous or missing " in quoted-field`, []string{"req", "-a", `"abc`, "ws://127.0.0.1:1"}},
 	} {
 		if out, errOut, ok := c.run("", tc.args...); ok || out != "" || errOut != "petrel: "+tc.want+"\n" {

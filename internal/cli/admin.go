@@ -96,7 +96,7 @@ An error from the relay is printed on stderr with exit status 1.`,
 		},
 	}
 	sec.register(cmd)
-	cmd.Flags().DurationVar(&timeout, "timeout", 10*time.Second, "how long to wait for the relay")
+	timeoutVar(cmd.Flags(), &timeout, 10*time.Second, "how long to wait for the relay")
 	return cmd
 }
 

@@ -266,7 +266,7 @@ func (f *eventFlags) build(cmd *cobra.Command, ev *nostr.Event) (*nostr.Event, e
 		ev.Tags = append(ev.Tags, nostr.Tag{"d", d})
 	}
 	ev.PubKey = sk.PubKey()
-	if f.pow > 0 {
+	if f.pow != 0 { // a negative one is refused by Mine
 		ctx, cancel := Interruptible(cmd.Context())
 		defer cancel()
 		if err := nip13.Mine(ctx, ev, f.pow, runtime.NumCPU()); err != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -23,6 +24,9 @@ func flagError(_ *cobra.Command, err error) error {
 	f := ive.GetFlag()
 	name := "--" + f.Name
 	value := ive.GetValue()
+	if errors.Is(err, errNotPositive) {
+		return fmt.Errorf("%s: %q: must be more than zero", name, value)
+	}
 	typ := f.Value.Type()
 	var ne *strconv.NumError
 	switch {
@@ -41,4 +45,32 @@ func flagError(_ *cobra.Command, err error) error {
 		return fmt.Errorf("%s: %q is not %s", name, ne.Num, what)
 	}
 	return fmt.Errorf("%s: %q: %w", name, value, errors.Unwrap(err))
+}
+
+// errNotPositive is a positiveDuration flag's refusal of zero or less.
+var errNotPositive = errors.New("not positive")
+
+// positiveDuration is a time.Duration flag that refuses zero and negative
+// values: a timeout of 0 would otherwise fail every request at once
+// (where other tools take 0 for "no timeout").
+type positiveDuration struct{ p *time.Duration }
+
+func (d positiveDuration) String() string { return d.p.String() }
+func (d positiveDuration) Type() string   { return "duration" }
+func (d positiveDuration) Set(s string) error {
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	if v <= 0 {
+		return errNotPositive
+	}
+	*d.p = v
+	return nil
+}
+
+// timeoutVar registers --timeout on fs as a positive duration.
+func timeoutVar(fs *pflag.FlagSet, p *time.Duration, def time.Duration, usage string) {
+	*p = def
+	fs.Var(positiveDuration{p}, "timeout", usage)
 }

@@ -36,7 +36,7 @@ type connFlags struct {
 
 func (f *connFlags) register(cmd *cobra.Command) {
 	f.AuthFlags.Register(cmd)
-	cmd.Flags().DurationVar(&f.timeout, "timeout", 10*time.Second, "how long to wait for a relay to connect, and for each answer")
+	timeoutVar(cmd.Flags(), &f.timeout, 10*time.Second, "how long to wait for a relay to connect, and for each answer")
 }
 
 // AuthFlags are --sec and --auth: with --auth, a relay that refuses

@@ -39,7 +39,7 @@ func relayInfoCmd() *cobra.Command {
 			return err
 		},
 	}
-	cmd.Flags().DurationVar(&conn.timeout, "timeout", 10*time.Second, "how long to wait for the relay")
+	timeoutVar(cmd.Flags(), &conn.timeout, 10*time.Second, "how long to wait for the relay")
 	return cmd
 }
 

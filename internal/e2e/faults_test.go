@@ -422,9 +422,20 @@ func TestPostgresRestart(t *testing.T) {
 			t.Logf("%d refusals said the event may be stored: %q", n, msg)
 		}
 	}
+	// Each refusal says why with a prefix a client acts on: error: (the
+	// store failed, or the commit is in doubt), or rate-limited: from the
+	// relay's in-flight and wait valves, which fill while the writer waits
+	// on the database (seen on a slow guest, 5 of 116 refusals; the
+	// store's state does not choose the prefix there). Both ask
+	// the client to send it again, which it does below, and nothing
+	// acknowledged is lost (checked above).
 	for msg := range refusals {
-		if client.Prefix(msg) != "error" {
-			t.Errorf("a write refused with %q, want the prefix error:", msg)
+		switch p := client.Prefix(msg); {
+		case p == "error":
+		case p == "rate-limited" && strings.Contains(msg, "relay is at capacity"):
+			t.Logf("%d refusals by the relay's capacity valves during the outage: %q", refusals[msg], msg)
+		default:
+			t.Errorf("a write refused with %q, want the prefix error: (or rate-limited: at capacity)", msg)
 		}
 	}
 

@@ -22,6 +22,10 @@ var (
 	ErrNotSecretKey = errors.New("nip19: not a secret key (64 hex characters or nsec)")
 )
 
+// Reason is err's text without this package's "nip19: ", for a message
+// that gives its own context ("server: admins: not a public key (...)").
+func Reason(err error) string { return strings.TrimPrefix(err.Error(), "nip19: ") }
+
 // isHex64 reports whether s is 64 hex digits of either case.
 func isHex64(s string) bool { return len(s) == 64 && isHex(s) }
 
@@ -67,7 +71,7 @@ func notParsed(kind error, s string, quote bool, err error) error {
 	case isHex(s):
 		e.why, e.cause = fmt.Sprintf("%d hex characters, not 64", len(s)), nil
 	default:
-		e.why = strings.TrimPrefix(err.Error(), "nip19: ")
+		e.why = Reason(err)
 	}
 	return e
 }

@@ -812,7 +812,7 @@ func (e *listError) Unwrap() error { return e.err }
 func parsePubKey(s string) (nostr.PubKey, error) {
 	pk, err := nip19.ParsePubKey(s)
 	if err != nil {
-		return pk, fmt.Errorf("%w: %s", ErrInvalid, strings.TrimPrefix(err.Error(), "nip19: "))
+		return pk, fmt.Errorf("%w: %s", ErrInvalid, nip19.Reason(err))
 	}
 	return pk, nil
 }
@@ -820,7 +820,7 @@ func parsePubKey(s string) (nostr.PubKey, error) {
 func parseID(s string) (nostr.ID, error) {
 	id, err := nip19.ParseID(s)
 	if err != nil {
-		return id, fmt.Errorf("%w: %s", ErrInvalid, strings.TrimPrefix(err.Error(), "nip19: "))
+		return id, fmt.Errorf("%w: %s", ErrInvalid, nip19.Reason(err))
 	}
 	return id, nil
 }

@@ -45,7 +45,7 @@ func (i Info) Check() error {
 	}
 	if _, err := nip19.ParsePubKey(i.PubKey); err != nil {
 		// nip19's error quotes the value, but never an nsec.
-		return fmt.Errorf("info: pubkey: %s", strings.TrimPrefix(err.Error(), "nip19: "))
+		return fmt.Errorf("info: pubkey: %s", nip19.Reason(err))
 	}
 	return nil
 }

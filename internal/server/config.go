@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"strings"
 	"time"
 
 	"github.com/petrel-relay/petrel/internal/nip19"
@@ -171,7 +170,7 @@ func parseAdmins(list []string) ([]nostr.PubKey, error) {
 		pk, err := nip19.ParsePubKey(a)
 		if err != nil {
 			// nip19's error quotes the value, but never an nsec.
-			return nil, fmt.Errorf("server: admins: %s", strings.TrimPrefix(err.Error(), "nip19: "))
+			return nil, fmt.Errorf("server: admins: %s", nip19.Reason(err))
 		}
 		admins = append(admins, pk)
 	}

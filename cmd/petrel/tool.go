@@ -458,14 +458,11 @@ func openInput(path string, stdin io.Reader, forceGzip bool, counted func(int64)
 	return skipBOM(br), size, closeFn, nil
 }
 
-// utf8BOM is the byte order mark some editors and Windows tools write at
-// the start of a UTF-8 file; it is not part of the first event.
-const utf8BOM = "\ufeff"
-
-// skipBOM drops a byte order mark at the start of br.
+// skipBOM drops a byte order mark (cli.UTF8BOM) at the start of br: it
+// is not part of the first event.
 func skipBOM(br *bufio.Reader) *bufio.Reader {
-	if b, _ := br.Peek(len(utf8BOM)); string(b) == utf8BOM {
-		br.Discard(len(utf8BOM))
+	if b, _ := br.Peek(len(cli.UTF8BOM)); string(b) == cli.UTF8BOM {
+		br.Discard(len(cli.UTF8BOM))
 	}
 	return br
 }

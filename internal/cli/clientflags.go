@@ -293,10 +293,11 @@ func stdinPiped(stdin io.Reader) bool {
 	return err == nil && fi.Mode()&os.ModeCharDevice == 0
 }
 
-// utf8BOM is the byte order mark some editors and Windows tools write at
+// UTF8BOM is the byte order mark some editors and Windows tools write at
 // the start of a UTF-8 file. It is not part of the first line's JSON or
-// code: the line readers drop it.
-const utf8BOM = "\ufeff"
+// code: the line readers (eachLine here, cmd/petrel's import input)
+// drop it.
+const UTF8BOM = "\ufeff"
 
 // eachLine calls fn for every non-blank line of r (lines up to
 // maxInputLine bytes, without the newline and without a byte order mark
@@ -308,7 +309,7 @@ func eachLine(r io.Reader, fn func(line []byte) error) error {
 	for sc.Scan() {
 		l := sc.Bytes()
 		if first {
-			l, first = bytes.TrimPrefix(l, []byte(utf8BOM)), false
+			l, first = bytes.TrimPrefix(l, []byte(UTF8BOM)), false
 		}
 		if len(l) > maxInputLine {
 			return fmt.Errorf("%w: a line of more than %d bytes", errInputTooLong, maxInputLine)

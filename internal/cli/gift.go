@@ -59,7 +59,7 @@ tag per recipient; --self wraps a copy for the sender too.`,
 			if err != nil {
 				return err
 			}
-			data := []byte(strings.TrimPrefix(text, utf8BOM))
+			data := []byte(strings.TrimPrefix(text, UTF8BOM))
 			now := time.Now()
 			r, err := nip59.ParseRumor(data, sk.PubKey(), now)
 			if err != nil {

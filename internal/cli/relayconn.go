@@ -79,7 +79,8 @@ func AuthHint(err error, sk *nostr.SecretKey) error {
 // too many values in kinds (max 2)"), without the client's words for
 // it. The result wraps err; any other error is returned as it is.
 func tellClosed(err error) error {
-	if ce, ok := err.(*client.ClosedError); ok {
+	var ce *client.ClosedError
+	if errors.As(err, &ce) {
 		return &toldError{"closed: " + ce.Message, err}
 	}
 	return err

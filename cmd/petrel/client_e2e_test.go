@@ -330,11 +330,14 @@ func TestClientOffline(t *testing.T) {
 	// A template that is not one: told in the template's terms (not
 	// encoding/json's Go types), and nothing a relay would refuse signed.
 	for in, want := range map[string]string{
-		`{"kind":"1"}`:             `stdin line 1: not a JSON event: "kind" must be a whole number, not a JSON string`,
-		`{"tags":[["a",{}]]}`:      `stdin line 1: not a JSON event: "tags" must be an array of arrays of strings, not a JSON object`,
-		`[1,2]`:                    `stdin line 1: not a JSON event: want an object, not a JSON array`,
-		`{"created_at":-5}`:        `stdin line 1: created_at -5: must not be negative`,
-		`{"kind":1,"content":"x"}`: "",
+		`{"kind":"1"}`:                    `stdin line 1: not a JSON event: "kind" must be a whole number, not a JSON string`,
+		`{"tags":[["a",{}]]}`:             `stdin line 1: not a JSON event: "tags" must be an array of arrays of strings, not a JSON object`,
+		`[1,2]`:                           `stdin line 1: not a JSON event: want an object, not a JSON array`,
+		`{"created_at":-1}`:               `stdin line 1: created_at -1: outside 0-9007199254740991`,
+		`{"created_at":9007199254740992}`: `stdin line 1: created_at 9007199254740992: outside 0-9007199254740991`,
+		`{"created_at":9007199254740991}`: "", // the limits, accepted
+		`{"created_at":1}`:                "",
+		`{"kind":1,"content":"x"}`:        "",
 	} {
 		out, errOut, ok := c.run(in+"\n", "event", "--sec", sk)
 		if want == "" {

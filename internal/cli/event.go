@@ -232,8 +232,10 @@ func (f *eventFlags) build(cmd *cobra.Command, ev *nostr.Event) (*nostr.Event, e
 	case ev.CreatedAt == 0:
 		ev.CreatedAt = now.Unix()
 	}
-	if ev.CreatedAt < 0 { // relays refuse it (NIP-01: unix seconds)
-		return nil, fmt.Errorf("created_at %d: must not be negative", ev.CreatedAt)
+	// A template's own created_at, in the range the codec (and so every
+	// petrel relay) takes, as --created-at is.
+	if ev.CreatedAt < 0 || ev.CreatedAt > nostr.MaxTimestamp {
+		return nil, fmt.Errorf("created_at %d: outside 0-%d", ev.CreatedAt, int64(nostr.MaxTimestamp))
 	}
 	for _, t := range f.tags {
 		name, rest, ok := strings.Cut(t, "=")

@@ -423,12 +423,13 @@ func TestPostgresRestart(t *testing.T) {
 		}
 	}
 	// Each refusal says why with a prefix a client acts on: error: (the
-	// store failed, or the commit is in doubt), or rate-limited: from the
-	// relay's in-flight and wait valves, which fill while the writer waits
-	// on the database (seen on a slow guest, 5 of 116 refusals; the
-	// store's state does not choose the prefix there). Both ask
-	// the client to send it again, which it does below, and nothing
-	// acknowledged is lost (checked above).
+	// store failed, the commit is in doubt, or the relay's in-flight and
+	// wait valves filled while the writer waited on a database the store
+	// reports unreachable), or rate-limited: from those valves in the
+	// moments before the store first failed to reach the database (seen
+	// on a slow guest, 5 of 116 refusals, before the valves asked the
+	// store). Both ask the client to send it again, which it does below,
+	// and nothing acknowledged is lost (checked above).
 	for msg := range refusals {
 		switch p := client.Prefix(msg); {
 		case p == "error":

@@ -289,7 +289,12 @@ type laggingStore struct {
 	// verifier that called it), after sending on submitEntered.
 	blockSubmit   chan struct{}
 	submitEntered chan struct{}
+	// unavailable is what Unavailable reports (store.Availability), as a
+	// store whose database is down does.
+	unavailable atomic.Bool
 }
+
+func (s *laggingStore) Unavailable() bool { return s.unavailable.Load() }
 
 func (s *laggingStore) Submit(ctx context.Context, ev *nostr.Event, done func(store.SaveResult)) error {
 	s.mu.Lock()

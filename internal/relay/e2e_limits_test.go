@@ -586,12 +586,15 @@ func TestLimitControlBacklog(t *testing.T) {
 
 // TestLimitInflightEvents: the relay-wide cap on EVENTs admitted and not
 // yet answered: with commits held, N events on two connections are
-// admitted, the next (on either) is refused "rate-limited:" and counted,
+// admitted, the next (on either) is refused "rate-limited:" and counted
+// (or "error:", uncounted, while the store reports its database down),
 // and once the store answers there is room again.
 func TestLimitInflightEvents(t *testing.T) {
 	t.Parallel()
 	r, ls := startLagging(t, relaytest.Options{Relay: relay.Config{MaxInflightEvents: 4}})
 	gate := make(chan struct{})
+	release := sync.OnceFunc(func() { close(gate) })
+	t.Cleanup(release) // before the relay's shutdown, which waits for the commits
 	ls.mu.Lock()
 	ls.holdAll = gate
 	ls.mu.Unlock()
@@ -612,7 +615,25 @@ func TestLimitInflightEvents(t *testing.T) {
 	if v := trips(r, "max_inflight_events"); v != 1 {
 		t.Fatalf("max_inflight_events = %d, want 1", v)
 	}
-	close(gate)
+	// While the store reports its database unreachable, the cap is full
+	// because the writer waits on it: a stored event is told so
+	// ("error:"), not counted as a trip; an ephemeral one, which needs no
+	// store, is still refused for room.
+	ls.unavailable.Store(true)
+	errorsBefore := r.Stats().EventsRejected["error"]
+	m = c1.Publish(evs[4])
+	if m.OK || m.Message != "error: the store is unavailable, try again later" {
+		t.Fatalf("N+1 with the store unavailable: OK %v %q, want false \"error: the store is unavailable, ...\"", m.OK, m.Message)
+	}
+	eph := alice.Event(20001, "inflight ephemeral", nil, time.Now().Unix())
+	if m := c1.Publish(eph); m.OK || !strings.HasPrefix(m.Message, "rate-limited: ") {
+		t.Fatalf("ephemeral N+1 with the store unavailable: OK %v %q, want false \"rate-limited: ...\"", m.OK, m.Message)
+	}
+	if v, e := trips(r, "max_inflight_events"), r.Stats().EventsRejected["error"]-errorsBefore; v != 2 || e != 1 {
+		t.Fatalf("max_inflight_events = %d, events_rejected[error] +%d; want 2 (the ephemeral event's) and +1", v, e)
+	}
+	ls.unavailable.Store(false)
+	release()
 	for _, c := range []*relaytest.Client{c1, c2} {
 		for i := 0; i < 2; i++ {
 			if m := c.ExpectType("OK"); !m.OK {

@@ -201,8 +201,7 @@ func (in *ingest) verified(j verifyJob, valid bool) {
 	}
 	place, ok := in.seq.reserve()
 	if !ok {
-		r.stats.LimitTrips[limVerifyQueue].Add(1)
-		j.s.finishEvent(j, nostr.Reject(nostr.PrefixRateLimited, "relay is at capacity, slow down"), "")
+		j.s.finishEvent(j, r.atCapacity(limVerifyQueue, j.ev), "")
 		return
 	}
 	if j.ev.Kind == nostr.KindRequestToVanish {
@@ -401,6 +400,7 @@ func (s *Session) handleEvent(ev *nostr.Event) {
 		r.countReject(p)
 		s.ok(ev.ID, false, string(p)+": "+msg)
 	}
+	refuse := func(rej *nostr.Rejection) { reject(rej.Prefix, rej.Text) }
 	lim := r.live.Load()
 	if len(ev.Raw) > lim.MaxEventBytes {
 		r.stats.LimitTrips[limEventBytes].Add(1)
@@ -450,20 +450,17 @@ func (s *Session) handleEvent(ev *nostr.Event) {
 	if r.cfg.MaxInflightEvents > 0 && n > int64(r.cfg.MaxInflightEvents) {
 		r.inflight.Add(-1)
 		s.pendingEvents.Add(-1)
-		r.stats.LimitTrips[limInflightEvents].Add(1)
-		reject(nostr.PrefixRateLimited, "relay is at capacity, slow down")
+		refuse(r.atCapacity(limInflightEvents, ev))
 		return
 	}
 	if r.wait.over(t0, n-1) {
 		s.eventDone()
-		r.stats.LimitTrips[limEventWait].Add(1)
-		reject(nostr.PrefixRateLimited, "relay is at capacity, slow down")
+		refuse(r.atCapacity(limEventWait, ev))
 		return
 	}
 	if r.ingest.full() {
 		s.eventDone()
-		r.stats.LimitTrips[limVerifyQueue].Add(1)
-		reject(nostr.PrefixRateLimited, "relay is at capacity, slow down")
+		refuse(r.atCapacity(limVerifyQueue, ev))
 		return
 	}
 	job := verifyJob{s: s, ev: ev, t0: t0}
@@ -497,9 +494,27 @@ func (s *Session) handleEvent(ev *nostr.Event) {
 			reject(nostr.PrefixError, "relay is shutting down")
 			return
 		}
-		r.stats.LimitTrips[limVerifyQueue].Add(1)
-		reject(nostr.PrefixRateLimited, "relay is at capacity, slow down")
+		refuse(r.atCapacity(limVerifyQueue, ev))
 	}
+}
+
+// atCapacity is the answer to ev, refused by a capacity valve (lim: the
+// in-flight cap, the wait estimate or the verify queue), counted in that
+// limit's trips: "rate-limited:", the relay has no room for it now.
+// Unless ev is to be stored and the store reports its database
+// unreachable (store.Availability): the valves then fill because the
+// writer is waiting on the database, not because the relay is short of
+// CPU, and the client is told so ("error:", as the writer's own failures
+// are answered), counted in events_rejected{error} only, so that the
+// valves' trips (and the alerts on them) do not call a database outage a
+// lack of capacity. An ephemeral event needs no store: its refusal stays
+// a matter of room.
+func (r *Relay) atCapacity(lim int, ev *nostr.Event) *nostr.Rejection {
+	if r.avail != nil && ev.Class() != nostr.Ephemeral && r.avail.Unavailable() {
+		return nostr.Reject(nostr.PrefixError, "the store is unavailable, try again later")
+	}
+	r.stats.LimitTrips[lim].Add(1)
+	return nostr.Reject(nostr.PrefixRateLimited, "relay is at capacity, slow down")
 }
 
 // badSignature counts one more invalid signature in a row and closes the

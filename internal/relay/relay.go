@@ -153,7 +153,8 @@ type Relay struct {
 	live       atomic.Pointer[liveConfig]
 	liveChange sync.Mutex // ReloadLimits
 	store      store.Store
-	pre        store.Prechecker // store, if it implements it; else nil
+	pre        store.Prechecker   // store, if it implements it; else nil
+	avail      store.Availability // likewise
 	verifier   nostr.Verifier
 	log        *slog.Logger
 	now        func() time.Time
@@ -257,6 +258,7 @@ func New(cfg Config, opts Options) (*Relay, error) {
 	r.live.Store(newLive(cfg))
 	r.cfg = withLive(cfg, Config{})
 	r.pre, _ = opts.Store.(store.Prechecker)
+	r.avail, _ = opts.Store.(store.Availability)
 	if r.verifier == nil {
 		r.verifier = nostr.DefaultVerifier()
 	}

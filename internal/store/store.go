@@ -465,6 +465,16 @@ type Prechecker interface {
 	SubmitAfter(ctx context.Context, ev *nostr.Event, token uint64, done func(SaveResult)) error
 }
 
+// Availability is implemented by a store with a database server
+// (postgres). Unavailable reports what Stats().Unavailable reports, from
+// memory and cheaply enough to ask on every refused EVENT: the relay's
+// capacity valves fill while the writer waits on an unreachable
+// database, and a refusal then says the store is unavailable rather than
+// that the relay is at capacity.
+type Availability interface {
+	Unavailable() bool
+}
+
 // Feed is implemented by stores that several nodes share (the store of
 // record of a cluster). A node that may have missed events on the live bus
 // (its connection dropped, or a gap in the bus's sequence showed a loss)

@@ -201,8 +201,8 @@ func TestOutage(t *testing.T) {
 		if _, err := s.Count(ctx, []nostr.Filter{{}}); err != nil {
 			t.Fatalf("Count after recovery: %v", err)
 		}
-		if st := s.Stats(); st.Unavailable {
-			t.Fatalf("Stats after recovery: %+v", st)
+		if st := s.Stats(); st.Unavailable || s.Unavailable() {
+			t.Fatalf("Stats after recovery: %+v (Unavailable() %v)", st, s.Unavailable())
 		}
 	}
 	saveOK()
@@ -240,8 +240,8 @@ func TestOutage(t *testing.T) {
 			t.Fatalf("mode %d: the failures took %v", mode, d)
 		}
 		st := s.Stats()
-		if !st.Unavailable || st.Errors <= errs0 || st.Backend != "postgres" {
-			t.Fatalf("mode %d: Stats = %+v, want Unavailable and more Errors than %d", mode, st, errs0)
+		if !st.Unavailable || !s.Unavailable() || st.Errors <= errs0 || st.Backend != "postgres" {
+			t.Fatalf("mode %d: Stats = %+v, Unavailable() %v; want Unavailable and more Errors than %d", mode, st, s.Unavailable(), errs0)
 		}
 		p.set(proxyUp)
 		p.closeAll() // drop the black-holed connections

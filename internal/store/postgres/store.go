@@ -493,6 +493,12 @@ func backoff(attempt int) time.Duration {
 // answers NIP-50 search (Options.DisableSearch is false).
 func (s *Store) SupportsSearch() bool { return !s.opts.DisableSearch }
 
+var _ store.Availability = (*Store)(nil)
+
+// Unavailable implements store.Availability: whether the last operation
+// failed to reach the database (Stats().Unavailable).
+func (s *Store) Unavailable() bool { return s.unavailable.Load() }
+
 // Stats implements store.Store. SizeBytes is the size of the store's
 // tables with their indexes, refreshed every Options.StatsInterval;
 // Unavailable and Errors tell whether the database is reachable;

@@ -158,6 +158,7 @@ func TestOpenToolStore(t *testing.T) {
 	}
 	f(other, toolStoreOptions{}, errNoStore)
 	f(other, toolStoreOptions{readOnly: true}, errNoStore)
+	f(other, toolStoreOptions{create: true}, pebble.ErrForeignDir) // import's open
 	if ents, _ := os.ReadDir(other); len(ents) != 1 {
 		t.Fatalf("a refused open wrote into the directory: %v", ents)
 	}

@@ -36,7 +36,9 @@ type Store struct {
 	// "postgres", the shared store of record of several nodes (see
 	// [cluster] and docs/operations.md). Default "pebble".
 	Backend string `toml:"backend"`
-	// Path is the pebble data directory. A relative path set in the
+	// Path is the pebble data directory, created with the store when
+	// missing or empty (a directory of other files and no store is
+	// refused, as a mistyped path may be). A relative path set in the
 	// configuration file is taken from the file's directory; one given
 	// with --data or PETREL_STORE_PATH (and the default) from the working
 	// directory. Default "./petrel-data".

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -134,6 +136,72 @@ func (e *OpenError) Unwrap() error { return e.Err }
 // the directory holds no pebble database.
 var ErrNoStore = errors.New("store/pebble: no store in the directory")
 
+// ErrForeignDir is wrapped by Open when asked to create a store in a
+// directory that holds files and no store (a mistyped data directory, a
+// home directory): the store's files are not scattered among someone
+// else's, where pebble would also delete any file named like one of its
+// own that it does not know. The error names the first such file.
+var ErrForeignDir = errors.New("store/pebble: the directory holds other files and no store")
+
+// foreignDirError is checkCreate's ErrForeignDir, naming a file.
+type foreignDirError struct{ file string }
+
+func (e foreignDirError) Error() string {
+	return fmt.Sprintf("the directory holds other files (%q among them) and no store: give an empty or new directory", e.file)
+}
+
+func (e foreignDirError) Is(target error) bool { return target == ErrForeignDir }
+
+// checkCreate returns an error wrapping ErrForeignDir when path holds no
+// pebble database and an entry neither pebble nor this package writes
+// (ownFile). A missing or empty directory, a file system's lost+found
+// and the files of a creation that did not finish are fine. An error
+// while looking is left for pebble.Open to report.
+func checkCreate(fsys vfs.FS, path string) error {
+	if fsys == nil {
+		fsys = vfs.Default
+	}
+	if storeExists(fsys, path) != ErrNoStore {
+		return nil
+	}
+	names, err := fsys.List(path)
+	if err != nil {
+		return nil
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		if !ownFile(n) {
+			return foreignDirError{n}
+		}
+	}
+	return nil
+}
+
+// ownFile reports whether name is one pebble writes in its directory
+// (NNNNNN.log, .sst and .blob, MANIFEST-, OPTIONS-, marker., temporary.,
+// CURRENT, LOCK), one this package writes (write-ahead log spares) or a
+// file system's lost+found.
+func ownFile(name string) bool {
+	switch name {
+	case "LOCK", "CURRENT", "lost+found":
+		return true
+	}
+	for _, p := range []string{"MANIFEST-", "OPTIONS-", "marker.", "temporary.", walSparePrefix} {
+		if strings.HasPrefix(name, p) {
+			return true
+		}
+	}
+	num, ext, ok := strings.Cut(name, ".")
+	if !ok || num == "" || strings.Trim(num, "0123456789") != "" {
+		return false
+	}
+	switch ext {
+	case "log", "sst", "blob":
+		return true
+	}
+	return false
+}
+
 // storeExists returns ErrNoStore unless path holds a pebble database (its
 // current manifest), reading the directory only.
 func storeExists(fsys vfs.FS, path string) error {
@@ -156,7 +224,8 @@ func storeExists(fsys vfs.FS, path string) error {
 // the directory's lock until Close: while another process, or another
 // Store of this one, has it open, Open fails with an error wrapping
 // ErrLocked. With Options.NoCreate or ReadOnly, a directory without a
-// store is refused (ErrNoStore) untouched.
+// store is refused (ErrNoStore) untouched; without, a directory of other
+// files is (ErrForeignDir).
 func Open(opts Options) (*Store, error) {
 	o, err := opts.withDefaults()
 	if err != nil {
@@ -217,6 +286,8 @@ func Open(opts Options) (*Store, error) {
 		if err := storeExists(popts.FS, o.Path); err != nil {
 			return nil, &OpenError{Path: o.Path, Err: err}
 		}
+	} else if err := checkCreate(o.FS, o.Path); err != nil {
+		return nil, &OpenError{Path: o.Path, Err: err}
 	}
 	pace := newPacer(o.BackgroundPause, o.MemTableSize)
 	ev := &events{log: o.Logger}

@@ -221,9 +221,19 @@ func TestClientOffline(t *testing.T) {
 	if strings.HasSuffix(npub, last) {
 		last = "q"
 	}
-	errOut := c.fails("not a valid bech32 string", "", "decode", npub[:len(npub)-1]+last)
-	if len(lines(errOut)) != 1 {
-		t.Fatalf("a bad bech32 string gave %d lines:\n%s", len(lines(errOut)), errOut)
+	typo := npub[:len(npub)-1] + last
+	errOut := c.fails("not a valid bech32 string", "", "decode", typo)
+	if errOut != `petrel: "`+typo+`": not a valid bech32 string: the checksum does not match: a character is mistyped, missing or extra`+"\n" {
+		t.Fatalf("a bad bech32 string: %q", errOut)
+	}
+	// Of several, the one that failed is named, after the others' output;
+	// a mistyped nsec is not shown.
+	if out, errOut, ok := c.run("", "decode", npub, "extra-junk"); ok || out != pk+"\n" || errOut != `petrel: "extra-junk": not a valid bech32 string: no "1" between a prefix and the data`+"\n" {
+		t.Fatalf("decode npub extra-junk: ok=%v\nstdout %q\nstderr %q", ok, out, errOut)
+	}
+	badNsec := nsec[:len(nsec)-1] + map[bool]string{true: "q", false: "x"}[strings.HasSuffix(nsec, "x")]
+	if errOut := c.fails("an nsec: not a valid bech32 string: the checksum does not match", "", "decode", badNsec); strings.Contains(errOut, badNsec[:12]) {
+		t.Fatalf("a mistyped nsec was shown: %q", errOut)
 	}
 	c.fails("not a public key", "", "encode", "npub", note)
 	c.fails("not a secret key", "", "key", "public", strings.Repeat("0", 64))
@@ -515,6 +525,17 @@ func TestClientRelays(t *testing.T) {
 		t.Fatalf("fetch naddr: %q", got)
 	}
 	c.fails("no relay to ask", "", "fetch", nip19.EncodeNote(first.ID))
+	// A relay given as an argument is asked, wherever it stands.
+	if got := strings.TrimSpace(c.must("", "fetch", r2.URL, nip19.EncodeNote(first.ID))); got != string(first.Raw) {
+		t.Fatalf("fetch RELAY note: %q", got)
+	}
+	if errOut := c.fails("give a code to fetch", "", "fetch", r2.URL); errOut != "petrel: give a code to fetch (nevent, naddr, nprofile, note or npub)\n" {
+		t.Fatalf("fetch RELAY: %q", errOut)
+	}
+	// An nsec is not a pointer, and is not shown.
+	if errOut := c.fails("an nsec was given", "", "fetch", nip19.EncodeSecretKey(alice.SK)); strings.Contains(errOut, "nsec1") {
+		t.Fatalf("fetch nsec showed it: %q", errOut)
+	}
 
 	// relay: the NIP-11 document.
 	var doc struct {

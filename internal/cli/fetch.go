@@ -17,12 +17,13 @@ func fetchCmd() *cobra.Command {
 	var f reqFlags
 	var extra []string
 	cmd := &cobra.Command{
-		Use:   "fetch CODE... [--relay URL...]",
+		Use:   "fetch CODE... [RELAY...] [--relay URL...]",
 		Short: "Fetch what NIP-19 codes point to (nevent, naddr, nprofile; note, npub) from their relay hints",
 		Long: `Fetch resolves each code with the relays inside it plus any --relay:
 an nevent or note to its event, an naddr to the newest version of its
 addressable event, an nprofile or npub to the author's profile (kind 0).
-Events are printed one JSON per line, once each; a code no relay
+An argument that starts with ws:// or wss:// is a relay to ask, as
+with --relay. Events are printed one JSON per line, once each; a code no relay
 answers is reported on stderr and makes the exit status 1.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -35,8 +36,13 @@ answers is reported on stderr and makes the exit status 1.`,
 			stderr := cmd.ErrOrStderr()
 			sink := newEventSink(cmd.OutOrStdout(), stderr, false, f.verify)
 			defer sink.close()
+			codes, relays := splitRelayArgs(args)
+			extra := append(relays, extra...)
+			if len(codes) == 0 {
+				return errors.New("give a code to fetch (nevent, naddr, nprofile, note or npub)")
+			}
 			missing := 0
-			for _, code := range args {
+			for _, code := range codes {
 				filter, hints, err := pointerFilter(strings.TrimPrefix(code, "nostr:"))
 				if err != nil {
 					return err
@@ -62,7 +68,7 @@ answers is reported on stderr and makes the exit status 1.`,
 				}
 			}
 			if missing > 0 {
-				return fmt.Errorf("%d of %d codes not found", missing, len(args))
+				return fmt.Errorf("%d of %d codes not found", missing, len(codes))
 			}
 			return nil
 		},
@@ -73,12 +79,27 @@ answers is reported on stderr and makes the exit status 1.`,
 	return cmd
 }
 
+// splitRelayArgs tells fetch's arguments apart: those that start with
+// ws:// or wss:// (either case) are relays, the others codes (a NIP-19
+// code never has a colon but after "nostr").
+func splitRelayArgs(args []string) (codes, relays []string) {
+	for _, a := range args {
+		l := strings.ToLower(a)
+		if strings.HasPrefix(l, "ws://") || strings.HasPrefix(l, "wss://") {
+			relays = append(relays, a)
+		} else {
+			codes = append(codes, a)
+		}
+	}
+	return codes, relays
+}
+
 // pointerFilter returns the filter that finds what code points to, and
 // its relay hints.
 func pointerFilter(code string) (nostr.Filter, []string, error) {
 	e, err := nip19.Decode(code)
 	if err != nil {
-		return nostr.Filter{}, nil, err
+		return nostr.Filter{}, nil, fmt.Errorf("%s: %s", nip19.Shown(code), nip19.Reason(err))
 	}
 	var f nostr.Filter
 	switch e.Prefix {
@@ -108,6 +129,9 @@ func pointerFilter(code string) (nostr.Filter, []string, error) {
 		f.Tags = []nostr.TagFilter{{Name: 'd', Values: []string{a.Identifier}}}
 		f.Limit, f.HasLimit = 1, true
 		return f, a.Relays, nil
+	}
+	if e.Prefix == nip19.PrefixSecretKey {
+		return f, nil, errors.New("an nsec was given: it points to nothing to fetch (and is a secret)")
 	}
 	return f, nil, fmt.Errorf("%s: an %s points to nothing to fetch", code, e.Prefix)
 }

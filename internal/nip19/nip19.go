@@ -222,16 +222,52 @@ func decodeBech32(s string) (string, []byte, error) {
 	}
 	prefix, five, version, err := bech32.DecodeNoLimitWithVersion(s)
 	if err != nil {
-		return "", nil, fmt.Errorf("%w: %v", ErrBech32, err)
+		return "", nil, fmt.Errorf("%w: %s", ErrBech32, bech32Reason(s, err))
 	}
 	if version != bech32.Version0 {
 		return "", nil, fmt.Errorf("%w: a bech32m checksum (NIP-19 uses bech32)", ErrBech32)
 	}
 	data, err := bech32.ConvertBits(five, 5, 8, false)
 	if err != nil {
-		return "", nil, fmt.Errorf("%w: %v", ErrBech32, err)
+		return "", nil, fmt.Errorf("%w: the data does not end on a whole byte", ErrBech32)
 	}
 	return prefix, data, nil
+}
+
+// bech32Reason says in words what the bech32 decoder's err found wrong
+// with s (its own texts name separator indexes and checksums in hex),
+// never showing more of s than one character.
+func bech32Reason(s string, err error) string {
+	var (
+		length  bech32.ErrInvalidLength
+		char    bech32.ErrInvalidCharacter
+		sep     bech32.ErrInvalidSeparatorIndex
+		charset bech32.ErrNonCharsetChar
+		mixed   bech32.ErrMixedCase
+		sum     bech32.ErrInvalidChecksum
+	)
+	switch {
+	case errors.As(err, &length):
+		return fmt.Sprintf("%d characters, too short to be one", int(length))
+	case errors.As(err, &char):
+		return fmt.Sprintf("%q is not a bech32 character", rune(char))
+	case errors.As(err, &mixed):
+		return "upper and lower case mixed"
+	case errors.As(err, &sep):
+		switch i := int(sep); {
+		case i < 0:
+			return `no "1" between a prefix and the data`
+		case i == 0:
+			return `no prefix before the "1"`
+		default:
+			return fmt.Sprintf(`%d characters after the last "1", too few to be one`, len(s)-i-1)
+		}
+	case errors.As(err, &charset):
+		return fmt.Sprintf("%q is not a bech32 character (every letter and digit but 1, b, i and o)", rune(charset))
+	case errors.As(err, &sum):
+		return "the checksum does not match: a character is mistyped, missing or extra"
+	}
+	return err.Error()
 }
 
 func fixed(data, dst []byte, prefix string) error {

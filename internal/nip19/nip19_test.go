@@ -178,6 +178,28 @@ func TestDecodeRejects(t *testing.T) {
 	f("naddr identifier not UTF-8", raw(t, "naddr", append(append([]byte{0, 1, 0xff}, author...), kind...)), ErrPayload)
 }
 
+// TestDecodeReasons: what the bech32 decoder found wrong is said in
+// words, not as its separator index or checksums in hex.
+func TestDecodeReasons(t *testing.T) {
+	flip := []byte(specNpub)
+	flip[10] = 'q'
+	for s, want := range map[string]string{
+		string(flip):          "the checksum does not match: a character is mistyped, missing or extra",
+		"Npub" + specNpub[4:]: "upper and lower case mixed",
+		"npubqqqqqqqqqqqqq":   `no "1" between a prefix and the data`,
+		"1qqqqqqqqqqqqqq":     `no prefix before the "1"`,
+		"nsec1acdef":          `5 characters after the last "1", too few to be one`,
+		"hello":               "5 characters, too short to be one",
+		"npub1qqqqqqbqqqqqq":  `'b' is not a bech32 character (every letter and digit but 1, b, i and o)`,
+		"npub1qqqq qqqqqqq":   `' ' is not a bech32 character`,
+	} {
+		_, err := Decode(s)
+		if err == nil || err.Error() != "nip19: not a valid bech32 string: "+want {
+			t.Errorf("%q: got %v\nwant nip19: not a valid bech32 string: %s", s, err, want)
+		}
+	}
+}
+
 func TestDecodeSkipsUnknownRecords(t *testing.T) {
 	pk := mustPK(t, specNpubHex)
 	data := append([]byte{9, 3, 'x', 'y', 'z', 0, 32}, pk[:]...)

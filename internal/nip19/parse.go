@@ -169,6 +169,16 @@ func ParseSecretKey(s string) (nostr.SecretKey, error) {
 	return e.SecretKey, nil
 }
 
+// Shown is how an error shows an input s that did not decode: quoted,
+// at most 80 bytes of it, or "an nsec" for anything that starts like
+// one (a mistyped nsec is still most of a secret key).
+func Shown(s string) string {
+	if strings.HasPrefix(strings.ToLower(strings.TrimSpace(s)), PrefixSecretKey+"1") {
+		return "an nsec"
+	}
+	return fmt.Sprintf("%q", short(s))
+}
+
 // short quotes at most 80 bytes of s in an error.
 func short(s string) string {
 	if len(s) > 80 {

@@ -442,7 +442,7 @@ func TestNewListsErrors(t *testing.T) {
 	f(Config{BlockedIPs: []string{"300.1.1.1"}}, "", ErrInvalid)
 	// Each bad value is told once, by the list it is on and why.
 	_, err := NewLists(ctx, Config{BannedPubKeys: []string{"zz", pkN(1).Hex()[:60]}}, &MemPersister{})
-	if want := "policy: configuration: banned_pubkeys: not a public key (64 hex characters, npub or nprofile): \"zz\": not a valid bech32 string: invalid bech32 string length 2\n" +
+	if want := "policy: configuration: banned_pubkeys: not a public key (64 hex characters, npub or nprofile): \"zz\": not a valid bech32 string: 2 characters, too short to be one\n" +
 		"banned_pubkeys: not a public key (64 hex characters, npub or nprofile): \"" + pkN(1).Hex()[:60] + "\": 60 hex characters, not 64"; err == nil || err.Error() != want {
 		t.Fatalf("got %v\nwant %s", err, want)
 	}

@@ -276,6 +276,14 @@ func TestClientOffline(t *testing.T) {
 		t.Fatalf("key decrypt, password on stdin: %s", got)
 	}
 	c.fails("wrong password", "", "key", "decrypt", ncs, "other")
+	// An empty password (an unset variable, most often) is refused, as an
+	// argument or a blank line; one character is enough.
+	c.fails("empty password", "", "key", "encrypt", sk, "", "--log-n", "4")
+	c.fails("empty password", "\n", "key", "encrypt", sk, "--log-n", "4")
+	ncs = strings.TrimSpace(c.must("", "key", "encrypt", sk, "x", "--log-n", "4"))
+	if got := strings.TrimSpace(c.must("", "key", "decrypt", ncs, "x")); got != sk {
+		t.Fatalf("key decrypt of a one-character password: %s", got)
+	}
 
 	// NIP-44 and NIP-04, both ways.
 	bob := nostr.SecretKeyFromSeed([]byte("cli-bob"))

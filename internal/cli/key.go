@@ -65,6 +65,11 @@ func keyCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if pw == "" {
+				// Most often an unset variable ("$PASSWORD"): the
+				// ncryptsec would open for anyone.
+				return errors.New("empty password: the ncryptsec would open for anyone")
+			}
 			ks, err := keySecurity(security)
 			if err != nil {
 				return err

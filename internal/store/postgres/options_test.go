@@ -1,10 +1,14 @@
 package postgres
 
 import (
+	"context"
 	"errors"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // The schema-name rule is what the regexp it replaced said; the length
@@ -56,6 +60,36 @@ func TestOptionsCheck(t *testing.T) {
 	} {
 		if err := o.Check(); !errors.Is(err, ErrOptions) {
 			t.Errorf("%+v: %v, want ErrOptions", o, err)
+		}
+	}
+}
+
+// TestOpenConnectErrorOneLine: a database that cannot be reached is told
+// on one line, each distinct reason once (pgx gives each dial a line, and
+// tries twice with sslmode=prefer), and errors.As still finds pgx's
+// ConnectError.
+func TestOpenConnectErrorOneLine(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, url := range []string{
+		"postgres://petrel@127.0.0.1:1/petrel",                             // sslmode=prefer: two dials
+		"postgres://petrel@127.0.0.1:1,127.0.0.1:2/petrel?sslmode=disable", // two hosts
+	} {
+		s, err := Open(ctx, Options{URL: url})
+		if err == nil {
+			s.Close()
+			t.Fatalf("%s: opened", url)
+		}
+		msg := err.Error()
+		var ce *pgconn.ConnectError
+		if strings.Contains(msg, "\n") || !errors.As(err, &ce) || !strings.Contains(msg, "cannot connect as user=petrel database=petrel: 127.0.0.1:1") {
+			t.Fatalf("%s: %q (ConnectError %v)", url, msg, ce != nil)
+		}
+		if strings.Count(msg, "127.0.0.1:1 (") != 1 {
+			t.Fatalf("%s: a dial's reason told more than once: %q", url, msg)
+		}
+		if strings.Contains(url, ",") && !strings.Contains(msg, "; 127.0.0.1:2 (") {
+			t.Fatalf("%s: the second host's reason is missing: %q", url, msg)
 		}
 	}
 }

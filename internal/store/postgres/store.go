@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -117,7 +119,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	applied, err := migrate(ctx, pool, o.Schema, o.NoCreate)
 	if err != nil {
 		pool.Close()
-		return nil, fmt.Errorf("store/postgres: open schema %q: %w", o.Schema, err)
+		return nil, fmt.Errorf("store/postgres: open schema %q: %w", o.Schema, oneLine(err))
 	}
 	if applied > 0 {
 		o.Logger.Info("store: migrated the PostgreSQL schema", "schema", o.Schema, "applied", applied, "version", SchemaVersion())
@@ -223,6 +225,40 @@ func (s *Store) refreshSize(ctx context.Context) {
 // exactCountBelow is the number of events (estimated) under which
 // refreshSize counts the events table exactly.
 const exactCountBelow = 100_000
+
+// connectError is pgx's ConnectError told on one line: pgx gives each
+// address it dialled a line of its own, and with sslmode=prefer (the
+// default) tries each twice, so "connection refused" came out as three
+// lines, two of them the same. Errors.As still finds the ConnectError.
+type connectError struct{ *pgconn.ConnectError }
+
+func (e connectError) Error() string {
+	var why []string
+	var each interface{ Unwrap() []error }
+	if errors.As(e.ConnectError.Unwrap(), &each) {
+		for _, err := range each.Unwrap() {
+			if s := err.Error(); !slices.Contains(why, s) {
+				why = append(why, s)
+			}
+		}
+	} else {
+		why = append(why, e.ConnectError.Unwrap().Error())
+	}
+	return fmt.Sprintf("cannot connect as user=%s database=%s: %s",
+		e.Config.User, e.Config.Database, strings.Join(why, "; "))
+}
+
+func (e connectError) Unwrap() error { return e.ConnectError }
+
+// oneLine returns err told on one line when it is a pgx ConnectError
+// (and says nothing more); any other error as it is.
+func oneLine(err error) error {
+	var ce *pgconn.ConnectError
+	if errors.As(err, &ce) && err.Error() == ce.Error() {
+		return connectError{ce}
+	}
+	return err
+}
 
 // readCtx bounds ctx by Options.QueryTimeout unless it ends earlier.
 func (s *Store) readCtx(ctx context.Context) (context.Context, context.CancelFunc) {

@@ -235,6 +235,21 @@ func TestClientOffline(t *testing.T) {
 	if errOut := c.fails("an nsec: not a valid bech32 string: the checksum does not match", "", "decode", badNsec); strings.Contains(errOut, badNsec[:12]) {
 		t.Fatalf("a mistyped nsec was shown: %q", errOut)
 	}
+	// An nsec given in a tag, by mistake, is not shown either (nor a
+	// whole --tag argument that starts like one).
+	for _, args := range [][]string{
+		{"req", "-t", "p=" + nsec, "ws://127.0.0.1:1"},
+		{"event", "--sec", sk, "-c", "x", "-t", "p=" + nsec},
+		{"req", "-t", nsec, "ws://127.0.0.1:1"},
+		{"event", "--sec", sk, "-c", "x", "-t", nsec},
+	} {
+		if _, errOut, ok := c.run("", args...); ok || strings.Contains(errOut, nsec[5:]) || !strings.Contains(errOut, "--tag ") {
+			t.Fatalf("%v: ok=%v, stderr %q", args[:3], ok, errOut)
+		}
+	}
+	if errOut := c.fails("--tag p: nip19: not a public key", "", "req", "-t", "p=zz", "ws://127.0.0.1:1"); !strings.Contains(errOut, `"zz"`) {
+		t.Fatalf("a bad p tag's value is not shown: %q", errOut)
+	}
 	c.fails("not a public key", "", "encode", "npub", note)
 	c.fails("not a secret key", "", "key", "public", strings.Repeat("0", 64))
 	// A subcommand that does not exist fails (cobra prints the group's
@@ -762,6 +777,22 @@ func TestClientAdmin(t *testing.T) {
 	}
 	c.fails("unauthorized", "", "admin", r.HTTPURL(), "listbannedpubkeys", "--sec", mallory.SK.Hex())
 	c.fails("unsupported method", "", "admin", r.URL, "nosuchmethod", "--sec", sec)
+	// A pubkey or event method's first parameter must be one: refused
+	// before anything is sent (an nsec pasted by mistake stays here, and
+	// is not shown), and the list is unchanged.
+	for _, a := range [][]string{
+		{"banpubkey", sec, "oops"},
+		{"banpubkey", "zz"},
+		{"banevent", nip19.EncodePubKey(mallory.PK)},
+	} {
+		errOut := c.fails("not a", "", append([]string{"admin", r.URL}, append(a, "--sec", sec)...)...)
+		if !strings.HasPrefix(errOut, "petrel: "+a[0]+": nip19: not a") || strings.Contains(errOut, sec[5:]) || len(lines(errOut)) != 1 {
+			t.Fatalf("admin %s %s: %q", a[0], a[1][:6], errOut)
+		}
+	}
+	if out := c.must("", "admin", r.URL, "listbannedpubkeys", "--sec", sec); strings.Count(out, `"pubkey"`) != 1 {
+		t.Fatalf("listbannedpubkeys after the refused calls: %q", out)
+	}
 }
 
 // TestClientStore: req and count --store on a real store, opened by the

@@ -52,7 +52,11 @@ An error from the relay is printed on stderr with exit status 1.`,
 			method := args[1]
 			params := make([]json.RawMessage, 0, len(args)-2)
 			for i, a := range args[2:] {
-				params = append(params, adminParam(method, i, a))
+				p, err := adminParam(method, i, a)
+				if err != nil {
+					return err
+				}
+				params = append(params, p)
 			}
 			body, err := json.Marshal(struct {
 				Method string            `json:"method"`
@@ -101,26 +105,32 @@ An error from the relay is printed on stderr with exit status 1.`,
 }
 
 // adminParam encodes one parameter: the first parameter of a method on
-// pubkeys or events is converted from bech32 to hex; JSON is sent as
-// it is; anything else as a string.
-func adminParam(method string, i int, a string) json.RawMessage {
+// a pubkey or an event (banpubkey, allowevent...) must be one, as hex or
+// bech32, and is sent as hex (anything else is refused here, so that an
+// nsec pasted by mistake never leaves the machine); JSON is sent as it
+// is; anything else as a string.
+func adminParam(method string, i int, a string) (json.RawMessage, error) {
 	if i == 0 {
 		switch {
 		case strings.HasSuffix(method, "pubkey"):
-			if pk, err := nip19.ParsePubKey(a); err == nil {
-				a = pk.Hex()
+			pk, err := nip19.ParsePubKey(a)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", method, err)
 			}
+			a = pk.Hex()
 		case strings.HasSuffix(method, "event"):
-			if id, err := nip19.ParseID(a); err == nil {
-				a = id.Hex()
+			id, err := nip19.ParseID(a)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", method, err)
 			}
+			a = id.Hex()
 		}
 	}
 	if json.Valid([]byte(a)) && !isBareWord(a) {
-		return json.RawMessage(a)
+		return json.RawMessage(a), nil
 	}
 	b, _ := json.Marshal(a)
-	return b
+	return b, nil
 }
 
 // isBareWord reports whether a is valid JSON only by accident of being a

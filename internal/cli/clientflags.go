@@ -120,11 +120,12 @@ func (f *filterFlagSet) filter(cmd *cobra.Command, now time.Time) (nostr.Filter,
 	for _, t := range f.tags {
 		name, v, ok := strings.Cut(t, "=")
 		if !ok || len(name) != 1 {
-			return out, fmt.Errorf("--tag %q: want name=value with a one-letter name", t)
+			return out, fmt.Errorf("--tag %s: want name=value with a one-letter name", nip19.Shown(t))
 		}
 		v, err := tagValue(name[0], v)
 		if err != nil {
-			return out, fmt.Errorf("--tag %q: %w", t, err)
+			// The value is shown by the error, unless it may be a secret.
+			return out, fmt.Errorf("--tag %s: %w", name, err)
 		}
 		add(name[0], v)
 	}

@@ -240,12 +240,13 @@ func (f *eventFlags) build(cmd *cobra.Command, ev *nostr.Event) (*nostr.Event, e
 	for _, t := range f.tags {
 		name, rest, ok := strings.Cut(t, "=")
 		if !ok || name == "" {
-			return nil, fmt.Errorf("--tag %q: want name=value[;value...]", t)
+			return nil, fmt.Errorf("--tag %s: want name=value[;value...]", nip19.Shown(t))
 		}
 		tag := append(nostr.Tag{name}, strings.Split(rest, ";")...)
 		if len(name) == 1 {
 			if tag[1], err = tagValue(name[0], tag[1]); err != nil {
-				return nil, fmt.Errorf("--tag %q: %w", t, err)
+				// The value is shown by the error, unless it may be a secret.
+				return nil, fmt.Errorf("--tag %s: %w", name, err)
 			}
 		}
 		ev.Tags = append(ev.Tags, tag)

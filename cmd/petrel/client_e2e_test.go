@@ -252,6 +252,15 @@ func TestClientOffline(t *testing.T) {
 	}
 	c.fails("not a public key", "", "encode", "npub", note)
 	c.fails("not a secret key", "", "key", "public", strings.Repeat("0", 64))
+	// A secret key that does not parse is told by where it came from.
+	staleEnv := *c
+	staleEnv.env = append(slices.Clip(c.env), cli.SecretEnv+"=abc")
+	if errOut := staleEnv.fails("not a secret key", "", "event", "-c", "x"); !strings.HasPrefix(errOut, "petrel: "+cli.SecretEnv+": nip19: not a secret key") {
+		t.Fatalf("a bad $%s: %q", cli.SecretEnv, errOut)
+	}
+	if errOut := staleEnv.fails("not a secret key", "", "event", "-c", "x", "--sec", "abcd"); !strings.HasPrefix(errOut, "petrel: --sec: nip19: not a secret key") {
+		t.Fatalf("a bad --sec: %q", errOut)
+	}
 	// A subcommand that does not exist fails (cobra prints the group's
 	// help and exits 0); the group alone still prints its help.
 	for _, group := range []string{"key", "gift", "encode", "bench"} {

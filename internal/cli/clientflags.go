@@ -42,16 +42,22 @@ func (s *secretFlag) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&s.sec, "sec", "", "secret key, hex or nsec (default $"+SecretEnv+")")
 }
 
-// key returns the secret key of --sec or $NOSTR_SECRET_KEY.
+// key returns the secret key of --sec or $NOSTR_SECRET_KEY; an error
+// names which of the two did not parse (a stale variable is easily
+// forgotten when --sec is not on the command line).
 func (s *secretFlag) key() (nostr.SecretKey, error) {
-	v := s.sec
+	v, from := s.sec, "--sec"
 	if v == "" {
-		v = os.Getenv(SecretEnv)
+		v, from = os.Getenv(SecretEnv), SecretEnv
 	}
 	if v == "" {
 		return nostr.SecretKey{}, errNoSecret
 	}
-	return nip19.ParseSecretKey(v)
+	sk, err := nip19.ParseSecretKey(v)
+	if err != nil {
+		return sk, fmt.Errorf("%s: %w", from, err)
+	}
+	return sk, nil
 }
 
 // filterFlagSet are the filter flags of req, count and fetch.

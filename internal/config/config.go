@@ -492,12 +492,21 @@ func collect(v reflect.Value, prefix string, out map[string]reflect.Value) {
 	}
 }
 
+// numberError says in words why s did not parse as what (strconv's own
+// text is "strconv.ParseInt: parsing ...: invalid syntax").
+func numberError(s, what string, err error) error {
+	if errors.Is(err, strconv.ErrRange) {
+		return fmt.Errorf("%q is out of range", s)
+	}
+	return fmt.Errorf("%q is not %s", s, what)
+}
+
 func setValue(f reflect.Value, s string) error {
 	switch f.Interface().(type) {
 	case time.Duration:
 		d, err := time.ParseDuration(s)
 		if err != nil {
-			return err
+			return fmt.Errorf("%q is not a duration (like 300ms, 10s or 1m30s)", s)
 		}
 		f.SetInt(int64(d))
 		return nil
@@ -514,25 +523,25 @@ func setValue(f reflect.Value, s string) error {
 	case reflect.Bool:
 		b, err := strconv.ParseBool(s)
 		if err != nil {
-			return err
+			return fmt.Errorf("%q is not true or false", s)
 		}
 		f.SetBool(b)
 	case reflect.Int, reflect.Int64, reflect.Int32:
-		n, err := strconv.ParseInt(s, 10, 64)
+		n, err := strconv.ParseInt(s, 10, f.Type().Bits())
 		if err != nil {
-			return err
+			return numberError(s, "a whole number", err)
 		}
 		f.SetInt(n)
 	case reflect.Float64, reflect.Float32:
 		x, err := strconv.ParseFloat(s, 64)
 		if err != nil {
-			return err
+			return numberError(s, "a number", err)
 		}
 		f.SetFloat(x)
 	case reflect.Uint, reflect.Uint64, reflect.Uint32:
-		n, err := strconv.ParseUint(s, 10, 64)
+		n, err := strconv.ParseUint(s, 10, f.Type().Bits())
 		if err != nil {
-			return err
+			return numberError(s, "a whole number, zero or more", err)
 		}
 		f.SetUint(n)
 	case reflect.Slice:

@@ -38,6 +38,14 @@ func TestValidate(t *testing.T) {
 	bad("[relay]\nmax_limit = -5\n", "relay.max_limit = -5: must not be negative")
 	bad("", "relay.max_limit = -1: must not be negative", "PETREL_RELAY_MAX_LIMIT=-1")
 	good("[relay]\nmax_limit = 1\n")
+	// An environment value that does not parse is told in words, with the
+	// variable and the value (not strconv's "parsing ...: invalid syntax").
+	bad("", `environment PETREL_RELAY_MAX_LIMIT: "abc" is not a whole number`, "PETREL_RELAY_MAX_LIMIT=abc")
+	bad("", `environment PETREL_RELAY_MAX_LIMIT: "99999999999999999999" is out of range`, "PETREL_RELAY_MAX_LIMIT=99999999999999999999")
+	bad("", `environment PETREL_RELAY_QUERY_SLICE: "5" is not a duration (like 300ms, 10s or 1m30s)`, "PETREL_RELAY_QUERY_SLICE=5")
+	bad("", `environment PETREL_STORE_DISABLE_SEARCH: "yes" is not true or false`, "PETREL_STORE_DISABLE_SEARCH=yes")
+	bad("", `environment PETREL_POLICY_EVENT_RATE: "fast" is not a number`, "PETREL_POLICY_EVENT_RATE=fast")
+	good("", "PETREL_RELAY_MAX_LIMIT=9223372036854775807", "PETREL_RELAY_QUERY_SLICE=5ms", "PETREL_STORE_DISABLE_SEARCH=true", "PETREL_POLICY_EVENT_RATE=2.5")
 	good("[relay]\nmax_limit = 0\n") // the default
 	bad("[relay]\nquery_slice = \"-10ms\"\n", `relay.query_slice = "-10ms": must not be negative`)
 	bad("[relay]\nmax_message_bytes = -1\n", "relay.max_message_bytes")

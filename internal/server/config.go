@@ -115,7 +115,8 @@ type Config struct {
 	// PprofListen, when set, serves Go's net/http/pprof profiles and the
 	// relay's OK trace (POST /debug/petrel/oktrace/start and /stop: each
 	// EVENT's stage times, for `petrel bench ladder --oktrace`) on this
-	// separate address (keep it on loopback: both expose internals).
+	// separate address (keep it on loopback: both expose internals, with
+	// no authentication; another address is warned about at start).
 	// Default "": off.
 	PprofListen string `toml:"pprof_listen"`
 }

@@ -195,6 +195,11 @@ func (s *Server) Start() error {
 		s.lnMu.Unlock()
 		go s.pprof.Serve(ln)
 		s.log.Info("pprof listening", "addr", ln.Addr().String())
+		if a, ok := ln.Addr().(*net.TCPAddr); ok && !a.IP.IsLoopback() {
+			// It has no authentication: profiles, goroutine stacks, the
+			// command line and the OK trace to anyone who can reach it.
+			s.log.Warn("server.pprof_listen is not on loopback: anyone who can reach it can read the relay's internals", "addr", ln.Addr().String())
+		}
 	}
 	return nil
 }

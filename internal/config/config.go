@@ -563,7 +563,7 @@ func setValue(f reflect.Value, s string) error {
 				}
 				n, err := strconv.Atoi(p)
 				if err != nil {
-					return err
+					return numberError(p, "a whole number", err)
 				}
 				parts = append(parts, n)
 			}

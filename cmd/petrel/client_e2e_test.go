@@ -268,6 +268,17 @@ func TestClientOffline(t *testing.T) {
 			t.Fatalf("%s nosuch: ok=%v\nstdout %q\nstderr %q", group, ok, out, errOut)
 		}
 	}
+	// Too few or too many arguments: cobra's count, and the usage line
+	// that says which command and what it takes (one line).
+	for args, want := range map[string]string{
+		"relay":            "petrel: accepts 1 arg(s), received 0; usage: petrel relay URL [flags]\n",
+		"key encrypt":      "petrel: accepts between 1 and 2 arg(s), received 0; usage: petrel key encrypt SECRET [PASSWORD] [flags]\n",
+		"backup /tmp/a /b": "petrel: accepts 1 arg(s), received 2; usage: petrel backup <dest-dir> [flags]\n",
+	} {
+		if _, errOut, ok := c.run("", strings.Fields(args)...); ok || errOut != want {
+			t.Fatalf("%s: ok=%v, stderr %q, want %q", args, ok, errOut, want)
+		}
+	}
 	if out := c.must("", "key"); !strings.Contains(out, "Usage:") {
 		t.Fatalf("key alone: %q", out)
 	}

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -73,11 +74,22 @@ func NewRoot(args []string, others ...func() *cobra.Command) *cobra.Command {
 // Run executes root and returns the process's exit code, having printed
 // a failure as one line on stderr.
 func Run(root *cobra.Command) int {
-	if err := root.Execute(); err != nil {
-		fmt.Fprintln(os.Stderr, "petrel:", err)
+	if cmd, err := root.ExecuteC(); err != nil {
+		fmt.Fprintln(os.Stderr, "petrel:", withUsage(cmd, err))
 		return 1
 	}
 	return 0
+}
+
+// withUsage adds the command's usage line to cobra's complaint about the
+// number of arguments ("accepts 1 arg(s), received 0"), which says
+// neither which command nor what the arguments are; usage is not
+// printed otherwise (SilenceUsage).
+func withUsage(cmd *cobra.Command, err error) error {
+	if cmd == nil || !strings.Contains(err.Error(), " arg(s)") {
+		return err
+	}
+	return fmt.Errorf("%w; usage: %s", err, cmd.UseLine())
 }
 
 // isCommand reports whether name is a client command's.

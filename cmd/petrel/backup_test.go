@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -12,7 +11,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -71,7 +69,7 @@ func TestBackupOnline(t *testing.T) {
 	env := append(os.Environ(), "PETREL_CONFIG=")
 	serve := exec.Command(bin, "serve", "--data", data, "--listen", "127.0.0.1:0")
 	serve.Env = env
-	var logs syncBuffer
+	var logs relaytest.SyncBuffer
 	serve.Stdout, serve.Stderr = &logs, &logs
 	if err := serve.Start(); err != nil {
 		t.Fatal(err)
@@ -154,23 +152,4 @@ func mustGetwd(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return wd
-}
-
-// syncBuffer is a bytes.Buffer safe for a subprocess's output and a
-// reader.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -430,7 +430,7 @@ func startServe(t *testing.T, c *cliBin, data string, env ...string) serveRelay 
 	}
 	serve := exec.Command(c.bin, "serve", "--data", data, "--listen", "127.0.0.1:0")
 	serve.Env = append(append([]string{}, c.env...), env...)
-	var logs syncBuffer
+	var logs relaytest.SyncBuffer
 	serve.Stdout, serve.Stderr = &logs, &logs
 	if err := serve.Start(); err != nil {
 		t.Fatal(err)

@@ -21,7 +21,7 @@ import (
 type runningServe struct {
 	URL  string
 	Data string
-	logs *syncBuffer
+	logs *relaytest.SyncBuffer
 	cmd  *exec.Cmd
 }
 
@@ -31,7 +31,7 @@ func runServe(t *testing.T, bin, data string, args ...string) *runningServe {
 	t.Helper()
 	cmd := exec.Command(bin, append([]string{"serve", "--data", data, "--listen", "127.0.0.1:0"}, args...)...)
 	cmd.Env = append(os.Environ(), "PETREL_CONFIG=")
-	s := &runningServe{Data: data, logs: &syncBuffer{}, cmd: cmd}
+	s := &runningServe{Data: data, logs: &relaytest.SyncBuffer{}, cmd: cmd}
 	cmd.Stdout, cmd.Stderr = s.logs, s.logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

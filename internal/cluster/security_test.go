@@ -24,7 +24,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -96,26 +95,8 @@ func startConfiguredNATS(t testing.TB, conf string) *configuredNATS {
 	}
 }
 
-// logBuffer is a log a test reads back.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
-
 // logTo makes a node's bridge log into l.
-func logTo(l *logBuffer) func(*Options) {
+func logTo(l *relaytest.SyncBuffer) func(*Options) {
 	return func(o *Options) { o.Logger = slog.New(slog.NewTextHandler(l, nil)) }
 }
 
@@ -147,7 +128,7 @@ func crossBus(t *testing.T, a, b *node) {
 // refused checks that n never connects: the server turned it away (a
 // log line says it cannot reach the bus, and why), and it is still not
 // connected.
-func refused(t *testing.T, n *node, log *logBuffer, reason string) {
+func refused(t *testing.T, n *node, log *relaytest.SyncBuffer, reason string) {
 	t.Helper()
 	waitFor(t, n.name+" turned away", func() bool {
 		for _, line := range strings.Split(strings.ToLower(log.String()), "\n") {
@@ -175,7 +156,7 @@ func TestBusPassword(t *testing.T) {
 	users := `{ user: petrel, password: "right-pw-7f3a", permissions: { publish: ` + perm + `, subscribe: ` + perm + ` } }`
 	srv := startConfiguredNATS(t, "authorization { users: [ "+users+" ] }\n")
 	url := "nats://petrel:right-pw-7f3a@127.0.0.1:" + strconv.Itoa(srv.port)
-	var log logBuffer
+	var log relaytest.SyncBuffer
 	st := sharedStore(t)
 	a := startNode(t, url, "a", subject, st, logTo(&log))
 	b := startNode(t, url, "b", subject, st, logTo(&log))
@@ -243,7 +224,7 @@ func authenticated(t *testing.T, port int, auth func(*Options)) {
 	b := startNode(t, url, "b", subject, st, auth)
 	waitConnected(t, a, b)
 	crossBus(t, a, b)
-	var log logBuffer
+	var log relaytest.SyncBuffer
 	c := startNode(t, url, "c", subject, st, logTo(&log))
 	refused(t, c, &log, "authorization violation")
 }
@@ -378,7 +359,7 @@ func TestBusTLS(t *testing.T) {
 	waitConnected(t, a, b)
 	crossBus(t, a, b)
 
-	var noCert, noCA logBuffer
+	var noCert, noCA relaytest.SyncBuffer
 	c := startNode(t, url, "c", subject, st, both(logTo(&noCert), func(o *Options) { o.TLSCA = caFile }))
 	d := startNode(t, url, "d", subject, st, both(logTo(&noCA), func(o *Options) { o.TLSCert, o.TLSKey = cliCert, cliKey }))
 	refused(t, c, &noCert, "tls") // the server's alert, or its close after the handshake
@@ -488,7 +469,7 @@ func TestBusErrorsLogged(t *testing.T) {
   users: [ { user: petrel, password: "pw", permissions: { publish: `+perm+`, subscribe: `+perm+` } } ]
 }
 `)
-	var log logBuffer
+	var log relaytest.SyncBuffer
 	a := startNode(t, "nats://petrel:pw@127.0.0.1:"+strconv.Itoa(port), "a", subject, sharedStore(t), logTo(&log))
 	waitFor(t, "a connected", func() bool { return a.b.Stats().Connected })
 	for range 50 {
@@ -523,7 +504,7 @@ func TestBusErrorsLogged(t *testing.T) {
 func TestBusShareTooLarge(t *testing.T) {
 	skipWithoutNATS(t)
 	port := startNATSConfig(t, "max_payload: 4096\n")
-	var log logBuffer
+	var log relaytest.SyncBuffer
 	a := startNode(t, "nats://127.0.0.1:"+strconv.Itoa(port), "a", testSubject(t), sharedStore(t), logTo(&log))
 	waitFor(t, "a connected", func() bool { return a.b.Stats().Connected })
 	a.b.ShareRates(make([]byte, 1024)) // fits
@@ -549,7 +530,7 @@ func TestBusMaxPayloadSmall(t *testing.T) {
 	const maxPayload = 4096
 	url := "nats://127.0.0.1:" + strconv.Itoa(startNATSConfig(t, "max_payload: "+strconv.Itoa(maxPayload)+"\n"))
 	subject, st := testSubject(t), sharedStore(t)
-	var logA, logB logBuffer
+	var logA, logB relaytest.SyncBuffer
 	maxEvent := func(n int) func(*Options) { return func(o *Options) { o.MaxEventBytes = n } }
 	fits := maxPayload - envelopeHeader(originHeader("a", 0, 0)) // "a" and "b": one length
 	a := startNode(t, url, "a", subject, st, both(logTo(&logA), maxEvent(fits+1)))

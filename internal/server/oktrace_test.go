@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/petrel-relay/petrel/internal/nostr"
@@ -89,25 +88,6 @@ func TestOKTraceEndpoint(t *testing.T) {
 	}
 }
 
-// lockedBuffer is a log sink the relay's goroutines may write to while
-// the test reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // TestPprofListenWarning: the debug listener has no authentication, so
 // one that is not on loopback is warned about at start; on loopback it
 // is not.
@@ -115,7 +95,7 @@ func TestPprofListenWarning(t *testing.T) {
 	t.Parallel()
 	const warning = "server.pprof_listen is not on loopback"
 	for addr, warned := range map[string]bool{"127.0.0.1:0": false, "0.0.0.0:0": true} {
-		var logs lockedBuffer
+		var logs relaytest.SyncBuffer
 		r := relaytest.Start(t, relaytest.Options{
 			Server: server.Config{PprofListen: addr},
 			Logger: slog.New(slog.NewTextHandler(&logs, nil)),

@@ -62,7 +62,7 @@ func (e *parseError) Unwrap() []error {
 func notParsed(kind error, s string, quote bool, err error) error {
 	e := &parseError{kind: kind, cause: err}
 	// A mistyped nsec is still most of a secret key: not shown.
-	if quote && !strings.HasPrefix(strings.ToLower(s), PrefixSecretKey+"1") {
+	if quote && !secretLike(s) {
 		e.input = fmt.Sprintf("%q", short(s))
 	}
 	switch {
@@ -173,10 +173,15 @@ func ParseSecretKey(s string) (nostr.SecretKey, error) {
 // at most 80 bytes of it, or "an nsec" for anything that starts like
 // one (a mistyped nsec is still most of a secret key).
 func Shown(s string) string {
-	if strings.HasPrefix(strings.ToLower(strings.TrimSpace(s)), PrefixSecretKey+"1") {
+	if secretLike(s) {
 		return "an nsec"
 	}
 	return fmt.Sprintf("%q", short(s))
+}
+
+// secretLike reports whether s starts like an nsec, valid or not.
+func secretLike(s string) bool {
+	return strings.HasPrefix(strings.ToLower(strings.TrimSpace(s)), PrefixSecretKey+"1")
 }
 
 // short quotes at most 80 bytes of s in an error.

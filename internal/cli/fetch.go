@@ -37,7 +37,7 @@ answers is reported on stderr and makes the exit status 1.`,
 			sink := newEventSink(cmd.OutOrStdout(), stderr, false, f.verify)
 			defer sink.close()
 			codes, relays := splitRelayArgs(args)
-			extra := append(relays, extra...)
+			relays = append(relays, extra...) // and --relay
 			if len(codes) == 0 {
 				return errors.New("give a code to fetch (nevent, naddr, nprofile, note or npub)")
 			}
@@ -47,21 +47,21 @@ answers is reported on stderr and makes the exit status 1.`,
 				if err != nil {
 					return err
 				}
-				relays, err := relayURLs(append(hints, extra...))
+				urls, err := relayURLs(append(hints, relays...))
 				if err != nil {
 					return fmt.Errorf("%s: %w", code, err)
 				}
-				if len(relays) == 0 {
+				if len(urls) == 0 {
 					return fmt.Errorf("%s: no relay to ask: the code has no hints; add --relay", code)
 				}
 				before := len(sink.seen)
-				err = eachRelay(relays, stderr, func(url string) error {
+				err = eachRelay(urls, stderr, func(url string) error {
 					return reqRelay(ctx, url, filter, &f, sk, sink)
 				})
 				if len(sink.seen) == before {
 					missing++
 					if err == nil || errors.Is(err, errPartial) {
-						fmt.Fprintf(stderr, "%s: not found on %s\n", code, strings.Join(relays, ", "))
+						fmt.Fprintf(stderr, "%s: not found on %s\n", code, strings.Join(urls, ", "))
 					} else {
 						fmt.Fprintf(stderr, "%s: %v\n", code, err)
 					}

@@ -247,18 +247,26 @@ func TestClientOffline(t *testing.T) {
 			t.Fatalf("%v: ok=%v, stderr %q", args[:3], ok, errOut)
 		}
 	}
-	if errOut := c.fails("--tag p: nip19: not a public key", "", "req", "-t", "p=zz", "ws://127.0.0.1:1"); !strings.Contains(errOut, `"zz"`) {
+	if errOut := c.fails("--tag p: not a public key", "", "req", "-t", "p=zz", "ws://127.0.0.1:1"); !strings.Contains(errOut, `"zz"`) {
 		t.Fatalf("a bad p tag's value is not shown: %q", errOut)
 	}
 	c.fails("not a public key", "", "encode", "npub", note)
 	c.fails("not a secret key", "", "key", "public", strings.Repeat("0", 64))
+	// Of several, the one that does not parse is told by its place (a
+	// secret is not quoted), and the ones before it are printed.
+	if out, errOut, ok := c.run("", "key", "public", sk, "zz", sk); ok || out != pk+"\n" || !strings.HasPrefix(errOut, "petrel: secret key 2 of 3: not a secret key") {
+		t.Fatalf("key public with a bad second key: ok=%v, out %q, stderr %q", ok, out, errOut)
+	}
+	if errOut := c.fails("--author: not a public key", "", "req", "--author", "npub1xyz", "ws://127.0.0.1:1"); strings.Contains(errOut, "nip19:") {
+		t.Fatalf("the package's prefix mid-line: %q", errOut)
+	}
 	// A secret key that does not parse is told by where it came from.
 	staleEnv := *c
 	staleEnv.env = append(slices.Clip(c.env), cli.SecretEnv+"=abc")
-	if errOut := staleEnv.fails("not a secret key", "", "event", "-c", "x"); !strings.HasPrefix(errOut, "petrel: "+cli.SecretEnv+": nip19: not a secret key") {
+	if errOut := staleEnv.fails("not a secret key", "", "event", "-c", "x"); !strings.HasPrefix(errOut, "petrel: "+cli.SecretEnv+": not a secret key") {
 		t.Fatalf("a bad $%s: %q", cli.SecretEnv, errOut)
 	}
-	if errOut := staleEnv.fails("not a secret key", "", "event", "-c", "x", "--sec", "abcd"); !strings.HasPrefix(errOut, "petrel: --sec: nip19: not a secret key") {
+	if errOut := staleEnv.fails("not a secret key", "", "event", "-c", "x", "--sec", "abcd"); !strings.HasPrefix(errOut, "petrel: --sec: not a secret key") {
 		t.Fatalf("a bad --sec: %q", errOut)
 	}
 	// A subcommand that does not exist fails (cobra prints the group's
@@ -636,7 +644,9 @@ func TestClientConnectErrors(t *testing.T) {
 		_, _ = w.Write([]byte("<html></html>"))
 	}))
 	t.Cleanup(page.Close)
-	only("petrel: ws://"+strings.TrimPrefix(page.URL, "http://")+": no usable NIP-11 document: invalid character '<' looking for beginning of value", "relay", page.URL)
+	// Named as given: an http:// URL is not told as the ws:// one.
+	only("petrel: "+page.URL+": no usable NIP-11 document: invalid character '<' looking for beginning of value", "relay", page.URL)
+	only("petrel: ws://"+strings.TrimPrefix(page.URL, "http://")+": no usable NIP-11 document: invalid character '<' looking for beginning of value", "relay", strings.TrimPrefix(page.URL, "http://"))
 
 	// A listener that takes the connection and never answers.
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -806,7 +816,7 @@ func TestClientAdmin(t *testing.T) {
 		{"banevent", nip19.EncodePubKey(mallory.PK)},
 	} {
 		errOut := c.fails("not a", "", append([]string{"admin", r.URL}, append(a, "--sec", sec)...)...)
-		if !strings.HasPrefix(errOut, "petrel: "+a[0]+": nip19: not a") || strings.Contains(errOut, sec[5:]) || len(lines(errOut)) != 1 {
+		if !strings.HasPrefix(errOut, "petrel: "+a[0]+": not a") || strings.Contains(errOut, sec[5:]) || len(lines(errOut)) != 1 {
 			t.Fatalf("admin %s %s: %q", a[0], a[1][:6], errOut)
 		}
 	}

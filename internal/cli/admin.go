@@ -115,13 +115,13 @@ func adminParam(method string, i int, a string) (json.RawMessage, error) {
 		case strings.HasSuffix(method, "pubkey"):
 			pk, err := nip19.ParsePubKey(a)
 			if err != nil {
-				return nil, fmt.Errorf("%s: %w", method, err)
+				return nil, inputErr(method, err)
 			}
 			a = pk.Hex()
 		case strings.HasSuffix(method, "event"):
 			id, err := nip19.ParseID(a)
 			if err != nil {
-				return nil, fmt.Errorf("%s: %w", method, err)
+				return nil, inputErr(method, err)
 			}
 			a = id.Hex()
 		}

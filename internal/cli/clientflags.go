@@ -55,7 +55,7 @@ func (s *secretFlag) key() (nostr.SecretKey, error) {
 	}
 	sk, err := nip19.ParseSecretKey(v)
 	if err != nil {
-		return sk, fmt.Errorf("%s: %w", from, err)
+		return sk, inputErr(from, err)
 	}
 	return sk, nil
 }
@@ -104,14 +104,14 @@ func (f *filterFlagSet) filter(cmd *cobra.Command, now time.Time) (nostr.Filter,
 	for _, a := range f.authors {
 		pk, err := nip19.ParsePubKey(a)
 		if err != nil {
-			return out, fmt.Errorf("--author: %w", err)
+			return out, inputErr("--author", err)
 		}
 		out.Authors = append(out.Authors, pk)
 	}
 	for _, s := range f.ids {
 		id, err := nip19.ParseID(s)
 		if err != nil {
-			return out, fmt.Errorf("--id: %w", err)
+			return out, inputErr("--id", err)
 		}
 		out.IDs = append(out.IDs, id)
 	}
@@ -131,21 +131,21 @@ func (f *filterFlagSet) filter(cmd *cobra.Command, now time.Time) (nostr.Filter,
 		v, err := tagValue(name[0], v)
 		if err != nil {
 			// The value is shown by the error, unless it may be a secret.
-			return out, fmt.Errorf("--tag %s: %w", name, err)
+			return out, inputErr("--tag "+name, err)
 		}
 		add(name[0], v)
 	}
 	for _, e := range f.es {
 		id, err := nip19.ParseID(e)
 		if err != nil {
-			return out, fmt.Errorf("-e: %w", err)
+			return out, inputErr("-e", err)
 		}
 		add('e', id.Hex())
 	}
 	for _, p := range f.ps {
 		pk, err := nip19.ParsePubKey(p)
 		if err != nil {
-			return out, fmt.Errorf("-p: %w", err)
+			return out, inputErr("-p", err)
 		}
 		add('p', pk.Hex())
 	}

@@ -84,7 +84,7 @@ on stdin). Inputs may be hex or any bech32 form that carries the value
 			if author != "" {
 				pk, err := nip19.ParsePubKey(author)
 				if err != nil {
-					return fmt.Errorf("--author: %w", err)
+					return inputErr("--author", err)
 				}
 				p.Author, p.HasAuthor = pk, true
 			}
@@ -122,7 +122,7 @@ on stdin). Inputs may be hex or any bech32 form that carries the value
 			}
 			pk, err := nip19.ParsePubKey(pubkey)
 			if err != nil {
-				return fmt.Errorf("--pubkey: %w", err)
+				return inputErr("--pubkey", err)
 			}
 			if aKind < 0 || aKind > nostr.MaxKind {
 				return fmt.Errorf("--kind %d: outside 0-%d", aKind, nostr.MaxKind)

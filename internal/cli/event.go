@@ -246,7 +246,7 @@ func (f *eventFlags) build(cmd *cobra.Command, ev *nostr.Event) (*nostr.Event, e
 		if len(name) == 1 {
 			if tag[1], err = tagValue(name[0], tag[1]); err != nil {
 				// The value is shown by the error, unless it may be a secret.
-				return nil, fmt.Errorf("--tag %s: %w", name, err)
+				return nil, inputErr("--tag "+name, err)
 			}
 		}
 		ev.Tags = append(ev.Tags, tag)

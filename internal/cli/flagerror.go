@@ -9,7 +9,23 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"github.com/petrel-relay/petrel/internal/nip19"
 )
+
+// inputError names the flag or argument a value came from and says what
+// is wrong with it, without the nip19 package's own prefix in mid-line
+// (`--author: not a public key ...`, not `--author: nip19: not a public
+// key ...`); errors.Is and errors.As still find the cause.
+type inputError struct {
+	what string
+	err  error
+}
+
+func (e *inputError) Error() string { return e.what + ": " + nip19.Reason(e.err) }
+func (e *inputError) Unwrap() error { return e.err }
+
+func inputErr(what string, err error) error { return &inputError{what, err} }
 
 // flagError tells a flag value that does not parse as petrel's other
 // input errors are told: the flag, the value and what it should be

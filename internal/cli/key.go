@@ -40,9 +40,13 @@ func keyCmd() *cobra.Command {
 			}
 			w := bufio.NewWriter(cmd.OutOrStdout())
 			defer w.Flush()
-			for _, in := range ins {
+			for i, in := range ins {
 				sk, err := nip19.ParseSecretKey(in)
 				if err != nil {
+					if len(ins) > 1 {
+						// Which one: a secret is not quoted.
+						return inputErr(fmt.Sprintf("secret key %d of %d", i+1, len(ins)), err)
+					}
 					return err
 				}
 				fmt.Fprintln(w, sk.PubKey().Hex())

@@ -60,7 +60,7 @@ func (f *AuthFlags) AuthKey() (*nostr.SecretKey, error) {
 	}
 	sk, err := f.sec.key()
 	if err != nil {
-		return nil, fmt.Errorf("--auth: %w", err)
+		return nil, inputErr("--auth", err)
 	}
 	return &sk, nil
 }

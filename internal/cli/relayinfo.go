@@ -22,16 +22,22 @@ func relayInfoCmd() *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			u := wsURL(args[0])
+			// Errors name the URL as given (http://... is asked over
+			// HTTP), or the completed one when no scheme was given.
+			shown := u
+			if strings.Contains(args[0], "://") {
+				shown = args[0]
+			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), conn.timeout)
 			defer cancel()
 			inf, err := client.FetchInfo(ctx, nil, u)
 			if err != nil {
 				var ie *client.InfoError
 				if errors.As(err, &ie) {
-					return fmt.Errorf("%s: no usable NIP-11 document: %s", u, ie.Reason)
+					return fmt.Errorf("%s: no usable NIP-11 document: %s", shown, ie.Reason)
 				}
 				if told := connectError(err, conn.timeout); told != err {
-					return fmt.Errorf("%s: %w", u, told)
+					return fmt.Errorf("%s: %w", shown, told)
 				}
 				return err
 			}

@@ -369,6 +369,13 @@ func TestClientOffline(t *testing.T) {
 	if !strings.Contains(errOut, "line 1:") || !strings.Contains(errOut, "not the hash") {
 		t.Fatalf("verify output: %s", errOut)
 	}
+	// What does not parse is told without the parser's package prefix.
+	if errOut := c.fails("1 of 1 events invalid", "[1]\n", "verify"); !strings.HasPrefix(errOut, "line 1: not an event: event must be a JSON object\n") {
+		t.Fatalf("verify of a non-event: %q", errOut)
+	}
+	if errOut := c.fails("not an event", `{"id":1}`, "gift", "unwrap", "--sec", sk); errOut != "petrel: line 1: not an event: id must be a string\n" {
+		t.Fatalf("unwrap of a non-event: %q", errOut)
+	}
 
 	// Without relays, event prints the signed event and req the filter.
 	ev := c.must("", "event", "--sec", nsec, "-k", "7", "-c", "+", "-e", note, "-t", "x=a;b")

@@ -129,7 +129,7 @@ func TestImportCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, s := range []string{"read 9 lines", "stored 3, duplicate 1, superseded 0, deleted 0", "vanish for another relay 1, other messages 1, blank 1",
-		"invalid 1, bad id 0, bad signature 1", "line 7: bad signature (id ", "line 6: nostr:"} {
+		"invalid 1, bad id 0, bad signature 1", "line 7: bad signature (id ", "line 6: event must be a JSON object\n"} {
 		if !strings.Contains(out, s) {
 			t.Fatalf("summary lacks %q:\n%s", s, out)
 		}

@@ -109,7 +109,7 @@ func runStream(ctx context.Context, f *streamFlags, remote string, stdout io.Wri
 	}
 	flt, err := nostr.ParseFilterStrict([]byte(f.filter), nil)
 	if err != nil {
-		return fmt.Errorf("--filter: %w", err)
+		return fmt.Errorf("--filter: %s", nostr.Reason(err))
 	}
 	sk, err := f.auth.AuthKey()
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/petrel-relay/petrel/internal/cli"
 	"github.com/petrel-relay/petrel/internal/client"
 	"github.com/petrel-relay/petrel/internal/config"
+	"github.com/petrel-relay/petrel/internal/nostr"
 	"github.com/petrel-relay/petrel/internal/store"
 	psync "github.com/petrel-relay/petrel/internal/sync"
 )
@@ -132,7 +133,7 @@ func (f *syncFlags) options(remote string) (psync.Options, error) {
 		err = errors.New("sync takes one filter, not an array")
 	}
 	if err != nil {
-		return o, fmt.Errorf("--filter: %w", err)
+		return o, fmt.Errorf("--filter: %s", nostr.Reason(err))
 	}
 	o.Filter = filters[0]
 	if f.since != "" {

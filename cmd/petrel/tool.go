@@ -259,7 +259,7 @@ func (f *filterFlags) filters() ([]nostr.Filter, error) {
 	now := time.Now()
 	filters, err := parseFiltersAt(f.filter, now)
 	if err != nil {
-		return nil, fmt.Errorf("--filter: %w", err)
+		return nil, fmt.Errorf("--filter: %s", nostr.Reason(err))
 	}
 	if f.since != "" {
 		t, err := cli.ParseWhen(f.since, now)
@@ -322,7 +322,7 @@ func parseFiltersAt(s string, now time.Time) ([]nostr.Filter, error) {
 	for i, r := range raws {
 		f, err := one(r)
 		if err != nil {
-			return nil, fmt.Errorf("filter %d: %w", i, err)
+			return nil, fmt.Errorf("filter %d: %s", i, nostr.Reason(err))
 		}
 		out[i] = f
 	}

@@ -207,7 +207,7 @@ func TestParseFilters(t *testing.T) {
 	// Unknown keys are errors in the tools: a typo must not widen the
 	// filter to every event.
 	f(`{"kind":[1]}`, 0, `unknown filter key "kind" (did you mean "kinds"?)`)
-	f(`[{"kinds":[1]},{"authrs":[]}]`, 0, `filter 1: nostr: unknown filter key "authrs"`)
+	f(`[{"kinds":[1]},{"authrs":[]}]`, 0, `filter 1: unknown filter key "authrs"`)
 	f(`{"since":5,"since":"1h"}`, 0, `duplicate key "since"`)
 	f(`{"since":"1h","since":5}`, 0, "since")
 	f(`{"since":"yesterday"}`, 0, `since: "yesterday": want now, unix seconds, RFC 3339 or an age`)

@@ -37,7 +37,7 @@ func (p *pipeline) checkLine(c *chunk, no int64, line []byte) {
 	switch {
 	case err != nil:
 		c.n.Invalid++
-		p.lineErr(c, no, "", err.Error())
+		p.lineErr(c, no, "", nostr.Reason(err))
 		return
 	case !isEvent:
 		c.n.Messages++

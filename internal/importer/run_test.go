@@ -105,6 +105,12 @@ func TestRun(t *testing.T) {
 		if got := errLines(res.Errors); fmt.Sprint(got) != fmt.Sprint(wantErrs) {
 			t.Fatalf("%s: error lines %v, want %v (%+v)", name, got, wantErrs, res.Errors)
 		}
+		// A line's reason is told without the parser's package prefix.
+		for _, e := range res.Errors {
+			if e.Line == 28 && e.Err != "id must be 64 lowercase hex characters" {
+				t.Fatalf("%s: line 28's reason %q", name, e.Err)
+			}
+		}
 		if res.Bytes != int64(len(fx.data)) {
 			t.Fatalf("%s: %d bytes read, want %d", name, res.Bytes, len(fx.data))
 		}

@@ -248,7 +248,7 @@ func bech32Reason(s string, err error) string {
 	)
 	switch {
 	case errors.As(err, &length):
-		return fmt.Sprintf("%d characters, too short to be one", int(length))
+		return fmt.Sprintf("%s, too short to be one", characters(int(length)))
 	case errors.As(err, &char):
 		return fmt.Sprintf("%q is not a bech32 character", rune(char))
 	case errors.As(err, &mixed):
@@ -260,7 +260,7 @@ func bech32Reason(s string, err error) string {
 		case i == 0:
 			return `no prefix before the "1"`
 		default:
-			return fmt.Sprintf(`%d characters after the last "1", too few to be one`, len(s)-i-1)
+			return fmt.Sprintf(`%s after the last "1", too few to be one`, characters(len(s)-i-1))
 		}
 	case errors.As(err, &charset):
 		return fmt.Sprintf("%q is not a bech32 character (every letter and digit but 1, b, i and o)", rune(charset))
@@ -268,6 +268,14 @@ func bech32Reason(s string, err error) string {
 		return "the checksum does not match: a character is mistyped, missing or extra"
 	}
 	return err.Error()
+}
+
+// characters is "1 character" or "n characters".
+func characters(n int) string {
+	if n == 1 {
+		return "1 character"
+	}
+	return fmt.Sprintf("%d characters", n)
 }
 
 func fixed(data, dst []byte, prefix string) error {

@@ -190,6 +190,8 @@ func TestDecodeReasons(t *testing.T) {
 		"1qqqqqqqqqqqqqq":     `no prefix before the "1"`,
 		"nsec1acdef":          `5 characters after the last "1", too few to be one`,
 		"hello":               "5 characters, too short to be one",
+		"1":                   "1 character, too short to be one",
+		"nsec1acdefqq1q":      `1 character after the last "1", too few to be one`,
 		"npub1qqqqqqbqqqqqq":  `'b' is not a bech32 character (every letter and digit but 1, b, i and o)`,
 		"npub1qqqq qqqqqqq":   `' ' is not a bech32 character`,
 	} {

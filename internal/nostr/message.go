@@ -1,6 +1,9 @@
 package nostr
 
-import "strconv"
+import (
+	"strconv"
+	"strings"
+)
 
 // MsgType is the type of a client-to-relay message.
 type MsgType uint8
@@ -78,6 +81,11 @@ type ParseError struct {
 
 // Error returns "nostr: " + Msg.
 func (e *ParseError) Error() string { return "nostr: " + e.Msg }
+
+// Reason is err's text without this package's "nostr: ", for a message
+// that already names what was read (`line 3: id must be a string`,
+// `--filter: unknown filter key "kind"`).
+func Reason(err error) string { return strings.TrimPrefix(err.Error(), "nostr: ") }
 
 // Prefix is a NIP-01 machine-readable prefix for OK and CLOSED messages.
 type Prefix string

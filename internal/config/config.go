@@ -11,11 +11,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/BurntSushi/toml"
-
 	"github.com/petrel-relay/petrel/internal/policy"
 	"github.com/petrel-relay/petrel/internal/relay"
 	"github.com/petrel-relay/petrel/internal/server"
+	"github.com/petrel-relay/petrel/internal/tomlcheck"
 )
 
 // Config is the whole configuration file.
@@ -351,16 +350,8 @@ func Load(path string, environ []string) (Config, error) {
 func parse(path string, data []byte, environ []string) (Config, error) {
 	var c Config
 	if path != "" {
-		md, err := toml.Decode(string(data), &c)
-		if err != nil {
+		if err := tomlcheck.Decode(string(data), &c); err != nil {
 			return c, fmt.Errorf("config %s: %w", path, err)
-		}
-		if und := md.Undecoded(); len(und) > 0 {
-			keys := make([]string, len(und))
-			for i, k := range und {
-				keys[i] = k.String()
-			}
-			return c, fmt.Errorf("config %s: unknown keys: %s", path, strings.Join(keys, ", "))
 		}
 		// A relative store.path in the file names a directory beside the
 		// file, wherever petrel is started from (a systemd unit, a

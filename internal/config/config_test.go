@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -77,6 +78,39 @@ func TestUnknownPolicyKey(t *testing.T) {
 	os.WriteFile(path, []byte("[policy]\nevent_rat = 1\n"), 0o644)
 	if _, err := Load(path, nil); err == nil {
 		t.Fatal("a misspelt [policy] key was accepted")
+	}
+}
+
+// TestConfigKeysChecked: an unknown key names the key it probably meant
+// (a typo, or the right key in the wrong section), and a duration written
+// as a bare number, which the TOML decoder would take as nanoseconds, is
+// refused; the same durations as strings with their units load.
+func TestConfigKeysChecked(t *testing.T) {
+	load := func(text string) (Config, error) {
+		path := filepath.Join(t.TempDir(), "petrel.toml")
+		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return Load(path, nil)
+	}
+	for text, want := range map[string]string{
+		"[relay]\nmax_limt = 5\n":               "unknown keys: relay.max_limt (did you mean relay.max_limit?)",
+		"[server]\nmax_limit = 5\n":             "unknown keys: server.max_limit (did you mean relay.max_limit?)",
+		"max_limit = 5\n":                       "unknown keys: max_limit (did you mean relay.max_limit?)",
+		"[relya]\nmax_limit = 5\n":              "unknown keys: relya (did you mean relay?)",
+		"[relay]\nzzzzzzzzzz = 1\n":             "unknown keys: relay.zzzzzzzzzz",
+		"[runtime]\ntimer_slack = 50\n":         "runtime.timer_slack = 50: a duration is a string with its unit",
+		"[relay]\nmax_event_wait = 500\n":       "relay.max_event_wait = 500: a duration is a string with its unit",
+		"[cluster]\nheartbeat_interval = 2.5\n": "cluster.heartbeat_interval: a duration is a string with its unit",
+	} {
+		_, err := load(text)
+		if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%q: %v, want one line with %q", text, err, want)
+		}
+	}
+	c, err := load("[runtime]\ntimer_slack = \"50us\"\n[relay]\nmax_event_wait = \"500ms\"\nmax_limit = 5\n")
+	if err != nil || c.Runtime.TimerSlack != 50*time.Microsecond || c.Relay.MaxEventWait != 500*time.Millisecond || c.Relay.MaxLimit != 5 {
+		t.Fatalf("durations with units: %+v %+v, %v", c.Runtime, c.Relay.MaxEventWait, err)
 	}
 }
 

@@ -185,7 +185,10 @@ petrel reads one TOML file (` + "`petrel serve --config petrel.toml`" + `, or
 ` + "`PETREL_<SECTION>_<KEY>`" + ` (for example ` + "`PETREL_RELAY_MAX_LIMIT=1000`" + `; lists
 are comma-separated), then flags (` + "`--listen`, `--data`, `--log-level`" + `).
 Every key is optional. Unknown keys in the file are an error, so a typo
-never silently leaves a default in place. ` + "[`petrel.example.toml`](../petrel.example.toml)" + `
+never silently leaves a default in place (the error names the key probably
+meant). Durations are strings with their unit (` + "`\"500ms\"`, `\"10s\"`, `\"5m\"`" + `):
+a bare number is refused, where TOML decoders elsewhere read it as
+nanoseconds. ` + "[`petrel.example.toml`](../petrel.example.toml)" + `
 lists the same keys, commented out with their defaults.
 ` + "`petrel serve --check`" + ` checks a configuration (file, environment and
 flags) as ` + "`serve`" + ` would, without starting. SIGHUP (` + "`systemctl reload`" + `)

@@ -4,6 +4,8 @@ import (
 	"strconv"
 	"strings"
 	"unsafe"
+
+	"github.com/petrel-relay/petrel/internal/suggest"
 )
 
 // This file parses NIP-01 filters, standalone (ParseFilter) and inside REQ,
@@ -94,37 +96,10 @@ var filterKeys = []string{"ids", "authors", "kinds", "since", "until", "limit", 
 // unknownFilterKey is the error of an unknown key in a strict filter,
 // naming the key it probably meant.
 func (p *parser) unknownFilterKey(k []byte) *ParseError {
-	best, bestD := "", 3
-	for _, known := range filterKeys {
-		if d := editDistance(strings.ToLower(string(k)), known); d < bestD {
-			best, bestD = known, d
-		}
-	}
-	if best != "" {
+	if best := suggest.Closest(strings.ToLower(string(k)), filterKeys, 2); best != "" {
 		return p.failf("unknown filter key %s (did you mean %q?)", quoteShort(k), best)
 	}
 	return p.failf("unknown filter key %s (filters take ids, authors, kinds, since, until, limit, search and #x tags)", quoteShort(k))
-}
-
-// editDistance is the Levenshtein distance of two short strings.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			c := prev[j-1]
-			if a[i-1] != b[j-1] {
-				c++
-			}
-			cur[j] = min(c, prev[j]+1, cur[j-1]+1)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 // filter reads one filter object at p.i and appends it to p.filters.

@@ -10,14 +10,12 @@ import (
 	"os"
 	"reflect"
 	"slices"
-	"strings"
 	gosync "sync"
 	"time"
 
-	"github.com/BurntSushi/toml"
-
 	"github.com/petrel-relay/petrel/internal/nostr"
 	psync "github.com/petrel-relay/petrel/internal/sync"
+	"github.com/petrel-relay/petrel/internal/tomlcheck"
 )
 
 // ErrRouterConfig is wrapped by every error about a router config file.
@@ -70,16 +68,8 @@ func LoadRouterConfig(path string) (RouterConfig, error) {
 // path (named in errors).
 func parseRouterConfig(path string, data []byte) (RouterConfig, error) {
 	var c RouterConfig
-	md, err := toml.Decode(string(data), &c)
-	if err != nil {
-		return c, fmt.Errorf("%w: %w", ErrRouterConfig, err)
-	}
-	if und := md.Undecoded(); len(und) > 0 {
-		keys := make([]string, len(und))
-		for i, k := range und {
-			keys[i] = k.String()
-		}
-		return c, fmt.Errorf("%w: %s: unknown keys: %s", ErrRouterConfig, path, strings.Join(keys, ", "))
+	if err := tomlcheck.Decode(string(data), &c); err != nil {
+		return c, fmt.Errorf("%w: %s: %w", ErrRouterConfig, path, err)
 	}
 	if len(c.Groups) == 0 {
 		return c, fmt.Errorf("%w: %s: no [groups.<name>] defined", ErrRouterConfig, path)

@@ -87,7 +87,10 @@ func TestRouterConfigErrors(t *testing.T) {
 	f("[groups.a]\ndir = \"down\"\nurls = [\"ws://x:1\", \"ws://x:1\"]", "listed twice")
 	f("[groups.a]\ndir = \"down\"\nurls = [\"http://x:1\"]", "remote")
 	f("[groups.a]\ndir = \"down\"\nurls = [\"ws://x:1\"]\nfilter = { kinds = \"one\" }", "filter")
-	f("[groups.a]\ndir = \"down\"\nurls = [\"ws://x:1\"]\nfliter = { kinds = [1] }", "unknown keys: groups.a.fliter")
+	f("[groups.a]\ndir = \"down\"\nurls = [\"ws://x:1\"]\nfliter = { kinds = [1] }", "unknown keys: groups.a.fliter (did you mean groups.a.filter?)")
+	// A bare number would be nanoseconds.
+	f("catchup = 30\n[groups.a]\ndir = \"down\"\nurls = [\"ws://x:1\"]", "catchup = 30: a duration is a string with its unit")
+	f("[groups.a]\ndir = \"down\"\nurls = [\"ws://x:1\"]\ncatchup = 30", "groups.a.catchup = 30: a duration is a string with its unit")
 	f("lcoal = \"ws://x:2\"\n[groups.a]\ndir = \"down\"\nurls = [\"ws://x:1\"]", "unknown keys: lcoal")
 	// A typo inside the filter would otherwise widen it to every event.
 	f("[groups.a]\ndir = \"down\"\nurls = [\"ws://x:1\"]\nfilter = { kind = [1] }", `unknown filter key "kind"`)

@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -14,6 +15,7 @@ import (
 	"github.com/petrel-relay/petrel/internal/policy"
 	"github.com/petrel-relay/petrel/internal/relay"
 	"github.com/petrel-relay/petrel/internal/server"
+	"github.com/petrel-relay/petrel/internal/suggest"
 	"github.com/petrel-relay/petrel/internal/tomlcheck"
 )
 
@@ -377,6 +379,16 @@ func parse(path string, data []byte, environ []string) (Config, error) {
 // EnvPrefix prefixes every environment override.
 const EnvPrefix = "PETREL_"
 
+// meantEnv is " (did you mean PETREL_X?)" for the setting an unknown
+// variable's name (lower case, without the prefix) probably meant, or "".
+func meantEnv(name string, fields map[string]reflect.Value) string {
+	best := suggest.Closest(name, slices.Sorted(maps.Keys(fields)), 2)
+	if best == "" {
+		return ""
+	}
+	return " (did you mean " + EnvPrefix + strings.ToUpper(best) + "?)"
+}
+
 // ApplyEnv sets fields from variables named PETREL_<SECTION>_<KEY>, with
 // section and key the TOML names in upper case (PETREL_SERVER_LISTEN,
 // PETREL_RELAY_MAX_LIMIT). Lists are comma-separated. Unknown PETREL_
@@ -402,7 +414,7 @@ func ApplyEnv(c *Config, environ []string) error {
 		}
 		f, ok := fields[name]
 		if !ok {
-			errs = append(errs, fmt.Errorf("environment %s: no such setting", k))
+			errs = append(errs, fmt.Errorf("environment %s: no such setting%s", k, meantEnv(name, fields)))
 			continue
 		}
 		if err := setValue(f, v); err != nil {

@@ -46,6 +46,9 @@ func TestValidate(t *testing.T) {
 	bad("", `environment PETREL_STORE_DISABLE_SEARCH: "yes" is not true or false`, "PETREL_STORE_DISABLE_SEARCH=yes")
 	bad("", `environment PETREL_POLICY_EVENT_RATE: "fast" is not a number`, "PETREL_POLICY_EVENT_RATE=fast")
 	bad("", `environment PETREL_POLICY_ALLOWED_KINDS: "abc" is not a whole number`, "PETREL_POLICY_ALLOWED_KINDS=1, abc")
+	// An unknown variable names the one it probably meant.
+	bad("", "environment PETREL_RELAY_MAX_LIMT: no such setting (did you mean PETREL_RELAY_MAX_LIMIT?)", "PETREL_RELAY_MAX_LIMT=5")
+	bad("", "environment PETREL_RELAY_ZZZZZZZZ: no such setting", "PETREL_RELAY_ZZZZZZZZ=5")
 	good("", "PETREL_RELAY_MAX_LIMIT=9223372036854775807", "PETREL_RELAY_QUERY_SLICE=5ms", "PETREL_STORE_DISABLE_SEARCH=true", "PETREL_POLICY_EVENT_RATE=2.5")
 	good("[relay]\nmax_limit = 0\n") // the default
 	bad("[relay]\nquery_slice = \"-10ms\"\n", `relay.query_slice = "-10ms": must not be negative`)

@@ -276,6 +276,21 @@ func TestClientOffline(t *testing.T) {
 			t.Fatalf("%s nosuch: ok=%v\nstdout %q\nstderr %q", group, ok, out, errOut)
 		}
 	}
+	// A mistyped command or flag is told on one line with what was
+	// probably meant (cobra's own root complaint took three lines).
+	for args, want := range map[string]string{
+		"reqq":             `petrel: unknown command "reqq" for "petrel" (did you mean req?)` + "\n",
+		"srve":             `petrel: unknown command "srve" for "petrel" (did you mean serve?)` + "\n",
+		"nosuch":           `petrel: unknown command "nosuch" for "petrel"` + "\n",
+		"key pubilc x":     `petrel: unknown command "pubilc" for "petrel key" (did you mean public?)` + "\n",
+		"req --athor x":    "petrel: unknown flag: --athor (did you mean --author?)\n",
+		"serve --dta x":    "petrel: unknown flag: --dta (did you mean --data?)\n",
+		"req --zzzzzzzzzz": "petrel: unknown flag: --zzzzzzzzzz\n",
+	} {
+		if out, errOut, ok := c.run("", strings.Fields(args)...); ok || out != "" || errOut != want {
+			t.Fatalf("%s: ok=%v, stdout %q, stderr %q, want %q", args, ok, out, errOut, want)
+		}
+	}
 	// Too few or too many arguments: cobra's count, and the usage line
 	// that says which command and what it takes (one line).
 	for args, want := range map[string]string{

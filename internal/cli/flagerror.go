@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/petrel-relay/petrel/internal/nip19"
+	"github.com/petrel-relay/petrel/internal/suggest"
 )
 
 // inputError names the flag or argument a value came from and says what
@@ -32,10 +33,10 @@ func inputErr(what string, err error) error { return &inputError{what, err} }
 // (`--kind: "abc" is not a whole number`), rather than pflag's `invalid
 // argument "abc" for "-k, --kind" flag: strconv.ParseInt: parsing
 // "abc": invalid syntax`. Other errors are returned as they are.
-func flagError(_ *cobra.Command, err error) error {
+func flagError(cmd *cobra.Command, err error) error {
 	var ive *pflag.InvalidValueError
 	if !errors.As(err, &ive) {
-		return err
+		return unknownFlag(cmd, err)
 	}
 	f := ive.GetFlag()
 	name := "--" + f.Name
@@ -61,6 +62,21 @@ func flagError(_ *cobra.Command, err error) error {
 		return fmt.Errorf("%s: %q is not %s", name, ne.Num, what)
 	}
 	return fmt.Errorf("%s: %q: %w", name, value, errors.Unwrap(err))
+}
+
+// unknownFlag adds to pflag's "unknown flag: --athor" the flag of cmd it
+// probably meant; other errors are returned as they are.
+func unknownFlag(cmd *cobra.Command, err error) error {
+	name, ok := strings.CutPrefix(err.Error(), "unknown flag: --")
+	if !ok || cmd == nil {
+		return err
+	}
+	var names []string
+	cmd.Flags().VisitAll(func(f *pflag.Flag) { names = append(names, f.Name) })
+	if best := suggest.Closest(name, names, 2); best != "" {
+		return fmt.Errorf("%w (did you mean --%s?)", err, best)
+	}
+	return err
 }
 
 // errNotPositive is a positiveDuration flag's refusal of zero or less.

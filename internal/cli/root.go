@@ -9,6 +9,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -47,7 +48,14 @@ func NewRoot(args []string, others ...func() *cobra.Command) *cobra.Command {
 		// execution looks methods up by name), 5 MB more code for
 		// every command to start (docs/BENCHMARKS.md, issue 15;
 		// TestNoReflectMethodLookup).
+		//
+		// An unknown command is refused here rather than by cobra,
+		// whose complaint takes three lines ("Did you mean this?").
+		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return unknownCommand(cmd, args[0])
+			}
 			if v, _ := cmd.Flags().GetBool("version"); v {
 				fmt.Fprintln(cmd.OutOrStdout(), versionLine())
 				return nil
@@ -183,7 +191,21 @@ func Group(cmd *cobra.Command) *cobra.Command {
 		if len(args) == 0 {
 			return cmd.Help()
 		}
-		return fmt.Errorf("unknown command %q for %q", args[0], cmd.CommandPath())
+		return unknownCommand(cmd, args[0])
 	}
 	return cmd
+}
+
+// unknownCommand is the one-line error of a subcommand of cmd that does
+// not exist, naming those it may have meant (cobra's suggestions: a few
+// edits away, or a prefix).
+func unknownCommand(cmd *cobra.Command, name string) error {
+	msg := fmt.Sprintf("unknown command %q for %q", name, cmd.CommandPath())
+	if cmd.SuggestionsMinimumDistance <= 0 {
+		cmd.SuggestionsMinimumDistance = 2 // cobra's own default, set where it suggests
+	}
+	if s := cmd.SuggestionsFor(name); len(s) > 0 {
+		msg += " (did you mean " + strings.Join(s, " or ") + "?)"
+	}
+	return errors.New(msg)
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -88,6 +89,21 @@ type storeSpec struct {
 	Path    string // pebble: the data directory (absolute)
 	URL     string // postgres: the connection string
 	Schema  string // postgres: the schema
+}
+
+// samePebbleDir reports whether a and b are pebble stores in one
+// directory under two names (a symbolic link, a bind mount): the second
+// open would fail on the first's lock as if another process held it.
+func samePebbleDir(a, b storeSpec) bool {
+	if a.Backend != "pebble" || b.Backend != "pebble" {
+		return false
+	}
+	ai, err := os.Stat(a.Path)
+	if err != nil {
+		return false
+	}
+	bi, err := os.Stat(b.Path)
+	return err == nil && os.SameFile(ai, bi)
 }
 
 // parseStoreSpec reads pebble:DIR, pebble, postgres:URL[#schema],
@@ -229,7 +245,7 @@ func runMigrateCmd(ctx context.Context, f *migrateFlags, stdout, stderr io.Write
 	if err != nil {
 		return fmt.Errorf("--to: %w", err)
 	}
-	if from == to {
+	if from == to || samePebbleDir(from, to) {
 		return fmt.Errorf("--from and --to name the same store (%s)", from)
 	}
 	src, err := openToolStore(from.config(cfg), log, toolStoreOptions{})

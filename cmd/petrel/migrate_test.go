@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -297,6 +298,13 @@ func TestMigrateRefuses(t *testing.T) {
 	}
 	f("same store", "--from", "pebble:"+data, "--to", "pebble:"+data+"/")
 	f("same store", "--from", pgSpec, "--to", pgSpec)
+	// The same directory under another name (it failed on the first
+	// open's lock, "is petrel serve running?").
+	link := filepath.Join(t.TempDir(), "link")
+	if err := os.Symlink(data, link); err != nil {
+		t.Fatal(err)
+	}
+	f("same store", "--from", "pebble:"+data, "--to", "pebble:"+link)
 	f("no store in the data directory", "--from", "pebble:"+filepath.Join(t.TempDir(), "none"), "--to", pgSpec)
 	f("no petrel store in this PostgreSQL schema", "--from", "postgres:"+pgtest.URL()+"#"+schema+"_none", "--to", "pebble:"+filepath.Join(t.TempDir(), "x"))
 	f("want pebble:DIR or postgres:URL", "--from", "sqlite:x", "--to", pgSpec)

@@ -99,7 +99,7 @@ by every node's stored queries, but not pushed to live subscriptions.`,
 	fs := cmd.Flags()
 	fs.StringVar(&f.filter, "filter", "{}", "NIP-01 filter (JSON) selecting the events to sync; its limit is ignored")
 	fs.StringVar(&f.dir, "dir", "down", "down (fetch what is missing here), up (send what is missing there) or both")
-	fs.StringVar(&f.from, "from", "", "sync this relay instead of the local store (ws:// or wss:// URL)")
+	fs.StringVar(&f.from, "from", "", "sync this relay instead of the local store (a relay URL, or host[:port] as for the remote)")
 	fs.IntVar(&f.batch, "batch", 500, "events per local commit")
 	fs.IntVar(&f.window, "window", 64, "uploaded events awaiting their OK")
 	fs.BoolVar(&f.fallbackPaging, "fallback-paging", false, "when the relay lacks NIP-77, download by paging through it with REQ")
@@ -120,9 +120,18 @@ by every node's stored queries, but not pushed to live subscriptions.`,
 // 3339 or an age before now (cli.ParseWhen).
 func parseTime(s string) (int64, error) { return cli.ParseWhen(s, time.Now()) }
 
+// fromURL completes --from's relay as the remote's is (cli.RelayURL); ""
+// (the local store) stays "".
+func fromURL(s string) string {
+	if s == "" {
+		return ""
+	}
+	return cli.RelayURL(s)
+}
+
 // syncOptions turns the flags into sync options (without the local side).
 func (f *syncFlags) options(remote string) (psync.Options, error) {
-	o := psync.Options{Remote: remote, From: f.from, Batch: f.batch, Window: f.window,
+	o := psync.Options{Remote: cli.RelayURL(remote), From: fromURL(f.from), Batch: f.batch, Window: f.window,
 		FallbackPaging: f.fallbackPaging, OpenTimeout: f.negTimeout}
 	var err error
 	if o.Direction, err = psync.ParseDirection(f.dir); err != nil {

@@ -220,7 +220,9 @@ func TestSyncCommandFrom(t *testing.T) {
 	b := relaytest.Start(t, relaytest.Options{})
 	saveAll(t, a.Store, common, onlyA)
 	saveAll(t, b.Store, common, onlyB)
-	out, err := runSyncCmd(t, nil, b.URL, "--from", a.URL, "--dir", "up", "--quiet")
+	// Both relays as people type them, host:port (completed to ws:// on
+	// loopback, as the client commands do).
+	out, err := runSyncCmd(t, nil, strings.TrimPrefix(b.URL, "ws://"), "--from", strings.TrimPrefix(a.URL, "ws://"), "--dir", "up", "--quiet")
 	if err != nil {
 		t.Fatal(err)
 	}

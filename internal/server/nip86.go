@@ -9,9 +9,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"mime"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -20,6 +22,7 @@ import (
 	"github.com/petrel-relay/petrel/internal/nostr"
 	"github.com/petrel-relay/petrel/internal/policy"
 	"github.com/petrel-relay/petrel/internal/relay"
+	"github.com/petrel-relay/petrel/internal/suggest"
 )
 
 // NIP86ContentType is the Content-Type of NIP-86 requests. The router sends
@@ -201,7 +204,11 @@ func (h *nip86Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	m, ok := h.methods[req.Method]
 	if !ok {
-		writeNIP86(w, http.StatusOK, nip86Response{Error: "unsupported method: " + req.Method})
+		msg := "unsupported method: " + req.Method
+		if best := suggest.Closest(req.Method, slices.Sorted(maps.Keys(h.methods)), 2); best != "" {
+			msg += " (did you mean " + best + "?)"
+		}
+		writeNIP86(w, http.StatusOK, nip86Response{Error: msg})
 		return
 	}
 	result, err := m(r.Context(), admin, req.Params)

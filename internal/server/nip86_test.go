@@ -231,6 +231,11 @@ func TestNIP86SupportedMethods(t *testing.T) {
 		t.Fatalf("methods %v", got)
 	}
 	e.fails(t, "unsupported method: createrole", "createrole", "x")
+	// A mistyped method names the one probably meant.
+	e.fails(t, "unsupported method: banpubky (did you mean banpubkey?)", "banpubky", "x")
+	if _, msg := e.call(t, "createrole", "x"); strings.Contains(msg, "did you mean") {
+		t.Fatalf("a method far from every one: %q", msg)
+	}
 }
 
 func TestNIP86PubKeys(t *testing.T) {

@@ -217,6 +217,18 @@ func serve(cfg config.Config, load func() (config.Config, error)) error {
 		return rl != nil && rl.InflightEvents() > 0
 	})
 	defer stopRuntime()
+	// The address first: one that is taken (another relay on the port)
+	// fails before the store is opened, or created where none was.
+	ln, err := server.Bind(cfg.Server)
+	if err != nil {
+		return err
+	}
+	serving := false
+	defer func() {
+		if !serving {
+			ln.Close()
+		}
+	}()
 	st, err := openStoreWith(cfg, log, func(ev *nostr.Event, seq uint64) {
 		if rl := announce.Load(); rl != nil {
 			rl.Announce(ev, seq)
@@ -263,7 +275,7 @@ func serve(cfg config.Config, load func() (config.Config, error)) error {
 			return fmt.Errorf("cluster: %w", err)
 		}
 	}
-	srv, err := server.New(cfg.Server, server.Options{Relay: rl, Logger: log, Version: cli.BuildVersion()})
+	srv, err := server.New(cfg.Server, server.Options{Relay: rl, Logger: log, Version: cli.BuildVersion(), Listener: ln})
 	if err != nil {
 		st.Close()
 		return err
@@ -272,6 +284,7 @@ func serve(cfg config.Config, load func() (config.Config, error)) error {
 		st.Close()
 		return err
 	}
+	serving = true
 	var ctl *controlServer
 	where := []any{"url", srv.URL(), "version", cli.BuildVersion(), "store", cfg.Store.Backend}
 	if ps, ok := st.(*pebble.Store); ok {

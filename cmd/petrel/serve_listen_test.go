@@ -16,7 +16,7 @@ import (
 // TestServeCannotListen runs petrel serve on addresses it cannot listen
 // on: it must exit with status 1 at once (not hang in the network
 // engine's stop, as it did), its last line naming the address and the
-// reason. The 10-second bound detects a hang; it is not a timing.
+// reason, before it creates a store. The 10-second bound detects a hang; it is not a timing.
 func TestServeCannotListen(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the petrel binary")
@@ -33,7 +33,8 @@ func TestServeCannotListen(t *testing.T) {
 	f := func(addr, reason string) {
 		t.Helper()
 		n++
-		cmd := exec.Command(bin, "serve", "--listen", addr, "--data", filepath.Join(dir, "data"+strconv.Itoa(n)))
+		data := filepath.Join(dir, "data"+strconv.Itoa(n))
+		cmd := exec.Command(bin, "serve", "--listen", addr, "--data", data)
 		cmd.Env = append(os.Environ(), "PETREL_CONFIG=")
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
@@ -62,6 +63,11 @@ func TestServeCannotListen(t *testing.T) {
 			if strings.Contains(l, "listening") {
 				t.Fatalf("serve --listen %s logged %q before failing", addr, l)
 			}
+		}
+		// The address is taken before the store is opened: no store is
+		// created for a relay that cannot serve.
+		if _, err := os.Stat(data); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("serve --listen %s left %s behind (%v)", addr, data, err)
 		}
 	}
 	f(busy.Addr().String(), "address already in use")

@@ -31,6 +31,27 @@ type Options struct {
 	// Registry receives the relay's metrics; default a new registry with
 	// the Go and process collectors.
 	Registry *prometheus.Registry
+	// Listener, from Bind on the same Config, is served instead of a
+	// listener made by Start: petrel serve binds before it opens the
+	// store, so that an address it cannot have fails at once and leaves
+	// no new store behind. The server closes it.
+	Listener net.Listener
+}
+
+// Bind listens on cfg's address as Start would, for Options.Listener.
+// Connections made before Start wait in the kernel's backlog.
+func Bind(cfg Config) (net.Listener, error) {
+	addr := cfg.Normalize().Listen
+	ln, err := bindTCP("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", addr, err)
+	}
+	return ln, nil
+}
+
+func bindTCP(network, addr string) (net.Listener, error) {
+	lc := net.ListenConfig{KeepAlive: -1}
+	return lc.Listen(context.Background(), network, addr)
 }
 
 // Server is a running network edge.
@@ -48,6 +69,7 @@ type Server struct {
 	admins   int          // number of NIP-86 admins
 
 	lnMu      sync.Mutex
+	bound     net.Listener // Options.Listener, until Start takes it
 	lns       []net.Listener
 	addr      net.Addr
 	debugAddr net.Addr // the pprof_listen listener's
@@ -78,6 +100,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 		relay:    opts.Relay,
 		log:      opts.Logger,
 		registry: opts.Registry,
+		bound:    opts.Listener,
 	}
 	if s.log == nil {
 		s.log = slog.Default()
@@ -269,10 +292,15 @@ func (s *Server) Shutdown(ctx context.Context) error {
 // and aborted 391,694 of the relay's sockets, whose subscribers then
 // missed their events (docs/BENCHMARKS.md, issue 14).
 func (s *Server) listen(network, addr string) (net.Listener, error) {
-	lc := net.ListenConfig{KeepAlive: -1}
-	ln, err := lc.Listen(context.Background(), network, addr)
-	if err != nil {
-		return nil, err
+	s.lnMu.Lock()
+	ln := s.bound
+	s.bound = nil
+	s.lnMu.Unlock()
+	if ln == nil {
+		var err error
+		if ln, err = bindTCP(network, addr); err != nil {
+			return nil, err
+		}
 	}
 	s.lnMu.Lock()
 	s.lns = append(s.lns, ln)

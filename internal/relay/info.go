@@ -2,6 +2,7 @@ package relay
 
 import (
 	"fmt"
+	"net/url"
 	"strings"
 
 	"github.com/petrel-relay/petrel/internal/nip19"
@@ -20,15 +21,15 @@ type Info struct {
 	PubKey string `toml:"pubkey"`
 	// Contact is an alternative contact (URI).
 	Contact string `toml:"contact"`
-	// Icon is a URL to a square image.
+	// Icon is an http(s) URL of a square image.
 	Icon string `toml:"icon"`
-	// Banner is a URL to a wide image.
+	// Banner is an http(s) URL of a wide image.
 	Banner string `toml:"banner"`
-	// PostingPolicy is a URL to the relay's posting policy.
+	// PostingPolicy is an http(s) URL of the relay's posting policy.
 	PostingPolicy string `toml:"posting_policy"`
-	// PrivacyPolicy is a URL to the relay's privacy policy.
+	// PrivacyPolicy is an http(s) URL of the relay's privacy policy.
 	PrivacyPolicy string `toml:"privacy_policy"`
-	// TermsOfService is a URL to the relay's terms of service.
+	// TermsOfService is an http(s) URL of the relay's terms of service.
 	TermsOfService string `toml:"terms_of_service"`
 	// RelayCountries lists ISO 3166 country codes whose laws apply.
 	RelayCountries []string `toml:"relay_countries"`
@@ -38,14 +39,39 @@ type Info struct {
 	Tags []string `toml:"tags"`
 }
 
-// Check reports a pubkey that is not one (hex, npub or nprofile).
+// Check reports a pubkey that is not one (hex, npub or nprofile), and a
+// link (icon, banner, the policies) that is not an http(s) URL.
 func (i Info) Check() error {
-	if strings.TrimSpace(i.PubKey) == "" {
-		return nil
+	var problems []string
+	if strings.TrimSpace(i.PubKey) != "" {
+		if _, err := nip19.ParsePubKey(i.PubKey); err != nil {
+			// nip19's error quotes the value, but never an nsec.
+			problems = append(problems, "pubkey: "+nip19.Reason(err))
+		}
 	}
-	if _, err := nip19.ParsePubKey(i.PubKey); err != nil {
-		// nip19's error quotes the value, but never an nsec.
-		return fmt.Errorf("info: pubkey: %s", nip19.Reason(err))
+	for _, l := range []struct{ key, v string }{
+		{"icon", i.Icon}, {"banner", i.Banner}, {"posting_policy", i.PostingPolicy},
+		{"privacy_policy", i.PrivacyPolicy}, {"terms_of_service", i.TermsOfService},
+	} {
+		if l.v != "" {
+			if err := WebURL(l.v); err != nil {
+				problems = append(problems, l.key+": "+err.Error())
+			}
+		}
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("info: %s", strings.Join(problems, "; "))
+	}
+	return nil
+}
+
+// WebURL checks that s is an absolute http:// or https:// URL, as NIP-11
+// has its icon, banner and policy links: a relative path or a typo would
+// be a broken link in every client that shows them.
+func WebURL(s string) error {
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("%q: want an http:// or https:// URL", s)
 	}
 	return nil
 }

@@ -471,6 +471,11 @@ func (h *nip86Handler) register() {
 				if len(v) > max {
 					return nil, fmt.Errorf("%s longer than %d bytes", what, max)
 				}
+				if field == relay.InfoIcon && v != "" {
+					if err := relay.WebURL(v); err != nil {
+						return nil, fmt.Errorf("%s: %v", what, err)
+					}
+				}
 				if err := h.d.ChangeInfo(field, v); err != nil {
 					return nil, fmt.Errorf("could not save the relay information: %v", err)
 				}

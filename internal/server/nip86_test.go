@@ -319,6 +319,16 @@ func TestNIP86RelayInfo(t *testing.T) {
 	}
 	e.fails(t, "longer than", "changerelayname", strings.Repeat("x", 300))
 	e.fails(t, "missing parameter", "changerelayicon")
+	// The icon is a link clients load: an http(s) URL, or nothing.
+	e.fails(t, `icon URL: "icon.png": want an http:// or https:// URL`, "changerelayicon", "icon.png")
+	e.fails(t, "want an http:// or https:// URL", "changerelayicon", "javascript:alert(1)")
+	if e.info.Icon != "https://example.com/icon.png" {
+		t.Fatalf("a refused icon changed it: %q", e.info.Icon)
+	}
+	e.ok(t, "changerelayicon", "")
+	if e.info.Icon != "" {
+		t.Fatalf("icon not cleared: %q", e.info.Icon)
+	}
 }
 
 func TestNIP86Kinds(t *testing.T) {

@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -136,6 +137,23 @@ func (c *cliBin) fails(want string, stdin string, args ...string) string {
 		c.t.Fatalf("%v: ok=%v, want an error containing %q:\n%s%s", args, ok, want, out, errOut)
 	}
 	return errOut
+}
+
+// cpuTicks is the user and system CPU time of process pid so far, in
+// clock ticks (/proc/PID/stat), or 0 if it cannot be read.
+func cpuTicks(pid int) int {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// The fields after the command name, which is in parentheses.
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	u, _ := strconv.Atoi(f[11])
+	s, _ := strconv.Atoi(f[12])
+	return u + s
 }
 
 func lines(s string) []string {
@@ -317,7 +335,8 @@ func TestClientOffline(t *testing.T) {
 		{`--timeout: "soon" is not a duration (like 300ms, 10s or 1m30s)`, []string{"relay", "--timeout", "soon", "ws://127.0.0.1:1"}},
 		{`--paginate: "maybe" is not true or false`, []string{"req", "--paginate=maybe", "ws://127.0.0.1:1"}},
 		{`--timeout: "0": must be more than zero`, []string{"req", "--timeout", "0", "ws://127.0.0.1:1"}},
-		{`--pow: nip13: target difficulty must be 0 to 64: -1`, []string{"event", "--sec", sk, "-c", "x", "--pow", "-1"}},
+		{`--pow -1: want 0 to 64 leading zero bits`, []string{"event", "--sec", sk, "-c", "x", "--pow", "-1"}},
+		{`--pow 65: want 0 to 64 leading zero bits`, []string{"event", "--sec", sk, "-c", "x", "--pow", "65"}},
 		{`--author: "\"abc": parse error on line 1, column 5: extraneous or missing " in quoted-field`, []string{"req", "-a", `"abc`, "ws://127.0.0.1:1"}},
 	} {
 		if out, errOut, ok := c.run("", tc.args...); ok || out != "" || errOut != "petrel: "+tc.want+"\n" {
@@ -409,6 +428,25 @@ func TestClientOffline(t *testing.T) {
 	pe, _ := nostr.ParseEvent([]byte(strings.TrimSpace(mined)), nil)
 	if pe == nil || pe.ID[0] != 0 || pe.ID[1]&0xc0 != 0 {
 		t.Fatalf("--pow 10: %s", mined)
+	}
+	// Mining that is interrupted says so (not "context canceled"), and
+	// nothing is printed.
+	mining := exec.Command(c.bin, "event", "--sec", sk, "-c", "work", "--pow", "60")
+	mining.Env = c.env
+	var minedOut, minedErr strings.Builder
+	mining.Stdout, mining.Stderr = &minedOut, &minedErr
+	if err := mining.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Past start-up once it has used 0.2 s of CPU: mining, with the
+	// signal caught.
+	for deadline := time.Now().Add(30 * time.Second); cpuTicks(mining.Process.Pid) < 20 && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+	}
+	if err := mining.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	if err := mining.Wait(); mining.ProcessState.ExitCode() != 1 || minedOut.Len() != 0 || minedErr.String() != "petrel: --pow 60: interrupted before a nonce was found\n" {
+		t.Fatalf("interrupted mining: %v, stdout %q, stderr %q", err, minedOut.String(), minedErr.String())
 	}
 	// A template that is not one: told in the template's terms (not
 	// encoding/json's Go types), and nothing a relay would refuse signed.

@@ -269,11 +269,17 @@ func (f *eventFlags) build(cmd *cobra.Command, ev *nostr.Event) (*nostr.Event, e
 		ev.Tags = append(ev.Tags, nostr.Tag{"d", d})
 	}
 	ev.PubKey = sk.PubKey()
-	if f.pow != 0 { // a negative one is refused by Mine
+	if f.pow < 0 || f.pow > nip13.MaxDifficulty {
+		return nil, fmt.Errorf("--pow %d: want 0 to %d leading zero bits", f.pow, nip13.MaxDifficulty)
+	}
+	if f.pow != 0 {
 		ctx, cancel := Interruptible(cmd.Context())
 		defer cancel()
 		if err := nip13.Mine(ctx, ev, f.pow, runtime.NumCPU()); err != nil {
-			return nil, fmt.Errorf("--pow: %w", err)
+			if errors.Is(err, context.Canceled) {
+				return nil, fmt.Errorf("--pow %d: interrupted before a nonce was found", f.pow)
+			}
+			return nil, fmt.Errorf("--pow %d: %w", f.pow, err)
 		}
 	}
 	nostr.SignEvent(ev, sk)

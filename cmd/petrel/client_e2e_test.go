@@ -732,6 +732,32 @@ func TestClientConnectErrors(t *testing.T) {
 	silent := "ws://" + ln.Addr().String()
 	only("petrel: "+silent+": cannot connect: no answer within 300ms", "req", "--timeout", "300ms", silent)
 	only("petrel: "+silent+": cannot connect: no answer within 300ms", "relay", "--timeout", "300ms", silent)
+	// Interrupted while the relay is silent: said so, not told as the
+	// timeout (the dial's abort reads as one). The signal is sent once
+	// the command has connected, so its handler is in place.
+	quiet, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { quiet.Close() })
+	waiting := exec.Command(c.bin, "req", "--timeout", "60s", "ws://"+quiet.Addr().String())
+	waiting.Env = c.env
+	var waitOut, waitErr strings.Builder
+	waiting.Stdout, waiting.Stderr = &waitOut, &waitErr
+	if err := waiting.Start(); err != nil {
+		t.Fatal(err)
+	}
+	held, err := quiet.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	if err := waiting.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	if err := waiting.Wait(); waiting.ProcessState.ExitCode() != 1 || waitOut.Len() != 0 || waitErr.String() != "petrel: ws://"+quiet.Addr().String()+": interrupted while connecting\n" {
+		t.Fatalf("req interrupted while connecting: %v, stdout %q, stderr %q", err, waitOut.String(), waitErr.String())
+	}
 
 	// A server that takes the connection and closes it: connected, so
 	// the HTTP request is what failed (EOF, or a reset if the request

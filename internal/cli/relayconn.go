@@ -96,6 +96,11 @@ func (f *connFlags) dial(ctx context.Context, url string) (*client.Conn, error) 
 	defer cancel()
 	c, err := client.Dial(dctx, url, client.Options{HandshakeTimeout: f.timeout})
 	if err != nil {
+		if errors.Is(ctx.Err(), context.Canceled) {
+			// Interrupted: the dial's abort reads as a timeout
+			// ("no answer within 10s") that did not happen.
+			return nil, &toldError{"interrupted while connecting", err}
+		}
 		return nil, connectError(err, f.timeout)
 	}
 	return c, nil

@@ -217,12 +217,56 @@ func Dial(ctx context.Context, rawURL string, o Options) (*Conn, error) {
 		// uncompressed unless told otherwise.
 		EnableCompression: o.Compression,
 	}
+	// gorilla bounds the handshake by ctx's deadline only: a ctx cancelled
+	// (a command interrupted) while the relay is silent would wait out
+	// the whole timeout. The connection's deadline is moved to the past
+	// then, which ends the handshake at once.
+	netDial := o.NetDial
+	if netDial == nil {
+		netDial = (&net.Dialer{}).DialContext
+	}
+	var dialedMu sync.Mutex
+	var dialed net.Conn
+	d.NetDialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		nc, err := netDial(ctx, network, addr)
+		if err == nil {
+			dialedMu.Lock()
+			dialed = nc
+			dialedMu.Unlock()
+		}
+		return nc, err
+	}
+	abort := context.AfterFunc(ctx, func() {
+		dialedMu.Lock()
+		defer dialedMu.Unlock()
+		if dialed != nil {
+			dialed.SetDeadline(time.Unix(1, 0))
+		}
+	})
 	ws, resp, err := d.DialContext(ctx, rawURL, o.Header)
+	if !abort() {
+		// ctx ended during the dial: wait for the abort to be done.
+		dialedMu.Lock()
+		dialedMu.Unlock()
+		switch {
+		case errors.Is(ctx.Err(), context.Canceled):
+			// The handshake was cut short, or it had just ended and
+			// its connection's deadline is in the past: cancelled.
+			if ws != nil {
+				ws.Close()
+				ws = nil
+			}
+			err = ctx.Err()
+		case err == nil:
+			// The deadline passed as the handshake ended: it is done.
+			ws.NetConn().SetDeadline(time.Time{})
+		}
+	}
 	if resp != nil && resp.Body != nil {
 		resp.Body.Close()
 	}
 	if err != nil {
-		if resp != nil {
+		if resp != nil && !errors.Is(err, context.Canceled) {
 			return nil, &HandshakeError{URL: rawURL, Status: resp.StatusCode, Err: err}
 		}
 		return nil, &DialError{URL: rawURL, Err: err}

@@ -24,6 +24,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorilla/websocket"
+
 	"github.com/petrel-relay/petrel/internal/cli"
 	"github.com/petrel-relay/petrel/internal/nip19"
 	"github.com/petrel-relay/petrel/internal/nostr"
@@ -757,6 +759,38 @@ func TestClientConnectErrors(t *testing.T) {
 	}
 	if err := waiting.Wait(); waiting.ProcessState.ExitCode() != 1 || waitOut.Len() != 0 || waitErr.String() != "petrel: ws://"+quiet.Addr().String()+": interrupted while connecting\n" {
 		t.Fatalf("req interrupted while connecting: %v, stdout %q, stderr %q", err, waitOut.String(), waitErr.String())
+	}
+	// Connected to a relay that never answers the REQ: "interrupted",
+	// not "context canceled".
+	upgraded := make(chan struct{}, 1)
+	mute := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ws, err := (&websocket.Upgrader{}).Upgrade(w, r, nil)
+		if err != nil {
+			return
+		}
+		defer ws.Close()
+		upgraded <- struct{}{}
+		for {
+			if _, _, err := ws.ReadMessage(); err != nil {
+				return
+			}
+		}
+	}))
+	t.Cleanup(mute.Close)
+	muteURL := "ws://" + strings.TrimPrefix(mute.URL, "http://")
+	asking := exec.Command(c.bin, "req", muteURL)
+	asking.Env = c.env
+	var askOut, askErr strings.Builder
+	asking.Stdout, asking.Stderr = &askOut, &askErr
+	if err := asking.Start(); err != nil {
+		t.Fatal(err)
+	}
+	<-upgraded
+	if err := asking.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	if err := asking.Wait(); asking.ProcessState.ExitCode() != 1 || askOut.Len() != 0 || askErr.String() != "petrel: "+muteURL+": interrupted\n" {
+		t.Fatalf("req interrupted while waiting for EOSE: %v, stdout %q, stderr %q", err, askOut.String(), askErr.String())
 	}
 
 	// A server that takes the connection and closes it: connected, so

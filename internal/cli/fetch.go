@@ -42,7 +42,10 @@ answers is reported on stderr and makes the exit status 1.`,
 				return errors.New("give a code to fetch (nevent, naddr, nprofile, note or npub)")
 			}
 			missing := 0
-			for _, code := range codes {
+			for i, code := range codes {
+				if ctx.Err() != nil {
+					return fmt.Errorf("interrupted: %d of %d codes not asked", len(codes)-i, len(codes))
+				}
 				filter, hints, err := pointerFilter(strings.TrimPrefix(code, "nostr:"))
 				if err != nil {
 					return err
@@ -66,6 +69,9 @@ answers is reported on stderr and makes the exit status 1.`,
 						fmt.Fprintf(stderr, "%s: %v\n", code, err)
 					}
 				}
+			}
+			if ctx.Err() != nil {
+				return errors.New("interrupted")
 			}
 			if missing > 0 {
 				return fmt.Errorf("%d of %d codes not found", missing, len(codes))

@@ -274,7 +274,7 @@ func eachRelay(relays []string, stderr io.Writer, job func(url string) error) er
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = job(r)
+			errs[i] = interrupted(job(r))
 		}()
 	}
 	wg.Wait()
@@ -295,6 +295,17 @@ func eachRelay(relays []string, stderr io.Writer, job func(url string) error) er
 		return errPartial
 	}
 	return nil
+}
+
+// interrupted tells a job cut short by the command's interruption (its
+// context cancelled) as "interrupted", not "context canceled"; other
+// errors, and ones told already, are returned as they are.
+func interrupted(err error) error {
+	var told *toldError
+	if err == nil || errors.As(err, &told) || !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return &toldError{"interrupted", err}
 }
 
 // relayURLs completes every argument with RelayURL and checks it.

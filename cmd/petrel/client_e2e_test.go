@@ -762,14 +762,18 @@ func TestClientConnectErrors(t *testing.T) {
 	}
 	// Connected to a relay that never answers the REQ: "interrupted",
 	// not "context canceled".
-	upgraded := make(chan struct{}, 1)
+	asked := make(chan struct{}, 1)
 	mute := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ws, err := (&websocket.Upgrader{}).Upgrade(w, r, nil)
 		if err != nil {
 			return
 		}
 		defer ws.Close()
-		upgraded <- struct{}{}
+		// The REQ: the command is past its dial, waiting for events.
+		if _, _, err := ws.ReadMessage(); err != nil {
+			return
+		}
+		asked <- struct{}{}
 		for {
 			if _, _, err := ws.ReadMessage(); err != nil {
 				return
@@ -785,7 +789,7 @@ func TestClientConnectErrors(t *testing.T) {
 	if err := asking.Start(); err != nil {
 		t.Fatal(err)
 	}
-	<-upgraded
+	<-asked
 	if err := asking.Process.Signal(os.Interrupt); err != nil {
 		t.Fatal(err)
 	}

@@ -220,27 +220,35 @@ func Dial(ctx context.Context, rawURL string, o Options) (*Conn, error) {
 	// gorilla bounds the handshake by ctx's deadline only: a ctx cancelled
 	// (a command interrupted) while the relay is silent would wait out
 	// the whole timeout. The connection's deadline is moved to the past
-	// then, which ends the handshake at once.
+	// then, which ends the handshake at once; the connection refuses a
+	// later deadline (gorilla sets its own just after the dial, which
+	// would undo an abort that came first).
 	netDial := o.NetDial
 	if netDial == nil {
 		netDial = (&net.Dialer{}).DialContext
 	}
 	var dialedMu sync.Mutex
-	var dialed net.Conn
+	var dialed *dialConn
+	aborted := false // under dialedMu
 	d.NetDialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
 		nc, err := netDial(ctx, network, addr)
-		if err == nil {
-			dialedMu.Lock()
-			dialed = nc
-			dialedMu.Unlock()
+		if err != nil {
+			return nil, err
 		}
-		return nc, err
+		dialedMu.Lock()
+		defer dialedMu.Unlock()
+		dialed = &dialConn{Conn: nc, aborted: aborted}
+		if aborted {
+			nc.SetDeadline(abortedDeadline)
+		}
+		return dialed, nil
 	}
 	abort := context.AfterFunc(ctx, func() {
 		dialedMu.Lock()
 		defer dialedMu.Unlock()
+		aborted = true
 		if dialed != nil {
-			dialed.SetDeadline(time.Unix(1, 0))
+			dialed.abort()
 		}
 	})
 	ws, resp, err := d.DialContext(ctx, rawURL, o.Header)
@@ -259,7 +267,7 @@ func Dial(ctx context.Context, rawURL string, o Options) (*Conn, error) {
 			err = ctx.Err()
 		case err == nil:
 			// The deadline passed as the handshake ended: it is done.
-			ws.NetConn().SetDeadline(time.Time{})
+			dialed.resume()
 		}
 	}
 	if resp != nil && resp.Body != nil {
@@ -294,6 +302,42 @@ func Dial(ctx context.Context, rawURL string, o Options) (*Conn, error) {
 		c.Resume()
 	}
 	return c, nil
+}
+
+// abortedDeadline is a deadline long past: every read and write fails
+// at once.
+var abortedDeadline = time.Unix(1, 0)
+
+// dialConn is a connection under a WebSocket handshake that Dial's
+// context can abort: once aborted, a deadline set on it is the past one.
+type dialConn struct {
+	net.Conn
+	mu      sync.Mutex
+	aborted bool
+}
+
+func (c *dialConn) abort() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.aborted = true
+	c.Conn.SetDeadline(abortedDeadline)
+}
+
+// resume lifts an abort that came as the handshake ended.
+func (c *dialConn) resume() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.aborted = false
+	c.Conn.SetDeadline(time.Time{})
+}
+
+func (c *dialConn) SetDeadline(t time.Time) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.aborted {
+		t = abortedDeadline
+	}
+	return c.Conn.SetDeadline(t)
 }
 
 // ping sends a ping every Options.PingInterval and closes the socket

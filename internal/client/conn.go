@@ -219,17 +219,18 @@ func Dial(ctx context.Context, rawURL string, o Options) (*Conn, error) {
 	}
 	// gorilla bounds the handshake by ctx's deadline only: a ctx cancelled
 	// (a command interrupted) while the relay is silent would wait out
-	// the whole timeout. The connection's deadline is moved to the past
-	// then, which ends the handshake at once; the connection refuses a
-	// later deadline (gorilla sets its own just after the dial, which
-	// would undo an abort that came first).
+	// the whole timeout. The connection is closed then, which ends the
+	// handshake at once. (Not its deadline moved to the past: gorilla
+	// sets the deadline itself just after the dial, which would undo an
+	// abort that came first.) A ctx past its deadline is left to
+	// gorilla's own deadline.
 	netDial := o.NetDial
 	if netDial == nil {
 		netDial = (&net.Dialer{}).DialContext
 	}
 	var dialedMu sync.Mutex
-	var dialed *dialConn
-	aborted := false // under dialedMu
+	var dialed net.Conn
+	cancelled := false // under dialedMu
 	d.NetDialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
 		nc, err := netDial(ctx, network, addr)
 		if err != nil {
@@ -237,18 +238,22 @@ func Dial(ctx context.Context, rawURL string, o Options) (*Conn, error) {
 		}
 		dialedMu.Lock()
 		defer dialedMu.Unlock()
-		dialed = &dialConn{Conn: nc, aborted: aborted}
-		if aborted {
-			nc.SetDeadline(abortedDeadline)
+		if cancelled {
+			nc.Close()
+			return nil, context.Canceled
 		}
-		return dialed, nil
+		dialed = nc
+		return nc, nil
 	}
 	abort := context.AfterFunc(ctx, func() {
+		if !errors.Is(ctx.Err(), context.Canceled) {
+			return
+		}
 		dialedMu.Lock()
 		defer dialedMu.Unlock()
-		aborted = true
+		cancelled = true
 		if dialed != nil {
-			dialed.abort()
+			dialed.Close()
 		}
 	})
 	ws, resp, err := d.DialContext(ctx, rawURL, o.Header)
@@ -256,18 +261,14 @@ func Dial(ctx context.Context, rawURL string, o Options) (*Conn, error) {
 		// ctx ended during the dial: wait for the abort to be done.
 		dialedMu.Lock()
 		dialedMu.Unlock()
-		switch {
-		case errors.Is(ctx.Err(), context.Canceled):
+		if errors.Is(ctx.Err(), context.Canceled) {
 			// The handshake was cut short, or it had just ended and
-			// its connection's deadline is in the past: cancelled.
+			// its connection is closed: cancelled.
 			if ws != nil {
 				ws.Close()
 				ws = nil
 			}
 			err = ctx.Err()
-		case err == nil:
-			// The deadline passed as the handshake ended: it is done.
-			dialed.resume()
 		}
 	}
 	if resp != nil && resp.Body != nil {
@@ -302,42 +303,6 @@ func Dial(ctx context.Context, rawURL string, o Options) (*Conn, error) {
 		c.Resume()
 	}
 	return c, nil
-}
-
-// abortedDeadline is a deadline long past: every read and write fails
-// at once.
-var abortedDeadline = time.Unix(1, 0)
-
-// dialConn is a connection under a WebSocket handshake that Dial's
-// context can abort: once aborted, a deadline set on it is the past one.
-type dialConn struct {
-	net.Conn
-	mu      sync.Mutex
-	aborted bool
-}
-
-func (c *dialConn) abort() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.aborted = true
-	c.Conn.SetDeadline(abortedDeadline)
-}
-
-// resume lifts an abort that came as the handshake ended.
-func (c *dialConn) resume() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.aborted = false
-	c.Conn.SetDeadline(time.Time{})
-}
-
-func (c *dialConn) SetDeadline(t time.Time) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.aborted {
-		t = abortedDeadline
-	}
-	return c.Conn.SetDeadline(t)
 }
 
 // ping sends a ping every Options.PingInterval and closes the socket

@@ -280,6 +280,9 @@ func TestClientOffline(t *testing.T) {
 	if errOut := c.fails("--author: not a public key", "", "req", "--author", "npub1xyz", "ws://127.0.0.1:1"); strings.Contains(errOut, "nip19:") {
 		t.Fatalf("the package's prefix mid-line: %q", errOut)
 	}
+	if errOut := c.fails("-p: not a public key", "", "event", "--sec", sk, "-c", "x", "-p", "zz"); strings.Contains(errOut, "nip19:") {
+		t.Fatalf("event -p: the package's prefix mid-line: %q", errOut)
+	}
 	// A secret key that does not parse is told by where it came from.
 	staleEnv := *c
 	staleEnv.env = append(slices.Clip(c.env), cli.SecretEnv+"=abc")

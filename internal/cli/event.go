@@ -254,14 +254,14 @@ func (f *eventFlags) build(cmd *cobra.Command, ev *nostr.Event) (*nostr.Event, e
 	for _, e := range f.es {
 		id, err := nip19.ParseID(e)
 		if err != nil {
-			return nil, fmt.Errorf("-e: %w", err)
+			return nil, inputErr("-e", err)
 		}
 		ev.Tags = append(ev.Tags, nostr.Tag{"e", id.Hex()})
 	}
 	for _, p := range f.ps {
 		pk, err := nip19.ParsePubKey(p)
 		if err != nil {
-			return nil, fmt.Errorf("-p: %w", err)
+			return nil, inputErr("-p", err)
 		}
 		ev.Tags = append(ev.Tags, nostr.Tag{"p", pk.Hex()})
 	}

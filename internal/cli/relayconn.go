@@ -96,11 +96,6 @@ func (f *connFlags) dial(ctx context.Context, url string) (*client.Conn, error) 
 	defer cancel()
 	c, err := client.Dial(dctx, url, client.Options{HandshakeTimeout: f.timeout})
 	if err != nil {
-		if errors.Is(ctx.Err(), context.Canceled) {
-			// Interrupted: the dial's abort reads as a timeout
-			// ("no answer within 10s") that did not happen.
-			return nil, &toldError{"interrupted while connecting", err}
-		}
 		return nil, connectError(err, f.timeout)
 	}
 	return c, nil
@@ -118,6 +113,10 @@ func connectError(err error, timeout time.Duration) error {
 	var de *client.DialError
 	var ue *url.Error
 	switch {
+	case errors.Is(err, context.Canceled):
+		// The command was interrupted (client.Dial ends the handshake
+		// with the context's error).
+		return &toldError{"interrupted while connecting", err}
 	case errors.As(err, &he):
 		return &toldError{fmt.Sprintf("the relay refused the WebSocket upgrade: HTTP %d %s", he.Status, http.StatusText(he.Status)), err}
 	case errors.As(err, &de):

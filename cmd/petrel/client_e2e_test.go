@@ -435,8 +435,9 @@ func TestClientOffline(t *testing.T) {
 		t.Fatalf("--pow 10: %s", mined)
 	}
 	// Mining that is interrupted says so (not "context canceled"), and
-	// nothing is printed.
-	mining := exec.Command(c.bin, "event", "--sec", sk, "-c", "work", "--pow", "60")
+	// nothing is printed. 64 bits, the most --pow takes: accepted (65 is
+	// refused above), so mining starts.
+	mining := exec.Command(c.bin, "event", "--sec", sk, "-c", "work", "--pow", "64")
 	mining.Env = c.env
 	var minedOut, minedErr strings.Builder
 	mining.Stdout, mining.Stderr = &minedOut, &minedErr
@@ -450,7 +451,7 @@ func TestClientOffline(t *testing.T) {
 	if err := mining.Process.Signal(os.Interrupt); err != nil {
 		t.Fatal(err)
 	}
-	if err := mining.Wait(); mining.ProcessState.ExitCode() != 1 || minedOut.Len() != 0 || minedErr.String() != "petrel: --pow 60: interrupted before a nonce was found\n" {
+	if err := mining.Wait(); mining.ProcessState.ExitCode() != 1 || minedOut.Len() != 0 || minedErr.String() != "petrel: --pow 64: interrupted before a nonce was found\n" {
 		t.Fatalf("interrupted mining: %v, stdout %q, stderr %q", err, minedOut.String(), minedErr.String())
 	}
 	// A template that is not one: told in the template's terms (not

@@ -93,6 +93,13 @@ func TestDecodeRefuses(t *testing.T) {
 	if err != nil || s.Timeout != 0 || s.Section.Wait >= 0 || *s.Section.Catch != 0 {
 		t.Errorf("zero and negative durations: %+v, %v", s, err)
 	}
+	// Nothing near enough, and no field of that name in another table:
+	// no guess (a root field is not offered for a key inside a table).
+	for _, text := range []string{"[groups.a]\nlimit = 3", "zzzzzzzz = 1"} {
+		if _, err := decode(t, text); err == nil || strings.Contains(err.Error(), "did you mean") {
+			t.Errorf("%q: %v, want no suggestion", text, err)
+		}
+	}
 	// A key in an unknown table is not listed beside it.
 	if _, err := decode(t, "[sectoin]\nwait = \"1s\"\ncount = 1"); err == nil || strings.Contains(err.Error(), "sectoin.wait") {
 		t.Errorf("keys of an unknown table: %v", err)

@@ -425,6 +425,12 @@ func TestClientOffline(t *testing.T) {
 	if !slices.EqualFunc(parsedEv.Tags, nostr.Tags{{"x", "a", "b"}, {"e", id}}, func(a, b nostr.Tag) bool { return slices.Equal(a, b) }) {
 		t.Fatalf("tags %v", parsedEv.Tags)
 	}
+	// -t - marks a NIP-70 protected event; another name alone is refused.
+	prot, err := nostr.ParseEvent([]byte(strings.TrimSpace(c.must("", "event", "--sec", sk, "-c", "p", "-t", "-", "-t", "t=x"))), nil)
+	if err != nil || !slices.EqualFunc(prot.Tags, nostr.Tags{{"-"}, {"t", "x"}}, func(a, b nostr.Tag) bool { return slices.Equal(a, b) }) {
+		t.Fatalf("event -t -: %v %v", prot, err)
+	}
+	c.fails(`--tag "x": want name=value[;value...] (or -t - for NIP-70)`, "", "event", "--sec", sk, "-c", "p", "-t", "x")
 	if got := c.must("", "req", "-k", "1", "-k", "7", "-a", npub, "-l", "3", "-t", "t=x"); got != `{"authors":["`+pk+`"],"kinds":[1,7],"#t":["x"],"limit":3}`+"\n" {
 		t.Fatalf("req without relays: %s", got)
 	}

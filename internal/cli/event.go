@@ -61,7 +61,7 @@ any relay failed or refused.`,
 	fs := cmd.Flags()
 	fs.IntVarP(&f.kind, "kind", "k", 1, "kind")
 	fs.StringVarP(&f.content, "content", "c", "", "content")
-	listArrayVarP(fs, &f.tags, "tag", "t", "tag name=value[;value...] (repeatable)")
+	listArrayVarP(fs, &f.tags, "tag", "t", "tag name=value[;value...], or - for a NIP-70 protected event (repeatable)")
 	listArrayVarP(fs, &f.es, "e", "e", "shortcut for -t e=<id> (hex, note or nevent)")
 	listArrayVarP(fs, &f.ps, "p", "p", "shortcut for -t p=<pubkey> (hex, npub or nprofile)")
 	listArrayVarP(fs, &f.ds, "d", "d", "shortcut for -t d=<identifier>")
@@ -238,9 +238,14 @@ func (f *eventFlags) build(cmd *cobra.Command, ev *nostr.Event) (*nostr.Event, e
 		return nil, fmt.Errorf("created_at %d: outside 0-%d", ev.CreatedAt, int64(nostr.MaxTimestamp))
 	}
 	for _, t := range f.tags {
+		if t == "-" {
+			// NIP-70's protected event: a tag of the name alone.
+			ev.Tags = append(ev.Tags, nostr.Tag{"-"})
+			continue
+		}
 		name, rest, ok := strings.Cut(t, "=")
 		if !ok || name == "" {
-			return nil, fmt.Errorf("--tag %s: want name=value[;value...]", nip19.Shown(t))
+			return nil, fmt.Errorf("--tag %s: want name=value[;value...] (or -t - for NIP-70)", nip19.Shown(t))
 		}
 		tag := append(nostr.Tag{name}, strings.Split(rest, ";")...)
 		if len(name) == 1 {

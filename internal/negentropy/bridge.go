@@ -35,6 +35,16 @@ func (s Side) String() string {
 // ids (a split never cuts an id list).
 const maxRangeReply = 2*buckets*IDSize + 2*maxVarintLen + IDSize + 1
 
+// maxRangeMsg is the most bytes one range takes in a Bridge's message: a
+// lower bound (when it is not the previous range's upper one) and an
+// upper bound, each a timestamp and an id prefix, their modes and a
+// fingerprint.
+const maxRangeMsg = 2*(maxVarintLen+1+IDSize) + 2 + FingerprintSize
+
+// maxGrowth bounds how much a side's message grows from one message to
+// the next, so one answer's estimate cannot overshoot far.
+const maxGrowth = 4
+
 // Bridge reconciles the sets of two servers, A and B, when neither set is
 // at hand: both are behind NIP-77 relays, and the Bridge is the client
 // (initiator) of one session with each. It never sends a set of its own.
@@ -54,11 +64,17 @@ const maxRangeReply = 2*buckets*IDSize + 2*maxVarintLen + IDSize + 1
 // found only on A and only on B. Both sides may have a message in flight
 // at once (at most one each). Each id is reported once.
 //
-// A server cuts an answer at its frame size limit (see the package
-// comment): the Bridge sends the ranges left unanswered again, in smaller
-// messages, and ignores the closing fingerprint (whose coverage differs
-// between implementations), so the result does not depend on how a
-// server cuts. A Bridge is not safe for concurrent use.
+// With a frame size limit, a message asks about as many ranges as fill
+// the server's answer to the limit: the first one as many as the largest
+// possible answers would, the next ones as many as the bytes an answered
+// range took so far predict (ranges one side lacks come back as a few
+// bytes each, so most messages hold hundreds), and never more than the
+// limit in bytes. A server cuts an answer at its frame size limit (see
+// the package comment): the Bridge sends the ranges left unanswered
+// again, sizes that side's messages by the cut answer from then on, and
+// ignores the closing fingerprint (whose coverage differs between
+// implementations), so the result does not depend on how a server cuts.
+// A Bridge is not safe for concurrent use.
 type Bridge struct {
 	// pending holds, per side, the ranges waiting to be sent to it, each
 	// with the other side's description (or the probe); sent the ranges of
@@ -66,8 +82,12 @@ type Bridge struct {
 	pending  [2][]bridgeRange
 	sent     [2][]bridgeRange
 	inFlight [2]bool
-	// perMsg is how many ranges one message to a side holds.
+	// perMsg is how many ranges one message to a side holds at most.
 	perMsg [2]int
+	// budget is how many bytes a message to a side, and its answer, may
+	// take (0: no limit): the frame size limit less the slack, lowered to
+	// the size of an answer the side cut.
+	budget [2]int
 	// reported remembers the ids returned, so none is reported twice.
 	reported map[[IDSize]byte]struct{}
 	// Rounds counts the answers processed, per side.
@@ -114,11 +134,12 @@ func NewBridge(frameSizeLimit int) (*Bridge, error) {
 	if frameSizeLimit < 0 || (frameSizeLimit != 0 && frameSizeLimit < MinFrameSizeLimit) {
 		return nil, fmt.Errorf("%w: %d", ErrFrameSizeLimit, frameSizeLimit)
 	}
-	per := 1 << 10
+	per, budget := 1<<10, 0
 	if frameSizeLimit != 0 {
-		per = max(1, (frameSizeLimit-frameSlack)/maxRangeReply)
+		budget = frameSizeLimit - frameSlack
+		per = max(1, budget/maxRangeReply)
 	}
-	b := &Bridge{perMsg: [2]int{per, per}, reported: make(map[[IDSize]byte]struct{})}
+	b := &Bridge{perMsg: [2]int{per, per}, budget: [2]int{budget, budget}, reported: make(map[[IDSize]byte]struct{})}
 	b.pending[SideA] = []bridgeRange{{upper: infinity, owner: probe, fp: emptyFingerprint()}}
 	return b, nil
 }
@@ -141,16 +162,15 @@ func (b *Bridge) Next(s Side) []byte {
 	}
 	p := b.pending[s]
 	slices.SortFunc(p, func(x, y bridgeRange) int { return compareBounds(&x.lower, &y.lower) })
-	n := min(len(p), b.perMsg[s])
-	b.sent[s] = slices.Clone(p[:n])
-	b.pending[s] = slices.Delete(p, 0, n)
-	b.inFlight[s] = true
-
 	var e encoder
 	out := []byte{ProtocolVersion}
 	var prev bound // the upper bound of the last range written
-	for i := range b.sent[s] {
-		r := &b.sent[s][i]
+	n := 0
+	for ; n < min(len(p), b.perMsg[s]); n++ {
+		if n > 0 && b.budget[s] != 0 && len(out)+maxRangeMsg > b.budget[s] {
+			break
+		}
+		r := &p[n]
 		if compareBounds(&r.lower, &prev) != 0 {
 			out = e.appendBound(out, &r.lower)
 			out = append(out, modeSkip)
@@ -160,7 +180,35 @@ func (b *Bridge) Next(s Side) []byte {
 		out = append(out, r.fp[:]...)
 		prev = r.upper
 	}
+	b.sent[s] = slices.Clone(p[:n])
+	b.pending[s] = slices.Delete(p, 0, n)
+	b.inFlight[s] = true
 	return out
+}
+
+// resize sets how many ranges the next messages to side s hold, from its
+// answer of size bytes to a message of sent ranges, of which the first
+// answered were answered (all of them unless the server cut its answer).
+// A cut answer was full: the next messages hold a quarter more ranges
+// than it answered, so answers stay full (a cut costs only the few bytes
+// of the ranges sent again). Otherwise, after a full message, as many
+// ranges as the bytes an answered range took would fill the budget with,
+// at most maxGrowth times as many as before.
+func (b *Bridge) resize(s Side, sent, answered, size int, cut bool) {
+	if cut {
+		if b.budget[s] == 0 || size < b.budget[s] {
+			// The server's own limit is below the one expected.
+			b.budget[s] = max(size, MinFrameSizeLimit/2)
+		}
+		b.perMsg[s] = max(1, answered+answered/4)
+		return
+	}
+	if b.budget[s] == 0 || (sent < b.perMsg[s] && size <= b.budget[s]) {
+		// No limit, or not a full message and an answer that fitted.
+		return
+	}
+	perRange := max(1, size/max(1, answered))
+	b.perMsg[s] = max(1, min(b.budget[s]/perRange, maxGrowth*b.perMsg[s]))
 }
 
 // Reply processes side s's answer to the last message Next returned for
@@ -281,10 +329,13 @@ func (b *Bridge) Reply(s Side, msg []byte) (onlyA, onlyB [][IDSize]byte, err err
 		b.pending[other] = append(b.pending[other], r)
 	}
 	if cut >= 0 {
-		// Ask again about what the cut left out, fewer ranges at a time.
+		// Ask again about what the cut left out, in messages the size of
+		// what was answered.
 		b.pending[s] = append(b.pending[s], sent[cut:]...)
-		b.perMsg[s] = max(1, b.perMsg[s]/2)
+		b.resize(s, len(sent), cut, len(msg), true)
 		sent = sent[:cut]
+	} else {
+		b.resize(s, len(sent), len(sent), len(msg), false)
 	}
 	for i := range sent {
 		if answered[i] {

@@ -95,6 +95,27 @@ func TestBridge(t *testing.T) {
 	f("cut, reference tail", sets{common: 4000, onlyClient: 3000, onlyServer: 3000, tsRange: 500}, 60000, 4096, true)
 	f("cut, one second", sets{common: 1000, onlyClient: 2000, onlyServer: 900, tsRange: 1}, 0, 4096, true)
 
+	// Messages are sized to fill the answers: the count follows the
+	// bytes (it took 5-10 times as many while each message asked about
+	// a fixed number of ranges, sized for the largest answers).
+	for _, c := range []struct {
+		name          string
+		s             sets
+		bridgeLimit   int
+		slimit        int
+		referenceTail bool
+	}{
+		{"blocks apart", sets{common: 4000, onlyClient: 8000, onlyServer: 8000, tsRange: 20000, base: 1_700_000_000}, 60000, 60000, false},
+		{"few apart of many", sets{common: 100000, onlyClient: 1000, onlyServer: 1000, tsRange: 2000000, base: 1_700_000_000}, 60000, 60000, false},
+		{"servers' limit below the bridge's", sets{common: 4000, onlyClient: 3000, onlyServer: 3000, tsRange: 500}, 60000, 4096, true},
+		{"no limit at the bridge", sets{common: 1000, onlyClient: 2000, onlyServer: 900, tsRange: 1}, 0, 4096, true},
+	} {
+		res := f(c.name, c.s, c.bridgeLimit, c.slimit, c.referenceTail)
+		if most := 3*res.bytes/c.slimit + 10; res.rounds > most {
+			t.Errorf("%s: %d messages for %d bytes in frames of %d (at most %d)", c.name, res.rounds, res.bytes, c.slimit, most)
+		}
+	}
+
 	// The cost follows the difference: 20 ids apart out of 20,000 take a
 	// small fraction of the bytes that listing the ids (32 bytes each)
 	// would.

@@ -238,6 +238,13 @@ func TestInfoPubKeyForms(t *testing.T) {
 		}
 		r.Stop()
 	}
+	// Countries and language tags are shown in their canonical forms.
+	r := relaytest.Start(t, relaytest.Options{Info: relay.Info{RelayCountries: []string{"us", "GBR", "*"}, LanguageTags: []string{"en_us", "PT-br"}}})
+	doc := nip11Doc(t, r)
+	if got := fmt.Sprint(doc["relay_countries"], doc["language_tags"]); got != "[US GB *] [en-US pt-BR]" {
+		t.Fatalf("relay_countries and language_tags %s", got)
+	}
+	r.Stop()
 	st, err := relaytest.OpenStore(t.TempDir())
 	if err != nil {
 		t.Fatal(err)

@@ -35,3 +35,33 @@ func TestInfoCheckLinks(t *testing.T) {
 		}
 	}
 }
+
+// TestInfoCheckCountriesLanguages: NIP-11's relay_countries are ISO
+// 3166-1 codes (EU and * too) and its language_tags BCP 47 tags (* too);
+// a typo is named, and the document shows each in its canonical form.
+func TestInfoCheckCountriesLanguages(t *testing.T) {
+	good := relay.Info{RelayCountries: []string{"US", "de", "EU", "*", "GBR"}, LanguageTags: []string{"en", "pt-BR", "en_us", "zh-Hant", "*"}}
+	if err := good.Check(); err != nil {
+		t.Fatal(err)
+	}
+	bad := relay.Info{RelayCountries: []string{"US", "XX", "usa!"}, LanguageTags: []string{"en", "english", "zz"}}
+	err := bad.Check()
+	if err == nil || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("%v", err)
+	}
+	for _, want := range []string{
+		`relay_countries: "XX": want an ISO 3166-1 country code (US, DE), EU or *`,
+		`relay_countries: "usa!"`,
+		`language_tags: "english": want an IETF language tag (en, pt-BR) or *`,
+		`language_tags: "zz"`,
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("%v: want %q", err, want)
+		}
+	}
+	for _, fine := range []string{`"US"`, `"en"`} {
+		if strings.Contains(err.Error(), fine) {
+			t.Errorf("%v names %s, which is right", err, fine)
+		}
+	}
+}

@@ -55,10 +55,10 @@ duplicates are skipped, an older replaceable or addressable version is
 superseded, deletions (kind 5) delete and are remembered, requests to
 vanish (kind 62) apply when addressed to this relay, as the relay decides
 it (a "relay" tag naming relay.url, or any loopback URL when relay.url
-is not set, or ALL_RELAYS). Ephemeral events and events whose NIP-40 expiration has
-passed are skipped and counted. The relay's write policy (allow lists,
-rate limits, created_at window, PoW) does not apply: import is an
-operator's tool.
+is not set, or ALL_RELAYS). Ephemeral events and events whose NIP-40
+expiration has passed are skipped and counted. The relay's write policy
+(allow lists, rate limits, created_at window, PoW) does not apply:
+import is an operator's tool.
 
 Import writes into the configured store (store.backend). The pebble
 store is written without fsync during the import and synced once at the

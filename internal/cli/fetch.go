@@ -23,8 +23,8 @@ func fetchCmd() *cobra.Command {
 an nevent or note to its event, an naddr to the newest version of its
 addressable event, an nprofile or npub to the author's profile (kind 0).
 An argument that starts with ws:// or wss:// is a relay to ask, as
-with --relay. Events are printed one JSON per line, once each; a code no relay
-answers is reported on stderr and makes the exit status 1.`,
+with --relay. Events are printed one JSON per line, once each; a code
+no relay answers is reported on stderr and makes the exit status 1.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			sk, err := f.conn.AuthKey()

@@ -28,10 +28,9 @@ func giftCmd() *cobra.Command {
 		Use:   "wrap --sec SECRET -p PUBKEY [-p PUBKEY...] [RUMOR]",
 		Short: "Read an unsigned event (the rumor) on stdin and print its kind-1059 gift wrap for each recipient",
 		Long: `Wrap reads one unsigned event (the rumor) as JSON on stdin (or as the
-argument): kind is
-required; pubkey (must be the sender's), created_at (default now), tags
-and content are optional, and an id, if given, must be the hash of the
-fields. It seals the rumor (kind 13, signed by --sec) and wraps the seal
+argument): kind is required; pubkey (must be the sender's), created_at
+(default now), tags and content are optional, and an id, if given, must
+be the hash of the fields. It seals the rumor (kind 13, signed by --sec) and wraps the seal
 (kind 1059, signed by a one-time key) for each -p, and prints one wrap
 per line. For a NIP-17 direct message the rumor is kind 14 with a "p"
 tag per recipient; --self wraps a copy for the sender too.`,

@@ -357,7 +357,22 @@ func TestClientOffline(t *testing.T) {
 	if got := strings.TrimSpace(c.must("pässword\n", "key", "decrypt", ncs)); got != sk {
 		t.Fatalf("key decrypt, password on stdin: %s", got)
 	}
-	c.fails("wrong password", "", "key", "decrypt", ncs, "other")
+	// Errors read without the packages' prefixes, and say what failed.
+	for _, tc := range []struct {
+		want string
+		args []string
+	}{
+		{"wrong password (or a corrupted ncryptsec)", []string{"key", "decrypt", ncs, "other"}},
+		{"--log-n 23: want 1 to 22", []string{"key", "encrypt", sk, "x", "--log-n", "23"}},
+		{"--log-n 0: want 1 to 22", []string{"key", "encrypt", sk, "x", "--log-n", "0"}},
+		{"cannot decrypt: malformed payload: invalid payload length: 6", []string{"decrypt", "--sec", sk, "-p", pk, "AgAAAA"}},
+		{"cannot encrypt: plaintext must be 1 to 65535 bytes: 0 bytes", []string{"encrypt", "--sec", sk, "-p", pk, ""}},
+		{`not an event id (64 hex characters, note or nevent): "zz": not a valid bech32 string: 2 characters, too short to be one`, []string{"encode", "note", "zz"}},
+	} {
+		if out, errOut, ok := c.run("", tc.args...); ok || out != "" || errOut != "petrel: "+tc.want+"\n" {
+			t.Fatalf("%v: ok=%v\nstdout %q\nstderr %q\nwant   %q", tc.args, ok, out, errOut, "petrel: "+tc.want+"\n")
+		}
+	}
 	// An empty password (an unset variable, most often) is refused, as an
 	// argument or a blank line; one character is enough.
 	c.fails("empty password", "", "key", "encrypt", sk, "", "--log-n", "4")
@@ -373,7 +388,7 @@ func TestClientOffline(t *testing.T) {
 	if got := c.must("", "decrypt", "--sec", bob.Hex(), "-p", pk, payload); got != "hello, bob\n" {
 		t.Fatalf("decrypt: %q", got)
 	}
-	c.fails("invalid MAC", "", "decrypt", "--sec", sk, "-p", pk, payload)
+	c.fails("cannot decrypt (not encrypted between these two keys, or altered): invalid MAC", "", "decrypt", "--sec", sk, "-p", pk, payload)
 	legacy := strings.TrimSpace(c.must("from stdin\n", "encrypt", "--nip04", "--sec", sk, "-p", bob.PubKey().Hex()))
 	if !strings.Contains(legacy, "?iv=") {
 		t.Fatalf("nip04 payload %q", legacy)

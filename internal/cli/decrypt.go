@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
@@ -36,8 +37,11 @@ func decryptCmd() *cobra.Command {
 					text, err = nip44.Decrypt(ck, payload)
 				}
 			}
+			if errors.Is(err, nip44.ErrMAC) {
+				return inputErr("cannot decrypt (not encrypted between these two keys, or altered)", err)
+			}
 			if err != nil {
-				return err
+				return inputErr("cannot decrypt", err)
 			}
 			_, err = fmt.Fprintln(cmd.OutOrStdout(), text)
 			return err

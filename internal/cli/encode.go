@@ -172,7 +172,7 @@ func encodeEach(cmd *cobra.Command, args []string, enc func(string) (string, err
 	for _, in := range ins {
 		s, err := enc(in)
 		if err != nil {
-			return err
+			return inputErr("", err)
 		}
 		fmt.Fprintln(w, s)
 	}

@@ -81,7 +81,7 @@ func encryptCmd() *cobra.Command {
 				}
 			}
 			if err != nil {
-				return err
+				return inputErr("cannot encrypt", err)
 			}
 			_, err = fmt.Fprintln(cmd.OutOrStdout(), out)
 			return err

@@ -10,23 +10,42 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/petrel-relay/petrel/internal/nip19"
 	"github.com/petrel-relay/petrel/internal/suggest"
 )
 
-// inputError names the flag or argument a value came from and says what
-// is wrong with it, without the nip19 package's own prefix in mid-line
-// (`--author: not a public key ...`, not `--author: nip19: not a public
-// key ...`); errors.Is and errors.As still find the cause.
+// inputError names the flag or argument a value came from (or what
+// failed) and says what is wrong with it, without the packages' own
+// prefixes (`--author: not a public key ...`, not `--author: nip19: not
+// a public key ...`); errors.Is and errors.As still find the cause.
 type inputError struct {
 	what string
 	err  error
 }
 
-func (e *inputError) Error() string { return e.what + ": " + nip19.Reason(e.err) }
+func (e *inputError) Error() string {
+	if e.what == "" {
+		return reason(e.err)
+	}
+	return e.what + ": " + reason(e.err)
+}
 func (e *inputError) Unwrap() error { return e.err }
 
 func inputErr(what string, err error) error { return &inputError{what, err} }
+
+// libPrefixes are the prefixes petrel's protocol packages start their
+// errors with, as Go's own packages do ("nip44: invalid MAC").
+var libPrefixes = []string{"nip13: ", "nip19: ", "nip44: ", "nip49: ", "nip59: ", "nostr: "}
+
+// reason is err's text without the protocol packages' prefixes, at its
+// start or after a colon: what a command's user reads.
+func reason(err error) string {
+	s := err.Error()
+	for _, p := range libPrefixes {
+		s = strings.TrimPrefix(s, p)
+		s = strings.ReplaceAll(s, ": "+p, ": ")
+	}
+	return s
+}
 
 // flagError tells a flag value that does not parse as petrel's other
 // input errors are told: the flag, the value and what it should be

@@ -107,7 +107,7 @@ tag per recipient; --self wraps a copy for the sender too.`,
 				}
 				r, _, err := nip59.Unwrap(ev, sk, nostr.DefaultVerifier())
 				if err != nil {
-					return fmt.Errorf("line %d: %w", n, err)
+					return inputErr(fmt.Sprintf("line %d", n), err)
 				}
 				w.Write(r.JSON())
 				return w.WriteByte('\n')

@@ -61,9 +61,12 @@ func keyCmd() *cobra.Command {
 		Short: "Encrypt a secret key with a password into an ncryptsec (NIP-49); the password is read from stdin when not given",
 		Args:  cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if logN < 1 || logN > nip49.MaxLogN {
+				return fmt.Errorf("--log-n %d: want 1 to %d", logN, nip49.MaxLogN)
+			}
 			sk, err := nip19.ParseSecretKey(args[0])
 			if err != nil {
-				return err
+				return inputErr("", err)
 			}
 			pw, err := password(args[1:], cmd.InOrStdin())
 			if err != nil {
@@ -80,7 +83,7 @@ func keyCmd() *cobra.Command {
 			}
 			s, err := nip49.Encrypt(sk, pw, logN, ks)
 			if err != nil {
-				return err
+				return inputErr("", err)
 			}
 			_, err = fmt.Fprintln(cmd.OutOrStdout(), s)
 			return err
@@ -100,7 +103,7 @@ func keyCmd() *cobra.Command {
 			}
 			sk, _, err := nip49.Decrypt(args[0], pw)
 			if err != nil && !errors.Is(err, nip49.ErrKeySecurity) {
-				return err
+				return inputErr("", err)
 			}
 			_, err = fmt.Fprintln(cmd.OutOrStdout(), sk.Hex())
 			return err

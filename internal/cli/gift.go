@@ -47,7 +47,7 @@ tag per recipient; --self wraps a copy for the sender too.`,
 			for _, p := range recipients {
 				pk, err := nip19.ParsePubKey(p)
 				if err != nil {
-					return err
+					return inputErr("-p", err)
 				}
 				pks = append(pks, pk)
 			}
@@ -62,14 +62,14 @@ tag per recipient; --self wraps a copy for the sender too.`,
 			now := time.Now()
 			r, err := nip59.ParseRumor(data, sk.PubKey(), now)
 			if err != nil {
-				return err
+				return inputErr("", err)
 			}
 			w := bufio.NewWriter(cmd.OutOrStdout())
 			defer w.Flush()
 			for _, pk := range pks {
 				ev, err := nip59.GiftWrap(r, sk, pk, now)
 				if err != nil {
-					return err
+					return inputErr("cannot wrap", err)
 				}
 				w.Write(ev.Raw)
 				w.WriteByte('\n')

@@ -1027,6 +1027,9 @@ func TestClientStore(t *testing.T) {
 	}
 	check("store opened by the command")
 	c.fails("no petrel store there", "", "req", "--store", filepath.Join(dir, "none"))
+	if errOut := c.fails("not a directory", "", "req", "--store", filepath.Join(data, "LOCK")); errOut != "petrel: --store "+filepath.Join(data, "LOCK")+": not a directory\n" {
+		t.Fatalf("req --store of a file: %q", errOut)
+	}
 
 	srv := startServe(t, c, data)
 	url := srv.URL

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"syscall"
 	"time"
 
 	"github.com/petrel-relay/petrel/internal/config"
@@ -79,6 +80,9 @@ var errStoreLocked = errors.New("the data directory is locked by another process
 func openError(path string, err error) error {
 	if errors.Is(err, pebble.ErrLocked) {
 		return fmt.Errorf("%s: %w", path, errStoreLocked)
+	}
+	if errors.Is(err, syscall.ENOTDIR) {
+		return fmt.Errorf("open store %s: %w", path, errNotDir)
 	}
 	var oe *pebble.OpenError
 	if errors.As(err, &oe) {

@@ -142,6 +142,9 @@ func openForRead(dir, configPath string) (store.Store, error) {
 	if errors.Is(err, errNoStore) {
 		return nil, fmt.Errorf("--store %s: no petrel store there", dir)
 	}
+	if errors.Is(err, errNotDir) {
+		return nil, fmt.Errorf("--store %s: not a directory", dir)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -40,6 +40,10 @@ import (
 // PostgreSQL schema) holds no store and the command does not create one.
 var errNoStore = errors.New("no store in the data directory (set --data or store.path)")
 
+// errNotDir is wrapped by openError when the data directory is a file
+// (or under one).
+var errNotDir = errors.New("not a directory (set --data or store.path)")
+
 // errNoPostgresStore is errNoStore's counterpart for the postgres backend.
 var errNoPostgresStore = errors.New("no petrel store in this PostgreSQL schema (set store.postgres_schema)")
 

@@ -27,9 +27,11 @@ import (
 
 // controlServer serves the control socket.
 type controlServer struct {
-	path string
-	srv  *http.Server
-	mu   sync.Mutex // one backup at a time
+	path  string
+	srv   *http.Server
+	mu    sync.Mutex // one backup at a time
+	holds deleteHolds
+	log   *slog.Logger
 }
 
 // startControl listens on the control socket of cfg's store. Without it
@@ -52,13 +54,16 @@ func startControl(cfg config.Config, log *slog.Logger, st *pebble.Store) *contro
 		log.Warn("no control socket: petrel backup will need the relay stopped", "path", path, "err", err)
 		return nil
 	}
-	c := &controlServer{path: path}
+	c := &controlServer{path: path, log: log}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /backup", func(w http.ResponseWriter, r *http.Request) {
 		c.backup(w, r, cfg, log, st)
 	})
 	mux.HandleFunc("POST /query", func(w http.ResponseWriter, r *http.Request) {
 		serveQuery(w, r, st) // petrel req/count --store (storeread.go)
+	})
+	mux.HandleFunc("POST /delete", func(w http.ResponseWriter, r *http.Request) {
+		c.serveDelete(w, r, st) // petrel delete (livedelete.go)
 	})
 	c.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = c.srv.Serve(ln) }()

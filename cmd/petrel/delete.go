@@ -49,11 +49,14 @@ remembered, so the same events can come back (published again, synced or
 imported). To keep an author or an event out, use the relay's ban lists.
 A filter that matches every event ({}) needs --all as well.
 
-Delete works on the configured store (store.backend). The pebble store
-needs its data directory to itself: stop petrel serve first. The postgres
-store is shared: delete runs beside the relay's nodes, and their stored
-queries stop returning the events as soon as it commits (live
-subscribers that already received them keep them).`,
+Delete works on the configured store (store.backend). While petrel
+serve holds the pebble store, delete asks it through its control socket
+(<store.path>/petrel.sock): the relay lists the matches and deletes them
+through its own writer, between its other writes (the list confirmed is
+the list deleted). The postgres store is shared: delete runs beside the
+relay's nodes. Either way the relay's stored queries stop returning the
+events as soon as they are deleted (live subscribers that already
+received them keep them).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !cmd.Flags().Changed("filter") {
@@ -115,11 +118,6 @@ func runDeleteCmd(ctx context.Context, f *deleteFlags, stdin io.Reader, stdout, 
 	if err != nil {
 		return err
 	}
-	st, err := openToolStore(cfg, log, toolStoreOptions{})
-	if err != nil {
-		return err
-	}
-	defer st.Close()
 	ctx, stop := cli.Interruptible(ctx)
 	defer stop()
 
@@ -145,7 +143,21 @@ func runDeleteCmd(ctx context.Context, f *deleteFlags, stdin io.Reader, stdout, 
 		}
 		bar.Set64(int64(done))
 	}
-	res, err := deleteEvents(ctx, st, filters, o)
+	// A running petrel serve holds a pebble store: it deletes through its
+	// control socket. Otherwise delete opens the store itself.
+	var res deleteResult
+	served := false
+	if cfg.Store.Backend == "pebble" && cli.ControlServed(cfg.Store.Path) {
+		res, served, err = deleteThroughServe(ctx, cfg.Store.Path, filters, o)
+	}
+	if !served && err == nil {
+		var st store.Store
+		if st, err = openToolStore(cfg, log, toolStoreOptions{}); err != nil {
+			return err
+		}
+		defer st.Close()
+		res, err = deleteEvents(ctx, st, filters, o)
+	}
 	finishBar(bar)
 	if errors.Is(err, errNotConfirmed) {
 		fmt.Fprintln(stderr, err)
@@ -199,13 +211,27 @@ func deleteEvents(ctx context.Context, st store.Store, filters []nostr.Filter, o
 			return res, errNotConfirmed
 		}
 	}
-	ids := make([]nostr.ID, 0, o.Batch)
+	d, err := deleteItems(ctx, st, items, o.Batch, o.Progress)
+	res.Deleted = d.Deleted
+	res.Seconds = time.Since(start).Seconds()
+	return res, err
+}
+
+// deleteItems deletes the events of items from st, batch ids per
+// store.Delete (0: 1000), calling progress (if not nil) after each.
+func deleteItems(ctx context.Context, st store.Store, items []store.Item, batch int, progress func(done, total int)) (deleteResult, error) {
+	start := time.Now()
+	if batch <= 0 {
+		batch = 1000
+	}
+	res := deleteResult{Matched: len(items)}
+	ids := make([]nostr.ID, 0, min(batch, len(items)))
 	for len(items) > 0 {
 		if err := ctx.Err(); err != nil {
 			res.Seconds = time.Since(start).Seconds()
 			return res, fmt.Errorf("interrupted after deleting %d events: %w", res.Deleted, err)
 		}
-		n := min(len(items), o.Batch)
+		n := min(len(items), batch)
 		ids = ids[:0]
 		for _, it := range items[:n] {
 			ids = append(ids, it.ID)
@@ -216,8 +242,8 @@ func deleteEvents(ctx context.Context, st store.Store, filters []nostr.Filter, o
 			res.Seconds = time.Since(start).Seconds()
 			return res, fmt.Errorf("delete: %w", err)
 		}
-		if o.Progress != nil {
-			o.Progress(res.Deleted, res.Matched)
+		if progress != nil {
+			progress(res.Deleted, res.Matched)
 		}
 		items = items[n:]
 	}

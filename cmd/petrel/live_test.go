@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/petrel-relay/petrel/internal/cli"
+	"github.com/petrel-relay/petrel/internal/nostr"
 	"github.com/petrel-relay/petrel/internal/relaytest"
 )
 
@@ -151,5 +154,89 @@ func TestToolsOnRunningServe(t *testing.T) {
 	}
 	if out, errOut := tool("scan", "--data", data, "--count", "--explain"); out != "40\n" || strings.Contains(errOut, "through the running relay") {
 		t.Fatalf("offline scan: %q %q", out, errOut)
+	}
+}
+
+// TestDeleteOnRunningServe: petrel delete beside a running petrel serve
+// asks it through its control socket instead of failing on the store's
+// lock: the relay deletes through its own writer and goes on serving, a
+// dry run only counts, and without --yes or a terminal nothing goes. On
+// confirmation the list confirmed is the list deleted: an event that
+// matches but arrives between the listing and the confirmation stays.
+func TestDeleteOnRunningServe(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the petrel binary")
+	}
+	dir := t.TempDir()
+	bin := petrelBin(t)
+	data := filepath.Join(dir, "data")
+	srv := runServe(t, bin, data)
+	c := relaytest.Dial(t, srv.URL)
+	evs := toolEvents()
+	for _, ev := range evs {
+		c.MustPublish(ev)
+	}
+	// Each query on a connection of its own (a subscription stays open).
+	reactions := func() []*nostr.Event {
+		q := relaytest.Dial(t, srv.URL)
+		defer q.Close()
+		return q.Req("k7", `{"kinds":[7]}`)
+	}
+	del := func(stdin string, args ...string) (string, error) {
+		t.Helper()
+		out, _, err := runTool(t, deleteCmd, stdin, append([]string{"--data", data, "-q"}, args...)...)
+		return out, err
+	}
+	if out, err := del("", "--filter", `{"kinds":[7]}`, "--dry-run"); err != nil || out != "10 events match (dry run: nothing deleted)\n" {
+		t.Fatalf("dry run: %q %v", out, err)
+	}
+	if _, err := del("", "--filter", `{"kinds":[7]}`); err == nil || !strings.Contains(err.Error(), "10 events match; refusing to delete without confirmation") {
+		t.Fatalf("without --yes or a terminal: %v", err)
+	}
+	if got := reactions(); len(got) != 10 {
+		t.Fatalf("%d reactions after the refused delete, want 10", len(got))
+	}
+	out, err := del("", "--filter", `{"kinds":[7],"limit":4}`, "--yes")
+	if err != nil || !strings.HasPrefix(out, "deleted 4 of 4 matching events in ") {
+		t.Fatalf("delete --yes: %q %v", out, err)
+	}
+	got := reactions()
+	if len(got) != 6 || got[0].ID != evs[35].ID {
+		t.Fatalf("after deleting the 4 newest reactions the relay serves %d, the newest %v", len(got), got[0].ID)
+	}
+	// The relay goes on taking events, the deleted ones too (nothing is
+	// remembered).
+	c.MustPublish(evs[39])
+
+	// Confirmation: the held list is what goes.
+	ctx := context.Background()
+	late := relaytest.NewKey("tool-reactions").Event(7, "+", nil, fixtureBase+500)
+	o := deleteOptions{Confirm: func(n int) (bool, error) {
+		if n != 7 {
+			t.Errorf("asked to confirm %d, want 7", n)
+		}
+		c.MustPublish(late) // matches, arrives after the listing
+		return true, nil
+	}}
+	res, served, err := deleteThroughServe(ctx, data, []nostr.Filter{{Kinds: []int{7}}}, o)
+	if !served || err != nil || res.Matched != 7 || res.Deleted != 7 {
+		t.Fatalf("confirmed delete: %+v served=%v %v", res, served, err)
+	}
+	if got := reactions(); len(got) != 1 || got[0].ID != late.ID {
+		t.Fatalf("after the confirmed delete the relay serves %d reactions, want only the late one", len(got))
+	}
+	// Declined: nothing goes, and the held list cannot be used later.
+	o.Confirm = func(int) (bool, error) { return false, nil }
+	if res, _, err := deleteThroughServe(ctx, data, []nostr.Filter{{Kinds: []int{7}}}, o); !errors.Is(err, errNotConfirmed) || res.Deleted != 0 {
+		t.Fatalf("declined: %+v %v", res, err)
+	}
+	if _, _, err := askDelete(ctx, data, deleteRequest{Token: "0123"}, nil); err == nil || !strings.Contains(err.Error(), "run delete again") {
+		t.Fatalf("unknown token: %v", err)
+	}
+	if got := reactions(); len(got) != 1 {
+		t.Fatalf("%d reactions after the declined delete, want 1", len(got))
+	}
+	if !strings.Contains(srv.logs.String(), `msg="events deleted (petrel delete)" matched=7 deleted=7`) {
+		t.Fatalf("no log line for the delete:\n%s", srv.logs.String())
 	}
 }

@@ -98,11 +98,14 @@ func TestServeLockedDataDir(t *testing.T) {
 		}
 	}
 	f("serve", "--listen", "127.0.0.1:0")
-	f("delete", "--dry-run", "--filter", `{"kinds":[1]}`)
 	f("compact")
-	// scan and export ask the running relay instead (TestToolsOnRunningServe).
+	// scan, export and delete ask the running relay instead
+	// (TestToolsOnRunningServe, TestDeleteOnRunningServe).
 	if line, status := run("scan", "--count", "--data", data); status != 0 || line != "" {
 		t.Fatalf("scan --count beside the running relay: exit %d, last stderr line %q", status, line)
+	}
+	if line, status := run("delete", "--dry-run", "--filter", `{"kinds":[1]}`, "--data", data); status != 0 || line != "" {
+		t.Fatalf("delete --dry-run beside the running relay: exit %d, last stderr line %q", status, line)
 	}
 
 	// The refused serve did not take the running relay's control socket.

@@ -115,16 +115,11 @@ func (c *controlServer) serveDelete(w http.ResponseWriter, r *http.Request, st s
 			return
 		}
 	} else {
-		filters := make([]nostr.Filter, len(req.Filters))
-		for i, raw := range req.Filters {
-			f, err := nostr.ParseFilterStrict(raw, nil)
-			if err != nil {
-				reply(http.StatusBadRequest, cli.ControlError{Error: fmt.Sprintf("filter %d: %v", i, err)})
-				return
-			}
-			filters[i] = f
+		filters, err := parseControlFilters(req.Filters)
+		if err != nil {
+			reply(http.StatusBadRequest, cli.ControlError{Error: err.Error()})
+			return
 		}
-		var err error
 		if items, err = matchingItems(ctx, st, filters); err != nil {
 			reply(http.StatusInternalServerError, cli.ControlError{Error: err.Error()})
 			return

@@ -27,6 +27,20 @@ import (
 // matching the filters, one per line, newest first (or {"count": N}).
 // An error after the first event aborts the response, so the client sees
 // a broken stream, never a short one that looks complete.
+// parseControlFilters parses the filters of a control socket request,
+// refusing unknown keys as the tools do.
+func parseControlFilters(raws []json.RawMessage) ([]nostr.Filter, error) {
+	filters := make([]nostr.Filter, len(raws))
+	for i, raw := range raws {
+		f, err := nostr.ParseFilterStrict(raw, nil)
+		if err != nil {
+			return nil, fmt.Errorf("filter %d: %v", i, err)
+		}
+		filters[i] = f
+	}
+	return filters, nil
+}
+
 func serveQuery(w http.ResponseWriter, r *http.Request, st store.Store) {
 	reply := func(code int, v any) {
 		w.Header().Set("Content-Type", "application/json")
@@ -38,14 +52,10 @@ func serveQuery(w http.ResponseWriter, r *http.Request, st store.Store) {
 		reply(http.StatusBadRequest, cli.ControlError{Error: `want {"filters": [filter, ...], "count": bool}`})
 		return
 	}
-	filters := make([]nostr.Filter, len(req.Filters))
-	for i, raw := range req.Filters {
-		f, err := nostr.ParseFilterStrict(raw, nil)
-		if err != nil {
-			reply(http.StatusBadRequest, cli.ControlError{Error: fmt.Sprintf("filter %d: %v", i, err)})
-			return
-		}
-		filters[i] = f
+	filters, err := parseControlFilters(req.Filters)
+	if err != nil {
+		reply(http.StatusBadRequest, cli.ControlError{Error: err.Error()})
+		return
 	}
 	if req.Explain {
 		var b bytes.Buffer
@@ -67,7 +77,6 @@ func serveQuery(w http.ResponseWriter, r *http.Request, st store.Store) {
 	}
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	bw := bufio.NewWriterSize(w, 64<<10)
-	var err error
 	if req.IDs {
 		hexBuf := make([]byte, 0, 65)
 		err = queryEach(r.Context(), st, filters, func(rec *store.Record) error {

@@ -163,9 +163,6 @@ var errDeleteStopped = errors.New("the running relay stopped answering before th
 func askDelete(ctx context.Context, dir string, req deleteRequest, progress func(deleteLine)) (last deleteLine, served bool, err error) {
 	body, _ := json.Marshal(req)
 	resp, served, err := cli.PostControl(ctx, dir, "delete", body)
-	if errors.Is(err, cli.ErrOlderServe) {
-		err = fmt.Errorf("%w, or run delete after stopping it", err)
-	}
 	if !served || err != nil {
 		return last, served, err
 	}

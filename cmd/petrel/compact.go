@@ -48,8 +48,11 @@ takes about as long as indexing every stored text once.
 
 Pebble compacts in the background on its own; a manual compaction is
 worth it after a large delete or import. It needs free disk space for
-the rewritten tables (up to the size of the store at worst) and the data
-directory to itself: stop petrel serve first.
+the rewritten tables (up to the size of the store at worst). While petrel
+serve holds the store, compact asks it through its control socket
+(<store.path>/petrel.sock) and the relay compacts beside its writes
+(they compete for the disk: prefer a quiet hour); --rebuild-search
+needs the relay stopped.
 
 Compact works on the embedded pebble store only: with store.backend
 "postgres" it refuses at once; PostgreSQL reclaims space itself
@@ -74,10 +77,17 @@ type compactResult struct {
 	SizeAfter  int64   `json:"size_after"`  // and after (store closed)
 	Purged     int     `json:"purged"`      // expired events removed
 	Seconds    float64 `json:"seconds"`
+	// Online: compacted by the running relay. The sizes are then of the
+	// store's tables (.sst) alone: its write-ahead logs are in use and
+	// come and go as it writes.
+	Online bool `json:"online"`
 }
 
 func (r *compactResult) String() string {
 	s := fmt.Sprintf("compacted in %.1fs: %s -> %s", r.Seconds, humanBytes(r.SizeBefore), humanBytes(r.SizeAfter))
+	if r.Online {
+		s = fmt.Sprintf("compacted by the running relay in %.1fs: tables %s -> %s", r.Seconds, humanBytes(r.SizeBefore), humanBytes(r.SizeAfter))
+	}
 	if r.Purged > 0 {
 		s += fmt.Sprintf(" (purged %d expired events)", r.Purged)
 	}
@@ -95,10 +105,27 @@ func runCompactCmd(ctx context.Context, f *compactFlags, stdout, stderr io.Write
 	if f.rebuildSearch && cfg.Store.DisableSearch {
 		return errors.New("--rebuild-search: search is disabled (store.disable_search)")
 	}
+	ctx, stop := cli.Interruptible(ctx)
+	defer stop()
+	// A running petrel serve compacts its own store (the search index is
+	// rebuilt only as the store opens).
+	if cfg.Store.Backend == "pebble" && cli.ControlServed(cfg.Store.Path) {
+		if f.rebuildSearch {
+			return errors.New("--rebuild-search rebuilds the index as the store opens: stop petrel serve first (a compaction alone runs beside it)")
+		}
+		done := spin(stderr, f.quiet, "compacting")
+		res, served, err := askCompact(ctx, cfg.Store.Path, f.purgeExpired)
+		done()
+		if served {
+			if err != nil {
+				return err
+			}
+			return printCompact(stdout, res, f.jsonOut)
+		}
+	}
 	var res compactResult
 	// Measured before Open (which may rebuild the search index), and again
-	// once the store is closed and obsolete files are gone. If serve is
-	// running, Open fails on pebble's lock.
+	// once the store is closed and obsolete files are gone.
 	if res.SizeBefore, err = dirSize(cfg.Store.Path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
@@ -107,9 +134,35 @@ func runCompactCmd(ctx context.Context, f *compactFlags, stdout, stderr io.Write
 	if err != nil {
 		return err
 	}
-	ctx, stop := cli.Interruptible(ctx)
-	defer stop()
-	bar := newBar(stderr, f.quiet, "compacting", -1, false)
+	done := spin(stderr, f.quiet, "compacting")
+	res.Purged, err = compactStore(ctx, st, f.purgeExpired, time.Now().Unix())
+	done()
+	res.Seconds = time.Since(start).Seconds()
+	if cerr := st.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("close store: %w", cerr)
+	}
+	if err != nil {
+		return err
+	}
+	if res.SizeAfter, err = dirSize(cfg.Store.Path); err != nil {
+		return err
+	}
+	return printCompact(stdout, res, f.jsonOut)
+}
+
+// printCompact prints a compaction's result: the summary line, or JSON.
+func printCompact(stdout io.Writer, res compactResult, jsonOut bool) error {
+	if jsonOut {
+		return printJSON(stdout, res)
+	}
+	fmt.Fprintln(stdout, res.String())
+	return nil
+}
+
+// spin shows a spinner labelled label on stderr (unless quiet, or stderr
+// is not a terminal) until the returned function is called.
+func spin(stderr io.Writer, quiet bool, label string) (done func()) {
+	bar := newBar(stderr, quiet, label, -1, false)
 	tick := make(chan struct{})
 	if bar != nil {
 		go func() {
@@ -125,24 +178,10 @@ func runCompactCmd(ctx context.Context, f *compactFlags, stdout, stderr io.Write
 			}
 		}()
 	}
-	res.Purged, err = compactStore(ctx, st, f.purgeExpired, time.Now().Unix())
-	close(tick)
-	finishBar(bar)
-	res.Seconds = time.Since(start).Seconds()
-	if cerr := st.Close(); err == nil && cerr != nil {
-		err = fmt.Errorf("close store: %w", cerr)
+	return func() {
+		close(tick)
+		finishBar(bar)
 	}
-	if err != nil {
-		return err
-	}
-	if res.SizeAfter, err = dirSize(cfg.Store.Path); err != nil {
-		return err
-	}
-	if f.jsonOut {
-		return printJSON(stdout, res)
-	}
-	fmt.Fprintln(stdout, res.String())
-	return nil
 }
 
 // compactStore purges expired events when purge is set, then compacts

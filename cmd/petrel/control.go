@@ -29,7 +29,7 @@ import (
 type controlServer struct {
 	path  string
 	srv   *http.Server
-	mu    sync.Mutex // one backup at a time
+	mu    sync.Mutex // one backup or compaction at a time
 	holds deleteHolds
 	log   *slog.Logger
 }
@@ -65,6 +65,9 @@ func startControl(cfg config.Config, log *slog.Logger, st *pebble.Store) *contro
 	mux.HandleFunc("POST /delete", func(w http.ResponseWriter, r *http.Request) {
 		c.serveDelete(w, r, st) // petrel delete (livedelete.go)
 	})
+	mux.HandleFunc("POST /compact", func(w http.ResponseWriter, r *http.Request) {
+		c.compact(w, r, cfg, log, st)
+	})
 	c.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = c.srv.Serve(ln) }()
 	return c
@@ -98,7 +101,7 @@ func (c *controlServer) backup(w http.ResponseWriter, r *http.Request, cfg confi
 		return
 	}
 	if !c.mu.TryLock() {
-		reply(http.StatusConflict, cli.ControlError{Error: "another backup is running"})
+		reply(http.StatusConflict, cli.ControlError{Error: "another backup or a compaction is running"})
 		return
 	}
 	defer c.mu.Unlock()
@@ -109,6 +112,101 @@ func (c *controlServer) backup(w http.ResponseWriter, r *http.Request, cfg confi
 	}
 	log.Info("backup written", "dest", res.Dest, "bytes", res.Bytes, "seconds", res.Seconds)
 	reply(http.StatusOK, res)
+}
+
+// compactRequest asks the running relay to compact its store.
+type compactRequest struct {
+	PurgeExpired bool `json:"purge_expired"`
+}
+
+// compact answers POST /compact: petrel compact on the live store (its
+// expired events purged first if asked), pebble compacting beside the
+// relay's writes. A client that goes away stops it at the next level.
+func (c *controlServer) compact(w http.ResponseWriter, r *http.Request, cfg config.Config, log *slog.Logger, st *pebble.Store) {
+	reply := func(code int, v any) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(code)
+		_ = json.NewEncoder(w).Encode(v)
+	}
+	var req compactRequest
+	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<16)).Decode(&req); err != nil {
+		reply(http.StatusBadRequest, cli.ControlError{Error: `want {"purge_expired": bool}`})
+		return
+	}
+	if !c.mu.TryLock() {
+		reply(http.StatusConflict, cli.ControlError{Error: "a backup or another compaction is running"})
+		return
+	}
+	defer c.mu.Unlock()
+	start := time.Now()
+	res := compactResult{Online: true}
+	var err error
+	if res.SizeBefore, err = tablesSize(cfg.Store.Path); err == nil {
+		res.Purged, err = compactStore(r.Context(), st, req.PurgeExpired, time.Now().Unix())
+	}
+	if err == nil {
+		res.SizeAfter, err = settledTablesSize(r.Context(), cfg.Store.Path)
+	}
+	res.Seconds = time.Since(start).Seconds()
+	if err != nil {
+		reply(http.StatusInternalServerError, cli.ControlError{Error: err.Error()})
+		return
+	}
+	log.Info("store compacted (petrel compact)", "size_before", res.SizeBefore, "size_after", res.SizeAfter, "purged", res.Purged, "seconds", res.Seconds)
+	reply(http.StatusOK, res)
+}
+
+// tablesSize is the size of the pebble tables (.sst) in dir.
+func tablesSize(dir string) (int64, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	for _, e := range ents {
+		if filepath.Ext(e.Name()) != ".sst" {
+			continue
+		}
+		if fi, err := e.Info(); err == nil {
+			n += fi.Size()
+		}
+	}
+	return n, nil
+}
+
+// settledTablesSize is tablesSize once pebble has removed the tables a
+// compaction made obsolete (it does so in the background, within
+// milliseconds): two readings 50 ms apart agree, or 3 s have passed.
+func settledTablesSize(ctx context.Context, dir string) (int64, error) {
+	last, err := tablesSize(dir)
+	for deadline := time.Now().Add(3 * time.Second); err == nil && time.Now().Before(deadline); {
+		select {
+		case <-ctx.Done():
+			return last, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+		var n int64
+		if n, err = tablesSize(dir); err == nil && n == last {
+			return n, nil
+		}
+		last = n
+	}
+	return last, err
+}
+
+// askCompact asks a running petrel serve to compact its store through its
+// control socket; served is false when no relay answers on it.
+func askCompact(ctx context.Context, storePath string, purge bool) (res compactResult, served bool, err error) {
+	body, _ := json.Marshal(compactRequest{PurgeExpired: purge})
+	resp, served, err := cli.PostControl(ctx, storePath, "compact", body)
+	if !served || err != nil {
+		return res, served, err
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(&res); err != nil {
+		return res, true, fmt.Errorf("the running relay's answer: %w", err)
+	}
+	return res, true, nil
 }
 
 // liveBackup writes a checkpoint of the running store into dest and, with

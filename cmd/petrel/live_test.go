@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"os/exec"
@@ -238,5 +239,23 @@ func TestDeleteOnRunningServe(t *testing.T) {
 	}
 	if !strings.Contains(srv.logs.String(), `msg="events deleted (petrel delete)" matched=7 deleted=7`) {
 		t.Fatalf("no log line for the delete:\n%s", srv.logs.String())
+	}
+
+	// compact runs beside it too (the relay compacts its own store); a
+	// rebuild of the search index needs it stopped.
+	out, _, err = runTool(t, compactCmd, "", "--data", data, "-q", "--json")
+	var cres compactResult
+	if err != nil || json.Unmarshal([]byte(out), &cres) != nil || !cres.Online || cres.SizeBefore <= 0 || cres.SizeAfter <= 0 {
+		t.Fatalf("compact beside the relay: %q %v", out, err)
+	}
+	if _, _, err := runTool(t, compactCmd, "", "--data", data, "-q", "--rebuild-search"); err == nil || !strings.Contains(err.Error(), "stop petrel serve first") {
+		t.Fatalf("compact --rebuild-search beside the relay: %v", err)
+	}
+	if got := reactions(); len(got) != 1 {
+		t.Fatalf("%d reactions after the compaction, want 1", len(got))
+	}
+	c.MustPublish(relaytest.NewKey("tool-reactions").Event(7, "+", nil, fixtureBase+600))
+	if !strings.Contains(srv.logs.String(), `msg="store compacted (petrel compact)"`) {
+		t.Fatalf("no log line for the compaction:\n%s", srv.logs.String())
 	}
 }

@@ -98,14 +98,16 @@ func TestServeLockedDataDir(t *testing.T) {
 		}
 	}
 	f("serve", "--listen", "127.0.0.1:0")
-	f("compact")
-	// scan, export and delete ask the running relay instead
+	// scan, export, delete and compact ask the running relay instead
 	// (TestToolsOnRunningServe, TestDeleteOnRunningServe).
 	if line, status := run("scan", "--count", "--data", data); status != 0 || line != "" {
 		t.Fatalf("scan --count beside the running relay: exit %d, last stderr line %q", status, line)
 	}
 	if line, status := run("delete", "--dry-run", "--filter", `{"kinds":[1]}`, "--data", data); status != 0 || line != "" {
 		t.Fatalf("delete --dry-run beside the running relay: exit %d, last stderr line %q", status, line)
+	}
+	if line, status := run("compact", "-q", "--data", data); status != 0 || line != "" {
+		t.Fatalf("compact beside the running relay: exit %d, last stderr line %q", status, line)
 	}
 
 	// The refused serve did not take the running relay's control socket.

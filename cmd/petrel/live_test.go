@@ -242,10 +242,12 @@ func TestDeleteOnRunningServe(t *testing.T) {
 	}
 
 	// compact runs beside it too (the relay compacts its own store); a
-	// rebuild of the search index needs it stopped.
+	// rebuild of the search index needs it stopped. Its tables are
+	// measured: before, the events may all be in the memtable (no table
+	// yet); after, the compaction has flushed them into one.
 	out, _, err = runTool(t, compactCmd, "", "--data", data, "-q", "--json")
 	var cres compactResult
-	if err != nil || json.Unmarshal([]byte(out), &cres) != nil || !cres.Online || cres.SizeBefore <= 0 || cres.SizeAfter <= 0 {
+	if err != nil || json.Unmarshal([]byte(out), &cres) != nil || !cres.Online || cres.SizeAfter <= 0 {
 		t.Fatalf("compact beside the relay: %q %v", out, err)
 	}
 	if _, _, err := runTool(t, compactCmd, "", "--data", data, "-q", "--rebuild-search"); err == nil || !strings.Contains(err.Error(), "stop petrel serve first") {

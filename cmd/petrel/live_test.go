@@ -164,6 +164,7 @@ func TestToolsOnRunningServe(t *testing.T) {
 // dry run only counts, and without --yes or a terminal nothing goes. On
 // confirmation the list confirmed is the list deleted: an event that
 // matches but arrives between the listing and the confirmation stays.
+// petrel compact runs through the relay as well.
 func TestDeleteOnRunningServe(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the petrel binary")

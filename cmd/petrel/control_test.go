@@ -34,9 +34,13 @@ func TestControlBackup(t *testing.T) {
 	c.mu.Lock()
 	busy := filepath.Join(dir, "busy")
 	_, served, err := askBackup(ctx, cfg.Store.Path, busy, false)
+	_, cserved, cerr := askCompact(ctx, cfg.Store.Path, false)
 	c.mu.Unlock()
-	if !served || err == nil || !strings.Contains(err.Error(), "another backup is running") {
+	if !served || err == nil || !strings.Contains(err.Error(), "another backup or a compaction is running") {
 		t.Fatalf("backup while one runs: served %v, err %v", served, err)
+	}
+	if !cserved || cerr == nil || !strings.Contains(cerr.Error(), "a backup or another compaction is running") {
+		t.Fatalf("compaction while a backup runs: served %v, err %v", cserved, cerr)
 	}
 	if _, err := os.Stat(busy); !os.IsNotExist(err) {
 		t.Fatalf("a refused backup wrote %s (%v)", busy, err)
@@ -49,6 +53,10 @@ func TestControlBackup(t *testing.T) {
 	// An existing destination is refused by the relay.
 	if _, _, err := askBackup(ctx, cfg.Store.Path, busy, false); err == nil || !strings.Contains(err.Error(), "already exists") {
 		t.Fatalf("backup into an existing directory: %v", err)
+	}
+	// A compaction, with nothing else running, is served.
+	if cres, served, err := askCompact(ctx, cfg.Store.Path, true); !served || err != nil || !cres.Online {
+		t.Fatalf("compaction: served %v, err %v, result %+v", served, err, cres)
 	}
 	c.close()
 	if _, err := os.Stat(c.path); !os.IsNotExist(err) {

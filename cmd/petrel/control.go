@@ -73,6 +73,13 @@ func startControl(cfg config.Config, log *slog.Logger, st *pebble.Store) *contro
 	return c
 }
 
+// controlReply answers a control socket request with v as JSON.
+func controlReply(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
 // close stops serving and removes the socket.
 func (c *controlServer) close() {
 	if c == nil {
@@ -90,28 +97,23 @@ type backupRequest struct {
 }
 
 func (c *controlServer) backup(w http.ResponseWriter, r *http.Request, cfg config.Config, log *slog.Logger, st *pebble.Store) {
-	reply := func(code int, v any) {
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(code)
-		_ = json.NewEncoder(w).Encode(v)
-	}
 	var req backupRequest
 	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<16)).Decode(&req); err != nil || !filepath.IsAbs(req.Dest) {
-		reply(http.StatusBadRequest, cli.ControlError{Error: "want {\"dest\": an absolute path, \"verify\": bool}"})
+		controlReply(w, http.StatusBadRequest, cli.ControlError{Error: "want {\"dest\": an absolute path, \"verify\": bool}"})
 		return
 	}
 	if !c.mu.TryLock() {
-		reply(http.StatusConflict, cli.ControlError{Error: "another backup or a compaction is running"})
+		controlReply(w, http.StatusConflict, cli.ControlError{Error: "another backup or a compaction is running"})
 		return
 	}
 	defer c.mu.Unlock()
 	res, err := liveBackup(r.Context(), cfg, log, st, req.Dest, req.Verify)
 	if err != nil {
-		reply(http.StatusInternalServerError, cli.ControlError{Error: err.Error()})
+		controlReply(w, http.StatusInternalServerError, cli.ControlError{Error: err.Error()})
 		return
 	}
 	log.Info("backup written", "dest", res.Dest, "bytes", res.Bytes, "seconds", res.Seconds)
-	reply(http.StatusOK, res)
+	controlReply(w, http.StatusOK, res)
 }
 
 // compactRequest asks the running relay to compact its store.
@@ -123,18 +125,13 @@ type compactRequest struct {
 // expired events purged first if asked), pebble compacting beside the
 // relay's writes. A client that goes away stops it at the next level.
 func (c *controlServer) compact(w http.ResponseWriter, r *http.Request, cfg config.Config, log *slog.Logger, st *pebble.Store) {
-	reply := func(code int, v any) {
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(code)
-		_ = json.NewEncoder(w).Encode(v)
-	}
 	var req compactRequest
 	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<16)).Decode(&req); err != nil {
-		reply(http.StatusBadRequest, cli.ControlError{Error: `want {"purge_expired": bool}`})
+		controlReply(w, http.StatusBadRequest, cli.ControlError{Error: `want {"purge_expired": bool}`})
 		return
 	}
 	if !c.mu.TryLock() {
-		reply(http.StatusConflict, cli.ControlError{Error: "a backup or another compaction is running"})
+		controlReply(w, http.StatusConflict, cli.ControlError{Error: "a backup or another compaction is running"})
 		return
 	}
 	defer c.mu.Unlock()
@@ -149,11 +146,11 @@ func (c *controlServer) compact(w http.ResponseWriter, r *http.Request, cfg conf
 	}
 	res.Seconds = time.Since(start).Seconds()
 	if err != nil {
-		reply(http.StatusInternalServerError, cli.ControlError{Error: err.Error()})
+		controlReply(w, http.StatusInternalServerError, cli.ControlError{Error: err.Error()})
 		return
 	}
 	log.Info("store compacted (petrel compact)", "size_before", res.SizeBefore, "size_after", res.SizeAfter, "purged", res.Purged, "seconds", res.Seconds)
-	reply(http.StatusOK, res)
+	controlReply(w, http.StatusOK, res)
 }
 
 // tablesSize is the size of the pebble tables (.sst) in dir.
@@ -197,16 +194,24 @@ func settledTablesSize(ctx context.Context, dir string) (int64, error) {
 // askCompact asks a running petrel serve to compact its store through its
 // control socket; served is false when no relay answers on it.
 func askCompact(ctx context.Context, storePath string, purge bool) (res compactResult, served bool, err error) {
-	body, _ := json.Marshal(compactRequest{PurgeExpired: purge})
-	resp, served, err := cli.PostControl(ctx, storePath, "compact", body)
+	served, err = askControlJSON(ctx, storePath, "compact", compactRequest{PurgeExpired: purge}, &res)
+	return res, served, err
+}
+
+// askControlJSON posts req as JSON to route on the control socket of the
+// petrel serve holding the store in storePath and decodes its answer into
+// res; served is false when no relay answers there.
+func askControlJSON(ctx context.Context, storePath, route string, req, res any) (served bool, err error) {
+	body, _ := json.Marshal(req)
+	resp, served, err := cli.PostControl(ctx, storePath, route, body)
 	if !served || err != nil {
-		return res, served, err
+		return served, err
 	}
 	defer resp.Body.Close()
-	if err := json.NewDecoder(resp.Body).Decode(&res); err != nil {
-		return res, true, fmt.Errorf("the running relay's answer: %w", err)
+	if err := json.NewDecoder(resp.Body).Decode(res); err != nil {
+		return true, fmt.Errorf("the running relay's answer: %w", err)
 	}
-	return res, true, nil
+	return true, nil
 }
 
 // liveBackup writes a checkpoint of the running store into dest and, with
@@ -239,14 +244,6 @@ func liveBackup(ctx context.Context, cfg config.Config, log *slog.Logger, st *pe
 // socket. served is false when no relay answers on it (no socket, or one
 // a stopped relay left behind): the caller then opens the store itself.
 func askBackup(ctx context.Context, storePath, dest string, verify bool) (res backupResult, served bool, err error) {
-	body, _ := json.Marshal(backupRequest{Dest: dest, Verify: verify})
-	resp, served, err := cli.PostControl(ctx, storePath, "backup", body)
-	if !served || err != nil {
-		return res, served, err
-	}
-	defer resp.Body.Close()
-	if err := json.NewDecoder(resp.Body).Decode(&res); err != nil {
-		return res, true, fmt.Errorf("the running relay's answer: %w", err)
-	}
-	return res, true, nil
+	served, err = askControlJSON(ctx, storePath, "backup", backupRequest{Dest: dest, Verify: verify}, &res)
+	return res, served, err
 }

@@ -92,14 +92,9 @@ func (h *deleteHolds) take(token string) ([]store.Item, bool) {
 // takes a held list) and deletes them, streaming a line after each batch.
 // A client that goes away stops the deletion between batches.
 func (c *controlServer) serveDelete(w http.ResponseWriter, r *http.Request, st store.Store) {
-	reply := func(code int, v any) {
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(code)
-		_ = json.NewEncoder(w).Encode(v)
-	}
 	var req deleteRequest
 	if err := json.NewDecoder(io.LimitReader(r.Body, cli.MaxQueryBody)).Decode(&req); err != nil || (req.Token == "" && len(req.Filters) == 0) {
-		reply(http.StatusBadRequest, cli.ControlError{Error: `want {"filters": [filter, ...]} or {"token": T}`})
+		controlReply(w, http.StatusBadRequest, cli.ControlError{Error: `want {"filters": [filter, ...]} or {"token": T}`})
 		return
 	}
 	ctx := r.Context()
@@ -107,21 +102,21 @@ func (c *controlServer) serveDelete(w http.ResponseWriter, r *http.Request, st s
 	if req.Token != "" {
 		var ok bool
 		if items, ok = c.holds.take(req.Token); !ok {
-			reply(http.StatusConflict, cli.ControlError{Error: "the list of matches confirmed is gone (more than 10 minutes, or another delete listed since): run delete again"})
+			controlReply(w, http.StatusConflict, cli.ControlError{Error: "the list of matches confirmed is gone (more than 10 minutes, or another delete listed since): run delete again"})
 			return
 		}
 		if req.Release {
-			reply(http.StatusOK, deleteLine{Matched: len(items), Done: true})
+			controlReply(w, http.StatusOK, deleteLine{Matched: len(items), Done: true})
 			return
 		}
 	} else {
 		filters, err := parseControlFilters(req.Filters)
 		if err != nil {
-			reply(http.StatusBadRequest, cli.ControlError{Error: err.Error()})
+			controlReply(w, http.StatusBadRequest, cli.ControlError{Error: err.Error()})
 			return
 		}
 		if items, err = matchingItems(ctx, st, filters); err != nil {
-			reply(http.StatusInternalServerError, cli.ControlError{Error: err.Error()})
+			controlReply(w, http.StatusInternalServerError, cli.ControlError{Error: err.Error()})
 			return
 		}
 		if req.DryRun || req.Hold || len(items) == 0 {
@@ -129,7 +124,7 @@ func (c *controlServer) serveDelete(w http.ResponseWriter, r *http.Request, st s
 			if req.Hold && len(items) > 0 {
 				line.Token = c.holds.put(items)
 			}
-			reply(http.StatusOK, line)
+			controlReply(w, http.StatusOK, line)
 			return
 		}
 	}

@@ -42,37 +42,32 @@ func parseControlFilters(raws []json.RawMessage) ([]nostr.Filter, error) {
 }
 
 func serveQuery(w http.ResponseWriter, r *http.Request, st store.Store) {
-	reply := func(code int, v any) {
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(code)
-		_ = json.NewEncoder(w).Encode(v)
-	}
 	var req cli.QueryRequest
 	if err := json.NewDecoder(io.LimitReader(r.Body, cli.MaxQueryBody)).Decode(&req); err != nil || len(req.Filters) == 0 {
-		reply(http.StatusBadRequest, cli.ControlError{Error: `want {"filters": [filter, ...], "count": bool}`})
+		controlReply(w, http.StatusBadRequest, cli.ControlError{Error: `want {"filters": [filter, ...], "count": bool}`})
 		return
 	}
 	filters, err := parseControlFilters(req.Filters)
 	if err != nil {
-		reply(http.StatusBadRequest, cli.ControlError{Error: err.Error()})
+		controlReply(w, http.StatusBadRequest, cli.ControlError{Error: err.Error()})
 		return
 	}
 	if req.Explain {
 		var b bytes.Buffer
 		if err := explainScan(r.Context(), st, filters, req.Count, &b); err != nil {
-			reply(http.StatusInternalServerError, cli.ControlError{Error: err.Error()})
+			controlReply(w, http.StatusInternalServerError, cli.ControlError{Error: err.Error()})
 			return
 		}
-		reply(http.StatusOK, cli.ExplainAnswer{Explain: b.String()})
+		controlReply(w, http.StatusOK, cli.ExplainAnswer{Explain: b.String()})
 		return
 	}
 	if req.Count {
 		n, err := st.Count(r.Context(), filters)
 		if err != nil {
-			reply(http.StatusInternalServerError, cli.ControlError{Error: err.Error()})
+			controlReply(w, http.StatusInternalServerError, cli.ControlError{Error: err.Error()})
 			return
 		}
-		reply(http.StatusOK, cli.CountAnswer{Count: n})
+		controlReply(w, http.StatusOK, cli.CountAnswer{Count: n})
 		return
 	}
 	w.Header().Set("Content-Type", "application/x-ndjson")

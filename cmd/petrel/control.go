@@ -2,10 +2,11 @@ package main
 
 // The control socket: petrel serve listens on a Unix socket inside its data
 // directory, so that the maintenance commands that can work on a live store
-// (petrel backup) ask the running relay instead of needing it stopped. The
-// socket is mode 0600: the user serve runs as (and root) may use it, as they
-// may read the data directory. petrel scan, export, and req and count
-// --store read the store through it too (POST /query, storeread.go).
+// (petrel backup, delete and compact) ask the running relay instead of
+// needing it stopped. The socket is mode 0600: the user serve runs as (and
+// root) may use it, as they may read the data directory. petrel scan,
+// export, and req and count --store read the store through it too (POST
+// /query, storeread.go); delete is POST /delete (livedelete.go).
 
 import (
 	"context"
@@ -46,12 +47,12 @@ func startControl(cfg config.Config, log *slog.Logger, st *pebble.Store) *contro
 	}
 	ln, err := net.Listen("unix", path)
 	if err != nil {
-		log.Warn("no control socket: petrel backup will need the relay stopped", "path", path, "err", err)
+		log.Warn("no control socket: backup, delete, compact, scan and export will need the relay stopped", "path", path, "err", err)
 		return nil
 	}
 	if err := os.Chmod(path, 0o600); err != nil {
 		ln.Close()
-		log.Warn("no control socket: petrel backup will need the relay stopped", "path", path, "err", err)
+		log.Warn("no control socket: backup, delete, compact, scan and export will need the relay stopped", "path", path, "err", err)
 		return nil
 	}
 	c := &controlServer{path: path, log: log}

@@ -80,7 +80,7 @@ func decodeOne(w io.Writer, s string) error {
 	e, err := nip19.Decode(s)
 	if err != nil {
 		// Which of the inputs, and why, once (not "nip19:").
-		return fmt.Errorf("%s: %s", nip19.Shown(s), nip19.Reason(err))
+		return fmt.Errorf("%s: %s", nip19.Shown(s), reason(err))
 	}
 	var v any
 	switch e.Prefix {

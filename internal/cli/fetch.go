@@ -105,7 +105,7 @@ func splitRelayArgs(args []string) (codes, relays []string) {
 func pointerFilter(code string) (nostr.Filter, []string, error) {
 	e, err := nip19.Decode(code)
 	if err != nil {
-		return nostr.Filter{}, nil, fmt.Errorf("%s: %s", nip19.Shown(code), nip19.Reason(err))
+		return nostr.Filter{}, nil, fmt.Errorf("%s: %s", nip19.Shown(code), reason(err))
 	}
 	var f nostr.Filter
 	switch e.Prefix {

@@ -37,7 +37,9 @@ func inputErr(what string, err error) error { return &inputError{what, err} }
 var libPrefixes = []string{"nip13: ", "nip19: ", "nip44: ", "nip49: ", "nip59: ", "nostr: "}
 
 // reason is err's text without the protocol packages' prefixes, at its
-// start or after a colon: what a command's user reads.
+// start or after a colon: what a command's user reads. (nip19.Reason and
+// nostr.Reason strip their own package's, for the relay's messages;
+// every client command uses this one.)
 func reason(err error) string {
 	s := err.Error()
 	for _, p := range libPrefixes {

@@ -103,7 +103,7 @@ tag per recipient; --self wraps a copy for the sender too.`,
 				n++
 				ev, err := nostr.ParseEvent(line, nil)
 				if err != nil {
-					return fmt.Errorf("line %d: not an event: %s", n, nostr.Reason(err))
+					return fmt.Errorf("line %d: not an event: %s", n, reason(err))
 				}
 				r, _, err := nip59.Unwrap(ev, sk, nostr.DefaultVerifier())
 				if err != nil {

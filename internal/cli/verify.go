@@ -27,7 +27,7 @@ Valid events print nothing; each invalid one prints one line on stderr
 				ev, err := nostr.ParseEvent(line, nil)
 				switch {
 				case err != nil:
-					fmt.Fprintf(cmd.ErrOrStderr(), "line %d: not an event: %s\n", n, nostr.Reason(err))
+					fmt.Fprintf(cmd.ErrOrStderr(), "line %d: not an event: %s\n", n, reason(err))
 				case !nostr.CheckID(ev):
 					fmt.Fprintf(cmd.ErrOrStderr(), "line %d: %s: the id is not the hash of the event (want %s)\n", n, ev.ID.Hex(), nostr.ComputeID(ev).Hex())
 				case !nostr.VerifyEvent(v, ev):

@@ -378,6 +378,11 @@ func TestClientOffline(t *testing.T) {
 	// argument or a blank line; one character is enough.
 	c.fails("empty password", "", "key", "encrypt", sk, "", "--log-n", "4")
 	c.fails("empty password", "\n", "key", "encrypt", sk, "--log-n", "4")
+	// --log-n at its low limit is taken (the high one, 22, takes 4 GiB
+	// of scrypt memory: only its neighbour 23 is tried, above).
+	if got := strings.TrimSpace(c.must("pw\n", "key", "decrypt", strings.TrimSpace(c.must("", "key", "encrypt", sk, "pw", "--log-n", "1")))); got != sk {
+		t.Fatalf("key encrypt --log-n 1: decrypts to %s", got)
+	}
 	ncs = strings.TrimSpace(c.must("", "key", "encrypt", sk, "x", "--log-n", "4"))
 	if got := strings.TrimSpace(c.must("", "key", "decrypt", ncs, "x")); got != sk {
 		t.Fatalf("key decrypt of a one-character password: %s", got)

@@ -69,6 +69,20 @@ func (s *runningServe) stop() {
 	}
 }
 
+// serveToolEvents runs the built petrel serve on a new data directory
+// (in dir) with the first n of toolEvents published through a client.
+func serveToolEvents(t *testing.T, n int) (dir string, srv *runningServe, c *relaytest.Client, evs []*nostr.Event) {
+	t.Helper()
+	dir = t.TempDir()
+	srv = runServe(t, petrelBin(t), filepath.Join(dir, "data"))
+	c = relaytest.Dial(t, srv.URL)
+	evs = toolEvents()
+	for _, ev := range evs[:n] {
+		c.MustPublish(ev)
+	}
+	return dir, srv, c, evs
+}
+
 // TestToolsOnRunningServe: scan, export and count read the store of a
 // running petrel serve through its control socket (the store's lock is
 // the relay's), and see what the relay serves, including what was
@@ -78,15 +92,8 @@ func TestToolsOnRunningServe(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the petrel binary")
 	}
-	dir := t.TempDir()
-	bin := petrelBin(t)
-	data := filepath.Join(dir, "data")
-	srv := runServe(t, bin, data)
-	c := relaytest.Dial(t, srv.URL)
-	evs := toolEvents()
-	for _, ev := range evs[:30] {
-		c.MustPublish(ev)
-	}
+	dir, srv, c, evs := serveToolEvents(t, 30)
+	data := srv.Data
 	tool := func(args ...string) (string, string) {
 		t.Helper()
 		cmd := scanCmd
@@ -169,15 +176,8 @@ func TestDeleteOnRunningServe(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the petrel binary")
 	}
-	dir := t.TempDir()
-	bin := petrelBin(t)
-	data := filepath.Join(dir, "data")
-	srv := runServe(t, bin, data)
-	c := relaytest.Dial(t, srv.URL)
-	evs := toolEvents()
-	for _, ev := range evs {
-		c.MustPublish(ev)
-	}
+	_, srv, c, evs := serveToolEvents(t, 40)
+	data := srv.Data
 	// Each query on a connection of its own (a subscription stays open).
 	reactions := func() []*nostr.Event {
 		q := relaytest.Dial(t, srv.URL)

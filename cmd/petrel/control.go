@@ -2,11 +2,12 @@ package main
 
 // The control socket: petrel serve listens on a Unix socket inside its data
 // directory, so that the maintenance commands that can work on a live store
-// (petrel backup, delete and compact) ask the running relay instead of
-// needing it stopped. The socket is mode 0600: the user serve runs as (and
+// (petrel backup, delete, compact and import) ask the running relay
+// instead of needing it stopped. The socket is mode 0600: the user serve runs as (and
 // root) may use it, as they may read the data directory. petrel scan,
 // export, and req and count --store read the store through it too (POST
-// /query, storeread.go); delete is POST /delete (livedelete.go).
+// /query, storeread.go); delete is POST /delete (livedelete.go), import
+// POST /import (liveimport.go).
 
 import (
 	"context"
@@ -19,10 +20,12 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/petrel-relay/petrel/internal/cli"
 	"github.com/petrel-relay/petrel/internal/config"
+	"github.com/petrel-relay/petrel/internal/nostr"
 	"github.com/petrel-relay/petrel/internal/store/pebble"
 )
 
@@ -32,7 +35,9 @@ type controlServer struct {
 	srv   *http.Server
 	mu    sync.Mutex // one backup or compaction at a time
 	holds deleteHolds
-	log   *slog.Logger
+	// importing: one petrel import at a time (liveimport.go).
+	importing atomic.Bool
+	log       *slog.Logger
 }
 
 // startControl listens on the control socket of cfg's store. Without it
@@ -47,12 +52,12 @@ func startControl(cfg config.Config, log *slog.Logger, st *pebble.Store) *contro
 	}
 	ln, err := net.Listen("unix", path)
 	if err != nil {
-		log.Warn("no control socket: backup, delete, compact, scan and export will need the relay stopped", "path", path, "err", err)
+		log.Warn("no control socket: backup, delete, compact, import, scan and export will need the relay stopped", "path", path, "err", err)
 		return nil
 	}
 	if err := os.Chmod(path, 0o600); err != nil {
 		ln.Close()
-		log.Warn("no control socket: backup, delete, compact, scan and export will need the relay stopped", "path", path, "err", err)
+		log.Warn("no control socket: backup, delete, compact, import, scan and export will need the relay stopped", "path", path, "err", err)
 		return nil
 	}
 	c := &controlServer{path: path, log: log}
@@ -68,6 +73,10 @@ func startControl(cfg config.Config, log *slog.Logger, st *pebble.Store) *contro
 	})
 	mux.HandleFunc("POST /compact", func(w http.ResponseWriter, r *http.Request) {
 		c.compact(w, r, cfg, log, st)
+	})
+	own, _ := nostr.ParseOwnURL(cfg.Relay.URL) // serve has checked it
+	mux.HandleFunc("POST /import", func(w http.ResponseWriter, r *http.Request) {
+		c.serveImport(w, r, st, own) // petrel import (liveimport.go)
 	})
 	c.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = c.srv.Serve(ln) }()

@@ -60,12 +60,15 @@ expiration has passed are skipped and counted. The relay's write policy
 (allow lists, rate limits, created_at window, PoW) does not apply:
 import is an operator's tool.
 
-Import writes into the configured store (store.backend). The pebble
-store is written without fsync during the import and synced once at the
-end, and needs its data directory to itself: stop petrel serve first.
-The postgres store commits each batch durably, beside the relay's
-running nodes (what import saves is served by their stored queries, not
-pushed to live subscriptions). An interrupted import keeps what it had
+Import writes into the configured store (store.backend). Into a pebble
+store that no relay holds, import writes without fsync and syncs once at
+the end. Beside a running petrel serve, import sends its input through
+the relay's control socket and the relay saves it (each batch committed
+durably, beside its own writes; the relay's verification uses its
+cores, --workers 1 leaves it the most). The postgres store commits each
+batch durably, beside the relay's running nodes. Either way, what import
+saves beside a relay is served by stored queries, not pushed to live
+subscriptions. An interrupted import keeps what it had
 saved, and running it again skips what is already there.
 
 With no file and a terminal for stdin, import refuses to start (it would
@@ -121,14 +124,24 @@ func runImportCmd(ctx context.Context, f *importFlags, path string, stdin io.Rea
 		return err
 	}
 	defer closeIn()
+	ctx, stop := cli.Interruptible(ctx)
+	defer stop()
+	// A running petrel serve holds a pebble store: the input goes to it
+	// through its control socket. Otherwise import opens the store.
+	if cfg.Store.Backend == "pebble" && cli.ControlServed(cfg.Store.Path) {
+		bar.b = newBar(stderr, f.quiet, "importing", size, true)
+		res, served, err := importThroughServe(ctx, cfg.Store.Path, f, in)
+		if served {
+			finishBar(bar.b)
+			return reportImport(f, res, err, stdout)
+		}
+	}
 	st, err := openToolStore(cfg, log, toolStoreOptions{create: true, noSync: true})
 	if err != nil {
 		return err
 	}
 	bar.b = newBar(stderr, f.quiet, "importing", size, true)
 
-	ctx, stop := cli.Interruptible(ctx)
-	defer stop()
 	res, err := importer.Run(ctx, st, in, importer.Options{
 		NoVerify:  f.noVerify,
 		Workers:   f.workers,
@@ -147,6 +160,12 @@ func runImportCmd(ctx context.Context, f *importFlags, path string, stdin io.Rea
 		err = dropRecycledLogs(st, cfg, log)
 	}
 	finishBar(bar.b)
+	return reportImport(f, res, err, stdout)
+}
+
+// reportImport prints what an import did and returns the command's error:
+// err, or the interruption, or with --strict the refused lines.
+func reportImport(f *importFlags, res *importer.Result, err error, stdout io.Writer) error {
 	if res != nil {
 		if f.jsonOut {
 			if jerr := printJSON(stdout, res); jerr != nil {

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +19,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/petrel-relay/petrel/internal/cli"
+	"github.com/petrel-relay/petrel/internal/importer"
 	"github.com/petrel-relay/petrel/internal/nostr"
 	"github.com/petrel-relay/petrel/internal/relaytest"
 )
@@ -261,4 +264,204 @@ func TestDeleteOnRunningServe(t *testing.T) {
 	if !strings.Contains(srv.logs.String(), `msg="store compacted (petrel compact)"`) {
 		t.Fatalf("no log line for the compaction:\n%s", srv.logs.String())
 	}
+}
+
+// TestImportOnRunningServe: petrel import beside a running petrel serve
+// sends its input through the control socket and the relay saves it with
+// the same outcomes as an import into a stopped store; one import runs at
+// a time; Ctrl-C ends the input on a whole line and the summary is still
+// printed; a relay that stops mid-import is reported as such.
+func TestImportOnRunningServe(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the petrel binary")
+	}
+	dir, srv, _, _ := serveToolEvents(t, 10)
+	data := srv.Data
+	input, want := importCmdInput()
+	plain := filepath.Join(dir, "events.jsonl")
+	writeFile(t, plain, input)
+	served := func(k relaytest.Key) []*nostr.Event {
+		q := relaytest.Dial(t, srv.URL)
+		defer q.Close()
+		return q.Req("imp", `{"authors":["`+k.PK.Hex()+`"]}`)
+	}
+	out, _, err := runTool(t, importCmd, "", "--data", data, "--json", "-q", plain)
+	var res importer.Result
+	if err != nil || json.Unmarshal([]byte(out), &res) != nil {
+		t.Fatalf("import beside the relay: %q %v", out, err)
+	}
+	if res.Counts != want || res.Bytes != int64(len(input)) || len(res.Errors) != 2 || res.Errors[0].Line != 6 || res.Errors[1].Line != 7 {
+		t.Fatalf("import beside the relay:\n got %+v %+v\nwant %+v", res.Counts, res.Errors, want)
+	}
+	if got := served(relaytest.NewKey("import-cmd")); len(got) != 3 {
+		t.Fatalf("the relay serves %d imported events, want 3", len(got))
+	}
+	if !strings.Contains(srv.logs.String(), `msg="events imported (petrel import)" lines=9 stored=3 duplicate=1`) {
+		t.Fatalf("no log line for the import:\n%s", srv.logs.String())
+	}
+	// Again, from stdin, with --strict: all duplicates, the refused lines
+	// fail the command.
+	out, _, err = runTool(t, importCmd, string(input), "--data", data, "-q", "--strict", "-")
+	if err == nil || err.Error() != "--strict: 2 of 9 lines refused (the others were saved)" || !strings.Contains(out, "stored 0, duplicate 4,") {
+		t.Fatalf("import --strict again: %q %v", out, err)
+	}
+	ctx := context.Background()
+	if _, _, err := cli.PostControlStream(ctx, data, "import?batch=x", "application/x-ndjson", strings.NewReader(""), nil); err == nil || !strings.Contains(err.Error(), `batch: want a whole number of at least 0, not "x"`) {
+		t.Fatalf("bad option: %v", err)
+	}
+
+	// One import at a time: a second is refused while one runs, and the
+	// first goes on.
+	k := relaytest.NewKey("import-live")
+	evs := []*nostr.Event{k.Event(1, "a", nil, fixtureBase+1), k.Event(1, "b", nil, fixtureBase+2)}
+	pr, pw := io.Pipe()
+	first := make(chan error, 1)
+	var firstRes *importer.Result
+	go func() {
+		var err error
+		firstRes, _, err = importThroughServe(ctx, data, &importFlags{batch: 1}, pr)
+		first <- err
+	}()
+	if _, err := pw.Write(append(slices.Clone(evs[0].Raw), '\n')); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); strings.Count(srv.logs.String(), "import started") < 3; {
+		if time.Now().After(deadline) {
+			t.Fatalf("the first import does not start:\n%s", srv.logs.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, _, err := runTool(t, importCmd, "", "--data", data, "-q", plain); err == nil || !strings.Contains(err.Error(), "another petrel import is running into this relay") {
+		t.Fatalf("a second import while one runs: %v", err)
+	}
+	// A refusal does not wait for the input to end (a quiet pipe here).
+	idleR, idleW := io.Pipe()
+	refused := make(chan error, 1)
+	go func() {
+		_, _, err := importThroughServe(ctx, data, &importFlags{}, idleR)
+		refused <- err
+	}()
+	go idleW.Write(append(slices.Clone(evs[1].Raw), '\n'))
+	select {
+	case err := <-refused:
+		if err == nil || !strings.Contains(err.Error(), "another petrel import is running into this relay") {
+			t.Fatalf("a second import from a pipe while one runs: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a second import from a quiet pipe is not refused")
+	}
+	idleW.Close()
+	if _, err := pw.Write(append(slices.Clone(evs[1].Raw), '\n')); err != nil {
+		t.Fatal(err)
+	}
+	pw.Close()
+	if err := <-first; err != nil || firstRes.Stored != 2 || firstRes.Interrupted {
+		t.Fatalf("the first import: %+v %v", firstRes, err)
+	}
+	if _, _, err := runTool(t, importCmd, "", "--data", data, "-q", plain); err != nil {
+		t.Fatalf("an import after the first ended: %v", err)
+	}
+
+	// Interrupted while sending: the relay gets whole lines only (the
+	// cut is tested exactly in TestImportBodyCut), saves them, and the
+	// result says so.
+	more := []*nostr.Event{k.Event(1, "c", nil, fixtureBase+3), k.Event(1, "d", nil, fixtureBase+4), k.Event(1, "e", nil, fixtureBase+5)}
+	var all []byte
+	for _, ev := range more {
+		all = append(append(all, ev.Raw...), '\n')
+	}
+	ictx, cancel := context.WithCancel(ctx)
+	cut := &cancelAfter{r: bytes.NewReader(all), at: len(more[0].Raw) + 10, cancel: cancel}
+	ires, ok, err := importThroughServe(ictx, data, &importFlags{}, cut)
+	if !ok || err != nil || !ires.Interrupted || ires.Lines > 2 || ires.Stored != ires.Lines || ires.Invalid != 0 {
+		t.Fatalf("interrupted import: %+v served=%v %v", ires, ok, err)
+	}
+	if got := served(k); len(got) != 2+int(ires.Stored) {
+		t.Fatalf("the relay serves %d of the live imports' events, want %d", len(got), 2+ires.Stored)
+	}
+
+	// The relay stops in the middle of an import.
+	pr, pw = io.Pipe()
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		_, _ = pw.Write(append(slices.Clone(more[2].Raw), '\n'))
+		srv.stop()
+	}()
+	_, _, err = importThroughServe(ctx, data, &importFlags{}, pr)
+	<-stopped
+	if !errors.Is(err, errImportStopped) {
+		t.Fatalf("import while the relay stops: %v", err)
+	}
+	pw.Close()
+}
+
+// cancelAfter reads r a few bytes at a time and calls cancel once at bytes
+// have been read.
+type cancelAfter struct {
+	r      io.Reader
+	at     int
+	read   int
+	cancel func()
+}
+
+func (c *cancelAfter) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p[:min(len(p), 7)])
+	c.read += n
+	if c.read >= c.at {
+		c.cancel()
+	}
+	return n, err
+}
+
+// TestImportBodyCut: an import's input, interrupted, ends at the end of
+// the line it is in; an idle input is left when the relay goes away.
+func TestImportBodyCut(t *testing.T) {
+	read := func(b *importBody) (string, error) {
+		t.Helper()
+		p := make([]byte, 100)
+		n, err := b.Read(p)
+		return string(p[:n]), err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	b := newImportBody(ctx, pr)
+	defer close(b.quit)
+	go pw.Write([]byte("line1\nli"))
+	if s, err := read(b); s != "line1\nli" || err != nil {
+		t.Fatalf("first read: %q %v", s, err)
+	}
+	cancel()
+	go pw.Write([]byte("ne2\nline3\n"))
+	if s, err := read(b); s != "ne2\n" || err != nil {
+		t.Fatalf("after the interruption: %q %v, want the rest of the line", s, err)
+	}
+	if s, err := read(b); s != "" || err != io.EOF || !b.cut.Load() {
+		t.Fatalf("after the line: %q %v cut=%v, want the end", s, err, b.cut.Load())
+	}
+
+	// At a line break, the interruption ends the input at once, even
+	// while the input has nothing to give.
+	ctx, cancel = context.WithCancel(context.Background())
+	pr2, pw2 := io.Pipe()
+	defer pw2.Close()
+	b = newImportBody(ctx, pr2)
+	defer close(b.quit)
+	go pw2.Write([]byte("line1\n"))
+	if s, _ := read(b); s != "line1\n" {
+		t.Fatalf("first read: %q", s)
+	}
+	time.AfterFunc(10*time.Millisecond, cancel)
+	if s, err := read(b); s != "" || err != io.EOF {
+		t.Fatalf("interrupted while the input is idle: %q %v", s, err)
+	}
+
+	// The relay goes away while the input is idle (mid-line, or not).
+	b = newImportBody(context.Background(), pr2)
+	defer close(b.quit)
+	time.AfterFunc(10*time.Millisecond, func() { close(b.lost) })
+	if _, err := read(b); !errors.Is(err, errRelayLost) {
+		t.Fatalf("relay gone while the input is idle: %v", err)
+	}
+	pw.Close()
 }

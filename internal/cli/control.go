@@ -12,11 +12,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"time"
 
@@ -115,6 +117,16 @@ var ErrOlderServe = errors.New("the running petrel serve is older and cannot ans
 // answer other than 200 is an error (ErrOlderServe for 404, else the
 // relay's ControlError).
 func PostControl(ctx context.Context, dir, route string, body []byte) (resp *http.Response, served bool, err error) {
+	return PostControlStream(ctx, dir, route, "application/json", bytes.NewReader(body), nil)
+}
+
+// PostControlStream is PostControl with a body of contentType read from
+// body as it is sent (petrel import streams its input this way): route
+// may carry a query string. When served is false, nothing was read from
+// body. lost, when not nil, is closed if the connection to the relay
+// breaks: the request does not end until body's Read returns, so a body
+// that waits for its input (a pipe) should give up then.
+func PostControlStream(ctx context.Context, dir, route, contentType string, body io.Reader, lost chan struct{}) (resp *http.Response, served bool, err error) {
 	path := ControlSocketPath(dir)
 	if !IsSocket(path) {
 		return nil, false, nil
@@ -122,15 +134,19 @@ func PostControl(ctx context.Context, dir, route string, body []byte) (resp *htt
 	hc := &http.Client{Transport: &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			var d net.Dialer
-			return d.DialContext(ctx, "unix", path)
+			c, err := d.DialContext(ctx, "unix", path)
+			if err != nil || lost == nil {
+				return c, err
+			}
+			return &watchedConn{Conn: c, lost: lost}, nil
 		},
 		DisableCompression: true,
 	}}
-	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://petrel/"+route, bytes.NewReader(body))
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://petrel/"+route, body)
 	if err != nil {
 		return nil, true, err
 	}
-	hr.Header.Set("Content-Type", "application/json")
+	hr.Header.Set("Content-Type", contentType)
 	resp, err = hc.Do(hr)
 	if err != nil {
 		if errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, fs.ErrNotExist) {
@@ -150,6 +166,22 @@ func PostControl(ctx context.Context, dir, route string, body []byte) (resp *htt
 		ce.Error = resp.Status
 	}
 	return nil, true, fmt.Errorf("the running relay: %s", ce.Error)
+}
+
+// watchedConn closes lost when a read fails: the transport reads the
+// connection all along, so the relay closing it is seen at once.
+type watchedConn struct {
+	net.Conn
+	once sync.Once
+	lost chan struct{}
+}
+
+func (c *watchedConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if err != nil {
+		c.once.Do(func() { close(c.lost) })
+	}
+	return n, err
 }
 
 // AskControlQuery runs a query through the control socket of the petrel

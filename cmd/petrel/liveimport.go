@@ -1,0 +1,246 @@
+package main
+
+// petrel import beside a running petrel serve: the relay holds the pebble
+// store, so import streams its input (decompressed) to the relay's control
+// socket (POST /import), and the relay runs the same importer on its own
+// store, beside its writes. Ctrl-C ends the input at the next line break,
+// so the relay saves what it was sent and answers the summary.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"sync/atomic"
+	"syscall"
+
+	"github.com/petrel-relay/petrel/internal/cli"
+	"github.com/petrel-relay/petrel/internal/importer"
+	"github.com/petrel-relay/petrel/internal/nostr"
+	"github.com/petrel-relay/petrel/internal/store"
+)
+
+// importAnswer is the answer to POST /import: what the import did, and
+// the error that stopped it, if one did.
+type importAnswer struct {
+	Result *importer.Result `json:"result"`
+	Error  string           `json:"error,omitempty"`
+}
+
+// importQuery carries import's options in POST /import's query string
+// (the body is the input).
+func importQuery(f *importFlags) string {
+	q := url.Values{}
+	if f.noVerify {
+		q.Set("no_verify", "1")
+	}
+	for name, v := range map[string]int{"batch": f.batch, "workers": f.workers, "max_line": f.maxLine, "max_errors": f.maxErrors} {
+		if v > 0 {
+			q.Set(name, strconv.Itoa(v))
+		}
+	}
+	return q.Encode()
+}
+
+// importOptions reads importQuery's options back.
+func importOptions(q url.Values) (importer.Options, error) {
+	var o importer.Options
+	o.NoVerify = q.Get("no_verify") == "1"
+	for name, p := range map[string]*int{"batch": &o.Batch, "workers": &o.Workers, "max_line": &o.MaxLine, "max_errors": &o.MaxErrors} {
+		v := q.Get(name)
+		if v == "" {
+			continue
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return o, fmt.Errorf("%s: want a whole number of at least 0, not %q", name, v)
+		}
+		*p = n
+	}
+	return o, nil
+}
+
+// serveImport answers POST /import: the body, JSONL, goes through the
+// importer into the relay's store, and the answer is the result. What is
+// saved is served by stored queries, not pushed to live subscriptions, as
+// an import into the postgres store beside running nodes. One import runs
+// at a time.
+func (c *controlServer) serveImport(w http.ResponseWriter, r *http.Request, st store.Store, own nostr.OwnURL) {
+	o, err := importOptions(r.URL.Query())
+	// A refusal closes the connection: the server would otherwise read
+	// the rest of the input to discard it before answering, and wait on
+	// an input that is a quiet pipe.
+	if err != nil {
+		w.Header().Set("Connection", "close")
+		controlReply(w, http.StatusBadRequest, cli.ControlError{Error: err.Error()})
+		return
+	}
+	if !c.importing.CompareAndSwap(false, true) {
+		w.Header().Set("Connection", "close")
+		controlReply(w, http.StatusConflict, cli.ControlError{Error: "another petrel import is running into this relay: wait for it to finish"})
+		return
+	}
+	defer c.importing.Store(false)
+	o.OwnURL = own
+	c.log.Info("import started (petrel import)", "no_verify", o.NoVerify)
+	res, err := importer.Run(r.Context(), st, r.Body, o)
+	ans := importAnswer{Result: res}
+	if err != nil {
+		ans.Error = err.Error()
+	}
+	switch {
+	case res == nil:
+		c.log.Warn("import failed (petrel import)", "err", err)
+	case err != nil:
+		c.log.Warn("import stopped (petrel import): what was saved is kept", "lines", res.Lines, "stored", res.Stored, "err", err)
+	case res.Interrupted:
+		c.log.Info("import interrupted (petrel import went away): what was saved is kept", "lines", res.Lines, "stored", res.Stored)
+	default:
+		c.log.Info("events imported (petrel import)", "lines", res.Lines, "stored", res.Stored, "duplicate", res.Duplicate, "superseded", res.Superseded, "refused", res.Invalid+res.BadID+res.BadSig+res.Failed, "seconds", res.Seconds)
+	}
+	controlReply(w, http.StatusOK, ans)
+}
+
+// errImportStopped is the answer of a relay that stopped (or closed the
+// connection) before it answered the import's result.
+var errImportStopped = errors.New("the running relay stopped answering before the import was done: what it saved is kept; run the same import again to carry on (stored events are skipped as duplicates)")
+
+// importThroughServe is petrel import's run when a relay holds the store
+// in dir: in is sent to it, and when ctx ends the input stops at the next
+// line break (the result then says Interrupted). served is false when no
+// relay answers; nothing was read from in then.
+func importThroughServe(ctx context.Context, dir string, f *importFlags, in io.Reader) (res *importer.Result, served bool, err error) {
+	body := newImportBody(ctx, in)
+	defer close(body.quit)
+	// The request outlives ctx: the input ends at a line break and the
+	// relay answers what it saved. A second Ctrl-C ends the process.
+	resp, served, err := cli.PostControlStream(context.WithoutCancel(ctx), dir, "import?"+importQuery(f), "application/x-ndjson", body, body.lost)
+	switch {
+	case errors.Is(err, cli.ErrOlderServe):
+		err = fmt.Errorf("%w (it cannot import beside itself)", err)
+	case served && err != nil && (body.wasLost() || connectionLost(err)):
+		err = errImportStopped
+	}
+	if !served || err != nil {
+		return nil, served, err
+	}
+	defer resp.Body.Close()
+	var ans importAnswer
+	if derr := json.NewDecoder(resp.Body).Decode(&ans); derr != nil || ans.Result == nil {
+		return nil, true, errImportStopped
+	}
+	res = ans.Result
+	if body.cut.Load() {
+		res.Interrupted = true
+	}
+	if ans.Error != "" {
+		err = errors.New(ans.Error)
+	}
+	return res, true, err
+}
+
+// connectionLost reports whether err is the control connection breaking
+// (the relay stopped, or closed it), not an answer.
+func connectionLost(err error) bool {
+	return errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
+}
+
+// importBody is the request body of an import through the relay. It
+// reads the input in a goroutine, so that it stops waiting for input (a
+// pipe may be idle) when ctx ends, at a line break (the rest of a line
+// begun is sent first), or when the connection to the relay breaks (lost).
+type importBody struct {
+	ctx     context.Context
+	chunks  chan inputChunk
+	lost    chan struct{} // closed by the connection (cli.PostControlStream)
+	quit    chan struct{} // closed when the request is over
+	pending []byte
+	err     error // the input's error, once pending is sent
+	midLine bool
+	cut     atomic.Bool // the input was stopped by ctx
+}
+
+type inputChunk struct {
+	b   []byte
+	err error
+}
+
+// errRelayLost ends the body when the connection to the relay breaks.
+var errRelayLost = errors.New("the connection to the running relay broke")
+
+func newImportBody(ctx context.Context, in io.Reader) *importBody {
+	b := &importBody{ctx: ctx, chunks: make(chan inputChunk), lost: make(chan struct{}), quit: make(chan struct{})}
+	go b.pump(in)
+	return b
+}
+
+// pump reads the input and hands it over a chunk at a time.
+func (b *importBody) pump(in io.Reader) {
+	for {
+		buf := make([]byte, 64<<10)
+		n, err := in.Read(buf)
+		select {
+		case b.chunks <- inputChunk{buf[:n], err}:
+		case <-b.lost:
+			return
+		case <-b.quit:
+			return
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func (b *importBody) wasLost() bool {
+	select {
+	case <-b.lost:
+		return true
+	default:
+		return false
+	}
+}
+
+func (b *importBody) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	for {
+		canceled := b.ctx.Err() != nil
+		if canceled && !b.midLine {
+			b.cut.Store(true)
+			return 0, io.EOF
+		}
+		if len(b.pending) > 0 {
+			q := b.pending
+			if i := bytes.IndexByte(q, '\n'); canceled && i >= 0 {
+				q = q[:i+1]
+			}
+			n := copy(p, q)
+			b.pending = b.pending[n:]
+			b.midLine = p[n-1] != '\n'
+			return n, nil
+		}
+		if b.err != nil {
+			return 0, b.err
+		}
+		var stop <-chan struct{}
+		if !canceled {
+			stop = b.ctx.Done()
+		}
+		select {
+		case c := <-b.chunks:
+			b.pending, b.err = c.b, c.err
+		case <-stop: // cut at a line break, or finish the line begun
+		case <-b.lost:
+			return 0, errRelayLost
+		case <-b.quit:
+			return 0, io.ErrClosedPipe
+		}
+	}
+}

@@ -250,6 +250,9 @@ func runMigrateCmd(ctx context.Context, f *migrateFlags, stdout, stderr io.Write
 	}
 	src, err := openToolStore(from.config(cfg), log, toolStoreOptions{})
 	if err != nil {
+		if heldByServe(err, from.config(cfg)) {
+			return fmt.Errorf("--from: %s: the data directory is held by a running petrel serve, and the source must not change during a migrate: stop it first, or migrate a copy (petrel backup DIR, then --from pebble:DIR)", from.config(cfg).Store.Path)
+		}
 		return fmt.Errorf("--from: %w", err)
 	}
 	defer src.Close()

@@ -98,8 +98,16 @@ func TestServeLockedDataDir(t *testing.T) {
 		}
 	}
 	f("serve", "--listen", "127.0.0.1:0")
-	// scan, export, delete and compact ask the running relay instead
-	// (TestToolsOnRunningServe, TestDeleteOnRunningServe).
+	// sync and migrate cannot go through the relay: they say what to do.
+	if line, status := run("sync", "ws://127.0.0.1:1", "-q", "--data", data); status != 1 || line != "petrel: "+data+": the data directory is held by a running petrel serve: sync the relay instead, petrel sync ws://127.0.0.1:1 --from ws://HOST:PORT (the address it listens on)" {
+		t.Fatalf("sync into a held data directory: exit %d, %q", status, line)
+	}
+	if line, status := run("migrate", "--from", "pebble:"+data, "--to", "pebble:"+filepath.Join(dir, "copy")); status != 1 || !strings.HasPrefix(line, "petrel: --from: "+data+": the data directory is held by a running petrel serve, and the source must not change during a migrate: stop it first, or migrate a copy (petrel backup DIR") {
+		t.Fatalf("migrate from a held data directory: exit %d, %q", status, line)
+	}
+	// scan, export, delete, compact and import ask the running relay
+	// instead (TestToolsOnRunningServe, TestDeleteOnRunningServe,
+	// TestImportOnRunningServe).
 	if line, status := run("scan", "--count", "--data", data); status != 0 || line != "" {
 		t.Fatalf("scan --count beside the running relay: exit %d, last stderr line %q", status, line)
 	}

@@ -8,6 +8,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/petrel-relay/petrel/internal/cli"
 	"github.com/petrel-relay/petrel/internal/config"
 	"github.com/petrel-relay/petrel/internal/nostr"
 	"github.com/petrel-relay/petrel/internal/store"
@@ -70,6 +71,13 @@ func postgresOptions(cfg config.Config, log *slog.Logger) postgres.Options {
 // commands) says when another process (a running petrel serve, or a
 // maintenance command) holds the data directory.
 var errStoreLocked = errors.New("the data directory is locked by another process (is petrel serve running?)")
+
+// heldByServe reports whether err is errStoreLocked for the pebble store
+// of cfg and a petrel serve answers on its control socket: the commands
+// that cannot go through the socket then say what to do instead.
+func heldByServe(err error, cfg config.Config) bool {
+	return errors.Is(err, errStoreLocked) && cfg.Store.Backend == "pebble" && cli.ControlServed(cfg.Store.Path)
+}
 
 // openError is the error of every command whose pebble.Open of the store
 // at path failed: errStoreLocked for a directory another process holds,

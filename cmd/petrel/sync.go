@@ -83,7 +83,7 @@ store lacks. (--fallback-scan is the deprecated old name of
 
 The local store is the configured one (store.backend). The pebble store
 needs its data directory to itself (a mirror, not the directory petrel
-serve holds). With the postgres backend, sync reads and fills the
+serve holds: to sync a running relay, give its URL with --from). With the postgres backend, sync reads and fills the
 cluster's shared store beside its running nodes: what it saves is served
 by every node's stored queries, but not pushed to live subscriptions.`,
 		Args: cobra.ExactArgs(1),
@@ -179,6 +179,9 @@ func runSync(ctx context.Context, f *syncFlags, remote string, stdout, stderr io
 	o.Logger = log
 	if o.From == "" {
 		if o.Store, err = syncOpenStore(cfg, log, o.Direction&psync.Down != 0); err != nil {
+			if heldByServe(err, cfg) {
+				return fmt.Errorf("%s: the data directory is held by a running petrel serve: sync the relay instead, petrel sync %s --from ws://HOST:PORT (the address it listens on)", cfg.Store.Path, remote)
+			}
 			return err
 		}
 	}

@@ -97,17 +97,21 @@ func (s *syncer) run(ctx context.Context) error {
 // infoTimeout bounds the request for a relay's NIP-11 document.
 const infoTimeout = 5 * time.Second
 
-// connect reads the NIP-11 document of the relay at url (a relay without
-// one gets the zero Info: no known limits) and connects to it.
+// connect connects to the relay at url and reads its NIP-11 document (a
+// relay without one gets the zero Info: no known limits). The connection
+// comes first: a relay that cannot be reached is said once, by its error.
 func (s *syncer) connect(ctx context.Context, url string) (*client.Conn, client.Info, error) {
-	ictx, cancel := context.WithTimeout(ctx, infoTimeout)
-	inf, err := client.FetchInfo(ictx, nil, url)
-	cancel()
-	if err != nil {
-		s.o.Logger.Info("no NIP-11 document: using default limits", "relay", url, "err", err)
-	}
 	c, err := client.Dial(ctx, url, client.Options{})
-	return c, inf, err
+	if err != nil {
+		return nil, client.Info{}, err
+	}
+	ictx, cancel := context.WithTimeout(ctx, infoTimeout)
+	inf, ierr := client.FetchInfo(ictx, nil, url)
+	cancel()
+	if ierr != nil {
+		s.o.Logger.Info("no NIP-11 document: using default limits", "relay", url, "err", ierr)
+	}
+	return c, inf, nil
 }
 
 // runBridge syncs two relays: it reconciles their sets with a

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/petrel-relay/petrel/internal/nostr"
+	"github.com/petrel-relay/petrel/internal/store"
 )
 
 func TestDeleteCommand(t *testing.T) {
@@ -73,5 +75,45 @@ func TestDeleteEvents(t *testing.T) {
 	res2, err := st.Save(ctx, evs[:1])
 	if err != nil || res2[0].Outcome.String() != "stored" {
 		t.Fatalf("save again: %v %+v", err, res2)
+	}
+}
+
+// TestDeleteHolds: a held list is taken once, with its token, until it
+// expires; a new listing replaces it.
+func TestDeleteHolds(t *testing.T) {
+	var h deleteHolds
+	items := []store.Item{{CreatedAt: 1}, {CreatedAt: 2}}
+	tok := h.put(items)
+	if _, ok := h.take("not-" + tok); ok {
+		t.Fatal("taken with another token")
+	}
+	if _, ok := h.take(""); ok {
+		t.Fatal("taken without a token")
+	}
+	// Just before its expiry the list is there, once.
+	h.expires = time.Now().Add(time.Second)
+	if got, ok := h.take(tok); !ok || len(got) != 2 {
+		t.Fatalf("take before expiry: %v %v", got, ok)
+	}
+	if _, ok := h.take(tok); ok {
+		t.Fatal("taken twice")
+	}
+	// Past it, it is gone.
+	tok = h.put(items)
+	h.expires = time.Now().Add(-time.Millisecond)
+	if _, ok := h.take(tok); ok {
+		t.Fatal("taken after expiry")
+	}
+	// A new listing replaces the held one.
+	old := h.put(items)
+	tok = h.put(items[:1])
+	if _, ok := h.take(old); ok {
+		t.Fatal("the replaced list taken")
+	}
+	if got, ok := h.take(tok); !ok || len(got) != 1 {
+		t.Fatalf("the new list: %v %v", got, ok)
+	}
+	if holdTTL != 10*time.Minute {
+		t.Fatalf("holdTTL %v, want the 10 minutes the messages promise", holdTTL)
 	}
 }

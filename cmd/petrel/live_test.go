@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -464,4 +465,24 @@ func TestImportBodyCut(t *testing.T) {
 		t.Fatalf("relay gone while the input is idle: %v", err)
 	}
 	pw.Close()
+}
+
+// TestImportNotServed: a control socket a stopped relay left behind is not
+// a relay: import opens the store itself, with its input untouched.
+func TestImportNotServed(t *testing.T) {
+	dir := t.TempDir()
+	ln, err := net.Listen("unix", cli.ControlSocketPath(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln.(*net.UnixListener).SetUnlinkOnClose(false)
+	ln.Close()
+	in := strings.NewReader(strings.Repeat("{}\n", 100_000))
+	res, served, err := importThroughServe(context.Background(), dir, &importFlags{}, in)
+	if served || err != nil || res != nil {
+		t.Fatalf("import through a dead socket: %+v served=%v %v", res, served, err)
+	}
+	if in.Len() != 300_000 {
+		t.Fatalf("%d bytes of the input read by a request never sent", 300_000-in.Len())
+	}
 }

@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"syscall"
 
@@ -156,6 +157,8 @@ func connectionLost(err error) bool {
 // begun is sent first), or when the connection to the relay breaks (lost).
 type importBody struct {
 	ctx     context.Context
+	in      io.Reader
+	started sync.Once // the pump starts at the first Read: a request never sent reads nothing
 	chunks  chan inputChunk
 	lost    chan struct{} // closed by the connection (cli.PostControlStream)
 	quit    chan struct{} // closed when the request is over
@@ -174,9 +177,7 @@ type inputChunk struct {
 var errRelayLost = errors.New("the connection to the running relay broke")
 
 func newImportBody(ctx context.Context, in io.Reader) *importBody {
-	b := &importBody{ctx: ctx, chunks: make(chan inputChunk), lost: make(chan struct{}), quit: make(chan struct{})}
-	go b.pump(in)
-	return b
+	return &importBody{ctx: ctx, in: in, chunks: make(chan inputChunk), lost: make(chan struct{}), quit: make(chan struct{})}
 }
 
 // pump reads the input and hands it over a chunk at a time.
@@ -210,6 +211,7 @@ func (b *importBody) Read(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
+	b.started.Do(func() { go b.pump(b.in) })
 	for {
 		canceled := b.ctx.Err() != nil
 		if canceled && !b.midLine {

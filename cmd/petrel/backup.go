@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -33,7 +34,7 @@ func backupCmd() *cobra.Command {
 		Use:   "backup <dest-dir>",
 		Short: "Copy the store into a new directory as a consistent pebble checkpoint",
 		Long: `Backup writes a pebble checkpoint of the store into <dest-dir>, which
-must not exist: a complete, consistent copy of the database that
+must not exist (nor be inside the data directory): a complete, consistent copy of the database that
 petrel serve --data <dest-dir> opens as it is. Files are hard-linked when
 <dest-dir> is on the same filesystem (the backup is instant and takes no
 space until the store moves on; copy it elsewhere to keep it safe), and
@@ -90,6 +91,9 @@ func runBackupCmd(ctx context.Context, f *backupFlags, dest string, stdout io.Wr
 	abs, err := filepath.Abs(dest)
 	if err != nil {
 		return err
+	}
+	if store, err := filepath.Abs(cfg.Store.Path); err == nil && strings.HasPrefix(abs, store+string(filepath.Separator)) {
+		return fmt.Errorf("%s is inside the data directory %s: a backup there is lost with it; give a directory elsewhere (another disk is best)", dest, cfg.Store.Path)
 	}
 	if res, served, err := askBackup(ctx, cfg.Store.Path, abs, f.verify); served {
 		if err != nil {
@@ -149,6 +153,9 @@ func printBackup(stdout io.Writer, f *backupFlags, storePath string, res backupR
 
 // checkNewDir fails unless dest does not exist yet.
 func checkNewDir(dest string) error {
+	if dest == "" {
+		return errors.New("no directory given: backup writes a new directory, named by its argument")
+	}
 	if _, err := os.Stat(dest); !errors.Is(err, fs.ErrNotExist) {
 		if err == nil {
 			return fmt.Errorf("%s already exists: backup writes a new directory", dest)

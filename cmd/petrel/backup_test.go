@@ -51,6 +51,13 @@ func TestBackupCommand(t *testing.T) {
 	}
 	bad("already exists", "--data", data, dest)
 	bad("accepts 1 arg", "--data", data)
+	bad("no directory given", "--data", data, "")
+	// Not inside the data directory (it would be lost with it); beside
+	// it, under a name that starts the same, is another directory.
+	bad("is inside the data directory "+data+": a backup there is lost with it", "--data", data, filepath.Join(data, "backup"))
+	if _, _, err := runTool(t, backupCmd, "", "--data", data, data+"-backup"); err != nil {
+		t.Fatalf("backup beside the data directory: %v", err)
+	}
 	openStoreAt(t, data)
 	bad("is petrel serve running?", "--data", data, filepath.Join(t.TempDir(), "b2"))
 }

@@ -222,7 +222,7 @@ func TestClientOffline(t *testing.T) {
 		t.Fatalf("decode naddr with hints: %s", got)
 	}
 	for _, kind := range []string{"nprofile", "nevent"} {
-		c.fails(`--relay: client: not a ws:// or wss:// URL: "http://relay.example"`, "", "encode", kind, pk, "-r", "http://relay.example")
+		c.fails(`--relay: "http://relay.example": not a relay: give host[:port] or a ws:// or wss:// URL`, "", "encode", kind, pk, "-r", "http://relay.example")
 	}
 	// Many at once on stdin, one per line.
 	if got := lines(c.must(npub+"\n\n"+note+"\n", "decode")); !slices.Equal(got, []string{pk, id}) {
@@ -589,6 +589,17 @@ func TestClientRelays(t *testing.T) {
 		t.Fatalf("partial publish: %v\n%s", ok, errOut)
 	}
 	c.fails(dead+": cannot connect: connection refused", "", "req", dead)
+	// A relay argument that is not one is named as given ("$RELAY" unset,
+	// a scheme without a host), not as completed ("wss://").
+	for _, args := range [][]string{{"req", ""}, {"count", "-k", "1", "ws://"}, {"event", "--sec", sk, "-c", "x", "ftp://x"}, {"sync", "-q", ""}, {"stream", "--dir", "down", ""}} {
+		c.fails(fmt.Sprintf("%q: not a relay: give host[:port] or a ws:// or wss:// URL", args[len(args)-1]), "", args...)
+	}
+	if errOut := c.fails("petrel: not a secret key (64 hex characters or nsec): empty", "", "key", "public", ""); strings.Contains(errOut, "nip19") {
+		t.Fatalf("key public \"\": %s", errOut)
+	}
+	httpToo := "not a relay: give host[:port], or a ws://, wss://, http:// or https:// URL"
+	c.fails(`"": `+httpToo, "", "relay", "")
+	c.fails(`"ws://": `+httpToo, "", "admin", "--sec", sk, "ws://", "supportedmethods")
 
 	// Events from stdin: a signed one is published as it is.
 	signed := alice.Event(1, "from stdin", nil, fixtureBase)

@@ -79,7 +79,11 @@ wait for events typed by hand); give "-" to type them, ending with Ctrl-D.
 		RunE: func(cmd *cobra.Command, args []string) error {
 			path := "-"
 			if len(args) == 1 {
-				path = args[0]
+				if path = args[0]; path == "" {
+					// "$FILE" with FILE unset: stdin (a script's, empty)
+					// would import nothing and succeed.
+					return errors.New(`no file given (""): give a JSONL file, or "-" for stdin`)
+				}
 			}
 			if stdinIsTerminal(cmd.InOrStdin()) {
 				if len(args) == 0 {

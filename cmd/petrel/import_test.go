@@ -137,6 +137,9 @@ func TestImportCommand(t *testing.T) {
 
 	// A missing input creates no store; a held store is refused.
 	data := filepath.Join(t.TempDir(), "data")
+	if _, _, err := runTool(t, importCmd, string(input), "--data", data, ""); err == nil || !strings.Contains(err.Error(), `no file given (""): give a JSONL file, or "-" for stdin`) {
+		t.Fatalf(`import "": %v`, err)
+	}
 	if _, _, err := runTool(t, importCmd, "", "--data", data, filepath.Join(dir, "nope.jsonl")); err == nil {
 		t.Fatal("import of a missing file succeeded")
 	}

@@ -119,11 +119,16 @@ func runStream(ctx context.Context, f *streamFlags, remote string, stdout io.Wri
 	if err != nil {
 		return err
 	}
+	if _, err := cli.ParseRelay(remote); err != nil {
+		return err
+	}
 	local := f.local
 	if local == "" {
 		if local, err = localRelayURL(cfg); err != nil {
 			return err
 		}
+	} else if _, err := cli.ParseRelay(local); err != nil {
+		return fmt.Errorf("--local: %w", err)
 	}
 	catchUp := f.catchUp
 	if catchUp == 0 {

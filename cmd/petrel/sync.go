@@ -133,6 +133,14 @@ func fromURL(s string) string {
 func (f *syncFlags) options(remote string) (psync.Options, error) {
 	o := psync.Options{Remote: cli.RelayURL(remote), From: fromURL(f.from), Batch: f.batch, Window: f.window,
 		FallbackPaging: f.fallbackPaging, OpenTimeout: f.negTimeout}
+	if _, err := cli.ParseRelay(remote); err != nil {
+		return o, err
+	}
+	if f.from != "" {
+		if _, err := cli.ParseRelay(f.from); err != nil {
+			return o, fmt.Errorf("--from: %w", err)
+		}
+	}
 	var err error
 	if o.Direction, err = psync.ParseDirection(f.dir); err != nil {
 		return o, err

@@ -45,7 +45,11 @@ An error from the relay is printed on stderr with exit status 1.`,
 			if err != nil {
 				return err
 			}
-			u, err := client.HTTPURL(wsURL(args[0]))
+			ws, err := parseRelayOrHTTP(args[0])
+			if err != nil {
+				return err
+			}
+			u, err := client.HTTPURL(ws)
 			if err != nil {
 				return err
 			}

@@ -47,7 +47,7 @@ func keyCmd() *cobra.Command {
 						// Which one: a secret is not quoted.
 						return inputErr(fmt.Sprintf("secret key %d of %d", i+1, len(ins)), err)
 					}
-					return err
+					return inputErr("", err)
 				}
 				fmt.Fprintln(w, sk.PubKey().Hex())
 			}

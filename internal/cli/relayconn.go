@@ -307,13 +307,23 @@ func interrupted(err error) error {
 	return &toldError{"interrupted", err}
 }
 
+// ParseRelay completes a relay given as a person gives it (RelayURL) and
+// checks it; the error names the argument as given.
+func ParseRelay(a string) (string, error) {
+	u := RelayURL(a)
+	if a == "" || client.CheckURL(u) != nil {
+		return "", fmt.Errorf("%q: not a relay: give host[:port] or a ws:// or wss:// URL", a)
+	}
+	return u, nil
+}
+
 // relayURLs completes every argument with RelayURL and checks it.
 func relayURLs(args []string) ([]string, error) {
 	out := make([]string, 0, len(args))
 	seen := map[string]bool{}
 	for _, a := range args {
-		u := RelayURL(a)
-		if err := client.CheckURL(u); err != nil {
+		u, err := ParseRelay(a)
+		if err != nil {
 			return nil, err
 		}
 		if !seen[u] {

@@ -21,7 +21,10 @@ func relayInfoCmd() *cobra.Command {
 		Short: "Print a relay's NIP-11 information document",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			u := wsURL(args[0])
+			u, err := parseRelayOrHTTP(args[0])
+			if err != nil {
+				return err
+			}
 			// Errors name the URL as given (http://... is asked over
 			// HTTP), or the completed one when no scheme was given.
 			shown := u
@@ -47,6 +50,16 @@ func relayInfoCmd() *cobra.Command {
 	}
 	timeoutVar(cmd.Flags(), &conn.timeout, 10*time.Second, "how long to wait for the relay")
 	return cmd
+}
+
+// parseRelayOrHTTP is wsURL, checked: the error names the argument as
+// given.
+func parseRelayOrHTTP(a string) (string, error) {
+	u := wsURL(a)
+	if a == "" || client.CheckURL(u) != nil {
+		return "", fmt.Errorf("%q: not a relay: give host[:port], or a ws://, wss://, http:// or https:// URL", a)
+	}
+	return u, nil
 }
 
 // wsURL turns what a person gives for a relay (with or without scheme,

@@ -93,6 +93,17 @@ func (f *filterFlagSet) register(cmd *cobra.Command) {
 // given (a given --limit 0 is a limit).
 func (f *filterFlagSet) filter(cmd *cobra.Command, now time.Time) (nostr.Filter, error) {
 	var out nostr.Filter
+	// A list flag given only "" (-a "$PK" with PK unset) holds nothing,
+	// as pflag's lists do, and would drop its condition: the whole feed
+	// instead of one author's.
+	for _, l := range []struct {
+		flag string
+		list []string
+	}{{"--author", f.authors}, {"--id", f.ids}, {"-e", f.es}, {"-p", f.ps}} {
+		if len(l.list) == 0 && cmd != nil && cmd.Flags().Changed(strings.TrimLeft(l.flag, "-")) {
+			return out, fmt.Errorf("%s: no value given (\"\"): the filter would lose the condition", l.flag)
+		}
+	}
 	if len(f.kinds) > 0 {
 		for _, k := range f.kinds {
 			if k < 0 || k > nostr.MaxKind {

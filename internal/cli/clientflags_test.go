@@ -100,6 +100,13 @@ func TestFilterFlags(t *testing.T) {
 	f([]string{"-t", "xy=1"}, "")
 	f([]string{"-a", nip19.EncodeNote(id)}, "")
 	f([]string{"-l", "-1"}, "")
+	// A list flag given only "" ("$PK" unset) is refused, not dropped;
+	// beside a value it adds nothing, as in pflag's lists.
+	for _, flag := range []string{"-a", "-i", "-e", "-p", "--author", "--id"} {
+		f([]string{flag, ""}, "")
+	}
+	f([]string{"-a", "", "-a", pk.Hex()}, `{"authors":["`+pk.Hex()+`"]}`)
+	f([]string{"-d", ""}, `{"#d":[""]}`)
 }
 
 // Every client command is registered under the name it answers to.

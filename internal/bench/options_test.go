@@ -136,6 +136,33 @@ func TestTextOption(t *testing.T) {
 	}
 }
 
+// TestNegativeCounts: a negative count is refused, naming its flag; zero
+// (the scenario's default) and one are taken.
+func TestNegativeCounts(t *testing.T) {
+	set := map[string]func(*Options, int){
+		"--events": func(o *Options, n int) { o.Events = n }, "--conns": func(o *Options, n int) { o.Conns = n },
+		"--subs": func(o *Options, n int) { o.Subs = n }, "--pubs": func(o *Options, n int) { o.Pubs = n },
+		"--requests": func(o *Options, n int) { o.Requests = n }, "--window": func(o *Options, n int) { o.Window = n },
+		"--authors": func(o *Options, n int) { o.Authors = n },
+	}
+	for flag, f := range set {
+		for _, n := range []int{0, 1} {
+			o := Options{URL: "ws://127.0.0.1:1"}
+			f(&o, n)
+			r, err := newRunner(ScenarioIngest, o)
+			if err != nil {
+				t.Fatalf("%s %d: %v", flag, n, err)
+			}
+			r.cancel()
+		}
+		o := Options{URL: "ws://127.0.0.1:1"}
+		f(&o, -1)
+		if _, err := newRunner(ScenarioIngest, o); !errors.Is(err, ErrOptions) || !strings.Contains(err.Error(), flag+" -1: must not be negative") {
+			t.Fatalf("%s -1: %v", flag, err)
+		}
+	}
+}
+
 // TestUntimed: the scenario's timeout stands still while untimed runs
 // (signing), and runs on afterwards.
 func TestUntimed(t *testing.T) {

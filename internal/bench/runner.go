@@ -64,8 +64,13 @@ func newRunner(scenario string, o Options) (*runner, error) {
 	if o.Events > o.MaxEvents || o.Fill > o.MaxEvents {
 		return nil, fmt.Errorf("%w: %d events to sign, more than --max-events %d", ErrOptions, max(o.Events, o.Fill), o.MaxEvents)
 	}
-	if o.Events < 0 || o.Conns < 0 || o.Subs < 0 || o.Pubs < 0 || o.Requests < 0 || o.Window < 0 || o.Authors < 0 {
-		return nil, fmt.Errorf("%w: negative count", ErrOptions)
+	for _, c := range []struct {
+		flag string
+		n    int
+	}{{"--events", o.Events}, {"--conns", o.Conns}, {"--subs", o.Subs}, {"--pubs", o.Pubs}, {"--requests", o.Requests}, {"--window", o.Window}, {"--authors", o.Authors}} {
+		if c.n < 0 {
+			return nil, fmt.Errorf("%w: %s %d: must not be negative", ErrOptions, c.flag, c.n)
+		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &runner{

@@ -12,6 +12,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -38,6 +39,10 @@ type controlServer struct {
 	// importing: one petrel import at a time (liveimport.go).
 	importing atomic.Bool
 	log       *slog.Logger
+	// stopping is every request's context, cancelled when the relay
+	// stops (close): a request in flight ends early and answers.
+	stopping context.Context
+	stop     context.CancelFunc
 }
 
 // startControl listens on the control socket of cfg's store. Without it
@@ -61,6 +66,7 @@ func startControl(cfg config.Config, log *slog.Logger, st *pebble.Store) *contro
 		return nil
 	}
 	c := &controlServer{path: path, log: log}
+	c.stopping, c.stop = context.WithCancel(context.Background())
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /backup", func(w http.ResponseWriter, r *http.Request) {
 		c.backup(w, r, cfg, log, st)
@@ -78,7 +84,8 @@ func startControl(cfg config.Config, log *slog.Logger, st *pebble.Store) *contro
 	mux.HandleFunc("POST /import", func(w http.ResponseWriter, r *http.Request) {
 		c.serveImport(w, r, st, own) // petrel import (liveimport.go)
 	})
-	c.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	c.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second,
+		BaseContext: func(net.Listener) context.Context { return c.stopping }}
 	go func() { _ = c.srv.Serve(ln) }()
 	return c
 }
@@ -90,13 +97,32 @@ func controlReply(w http.ResponseWriter, code int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-// close stops serving and removes the socket.
-func (c *controlServer) close() {
+// close stops serving and removes the socket: the requests in flight are
+// told to stop (a backup's checkpoint finishes, a compaction stops at the
+// next level, a deletion between batches, an import after saving what it
+// has read) and answered before the store closes, until ctx ends.
+func (c *controlServer) close(ctx context.Context) {
 	if c == nil {
 		return
 	}
-	_ = c.srv.Close()
+	c.stop()
+	if err := c.srv.Shutdown(ctx); err != nil {
+		_ = c.srv.Close()
+	}
 	_ = os.Remove(c.path)
+}
+
+// stoppingPrefix starts what a request cut short by the relay's shutdown
+// says, when the client does not put "the running relay: " before it.
+const stoppingPrefix = "the running relay is shutting down: "
+
+// stopReason is err, or msg (what was done) when the relay's shutdown cut
+// the request short.
+func (c *controlServer) stopReason(err error, msg string) error {
+	if err != nil && c.stopping.Err() != nil && errors.Is(err, context.Canceled) {
+		return errors.New(msg)
+	}
+	return err
 }
 
 // backupRequest asks the running relay for a checkpoint into Dest (an
@@ -119,6 +145,7 @@ func (c *controlServer) backup(w http.ResponseWriter, r *http.Request, cfg confi
 	defer c.mu.Unlock()
 	res, err := liveBackup(r.Context(), cfg, log, st, req.Dest, req.Verify)
 	if err != nil {
+		err = c.stopReason(err, "it is shutting down: the backup in "+req.Dest+" was written but not verified (petrel scan --data "+req.Dest+" --count counts it)")
 		controlReply(w, http.StatusInternalServerError, cli.ControlError{Error: err.Error()})
 		return
 	}
@@ -156,6 +183,7 @@ func (c *controlServer) compact(w http.ResponseWriter, r *http.Request, cfg conf
 	}
 	res.Seconds = time.Since(start).Seconds()
 	if err != nil {
+		err = c.stopReason(err, "it is shutting down: the compaction stopped (what it compacted is kept); run it again once the relay is back")
 		controlReply(w, http.StatusInternalServerError, cli.ControlError{Error: err.Error()})
 		return
 	}

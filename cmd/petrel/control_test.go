@@ -2,12 +2,17 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/petrel-relay/petrel/internal/config"
+	"github.com/petrel-relay/petrel/internal/importer"
+	"github.com/petrel-relay/petrel/internal/nostr"
 )
 
 // TestControlBackup drives the control socket in process: one backup at a
@@ -23,7 +28,7 @@ func TestControlBackup(t *testing.T) {
 	if c == nil {
 		t.Fatal("no control socket")
 	}
-	defer c.close()
+	defer c.close(context.Background())
 	fi, err := os.Stat(c.path)
 	if err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("socket mode %v (%v), want 0600", fi.Mode().Perm(), err)
@@ -58,12 +63,72 @@ func TestControlBackup(t *testing.T) {
 	if cres, served, err := askCompact(ctx, cfg.Store.Path, true); !served || err != nil || !cres.Online {
 		t.Fatalf("compaction: served %v, err %v, result %+v", served, err, cres)
 	}
-	c.close()
+	c.close(context.Background())
 	if _, err := os.Stat(c.path); !os.IsNotExist(err) {
 		t.Fatalf("socket left after close: %v", err)
 	}
 	// No socket: not served, so the caller opens the store itself.
 	if _, served, err := askBackup(ctx, cfg.Store.Path, filepath.Join(dir, "b2"), false); served || err != nil {
 		t.Fatalf("without a socket: served %v, err %v", served, err)
+	}
+}
+
+// TestControlShutdown: a request in flight when the relay stops is told
+// to stop and answered before the store closes: an import waiting on a
+// quiet input saves what it read and says the relay is shutting down;
+// close does not wait for the input.
+func TestControlShutdown(t *testing.T) {
+	dir := t.TempDir()
+	cfg := config.Config{}.Normalize()
+	cfg.Store.Path = filepath.Join(dir, "data")
+	st := openStoreAt(t, cfg.Store.Path)
+	c := startControl(cfg, quietLog, st)
+	if c == nil {
+		t.Fatal("no control socket")
+	}
+	defer c.close(context.Background())
+	evs := toolEvents()
+	var lines []byte
+	for _, ev := range evs[:3] {
+		lines = append(append(lines, ev.Raw...), '\n')
+	}
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	type answer struct {
+		res *importer.Result
+		err error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		res, _, err := importThroughServe(context.Background(), cfg.Store.Path, &importFlags{}, pr)
+		done <- answer{res, err}
+	}()
+	// The three lines are sent, then the input is quiet: the importer
+	// waits for a chunk's worth, or the end.
+	if _, err := pw.Write(lines); err != nil {
+		t.Fatal(err)
+	}
+	for !c.importing.Load() {
+		time.Sleep(time.Millisecond)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	start := time.Now()
+	c.close(ctx)
+	if ctx.Err() != nil {
+		t.Fatalf("close waited %v: the import did not stop", time.Since(start))
+	}
+	a := <-done
+	if a.res == nil || !a.res.Interrupted || !strings.HasPrefix(fmt.Sprint(a.err), stoppingPrefix+"it stopped the import after line ") {
+		t.Fatalf("import when the relay stops: %+v %v", a.res, a.err)
+	}
+	// The lines that reached the relay's reader (all three, or none if
+	// the stop came first) are saved, and the answer says so.
+	if a.res.Lines > 3 || a.res.Stored != a.res.Lines {
+		t.Fatalf("counts %+v", a.res.Counts)
+	}
+	t.Logf("%d of the 3 lines saved", a.res.Stored)
+	if n, err := st.Count(context.Background(), []nostr.Filter{{}}); err != nil || n != a.res.Stored {
+		t.Fatalf("the store holds %d events (%v), the answer says %d saved", n, err, a.res.Stored)
 	}
 }

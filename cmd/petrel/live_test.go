@@ -381,20 +381,41 @@ func TestImportOnRunningServe(t *testing.T) {
 		t.Fatalf("the relay serves %d of the live imports' events, want %d", len(got), 2+ires.Stored)
 	}
 
-	// The relay stops in the middle of an import.
-	pr, pw = io.Pipe()
-	stopped := make(chan struct{})
-	go func() {
-		defer close(stopped)
-		_, _ = pw.Write(append(slices.Clone(more[2].Raw), '\n'))
-		srv.stop()
-	}()
-	_, _, err = importThroughServe(ctx, data, &importFlags{}, pr)
-	<-stopped
-	if !errors.Is(err, errImportStopped) {
-		t.Fatalf("import while the relay stops: %v", err)
+	// The relay dies in the middle of an import (kill -9): the
+	// connection breaks and import says so.
+	midImport := func(stop func()) error {
+		pr, pw := io.Pipe()
+		defer pw.Close()
+		stopped := make(chan struct{})
+		go func() {
+			defer close(stopped)
+			_, _ = pw.Write(append(slices.Clone(more[2].Raw), '\n'))
+			stop()
+		}()
+		_, _, err := importThroughServe(ctx, data, &importFlags{}, pr)
+		<-stopped
+		return err
 	}
-	pw.Close()
+	if err := midImport(func() { _ = srv.cmd.Process.Kill(); srv.stop() }); !errors.Is(err, errImportStopped) {
+		t.Fatalf("import while the relay dies: %v", err)
+	}
+	// It stops (SIGTERM) in the middle of one: it answers what it
+	// saved and that it is shutting down, before its store closes.
+	srv = runServe(t, petrelBin(t), data)
+	stopWhenStarted := func() {
+		// Once the relay has the request: a SIGTERM before that finds a
+		// connection it never accepted, which does break.
+		for deadline := time.Now().Add(10 * time.Second); !strings.Contains(srv.logs.String(), "import started") && time.Now().Before(deadline); {
+			time.Sleep(5 * time.Millisecond)
+		}
+		srv.stop()
+	}
+	if err := midImport(stopWhenStarted); err == nil || !strings.HasPrefix(err.Error(), stoppingPrefix+"it stopped the import after line ") {
+		t.Fatalf("import while the relay stops: %v\n%s", err, srv.logs.String())
+	}
+	if !strings.Contains(srv.logs.String(), "import stopped by the shutdown (petrel import)") {
+		t.Fatalf("no log line for the stopped import:\n%s", srv.logs.String())
+	}
 }
 
 // cancelAfter reads r a few bytes at a time and calls cancel once at bytes
@@ -460,9 +481,17 @@ func TestImportBodyCut(t *testing.T) {
 	// The relay goes away while the input is idle (mid-line, or not).
 	b = newImportBody(context.Background(), pr2)
 	defer close(b.quit)
-	time.AfterFunc(10*time.Millisecond, func() { close(b.lost) })
+	time.AfterFunc(10*time.Millisecond, func() { close(b.sig.Lost) })
 	if _, err := read(b); !errors.Is(err, errRelayLost) {
 		t.Fatalf("relay gone while the input is idle: %v", err)
+	}
+	// The relay answers before the input ends (a refusal, its
+	// shutdown): the input ends there.
+	b = newImportBody(context.Background(), pr2)
+	defer close(b.quit)
+	time.AfterFunc(10*time.Millisecond, func() { close(b.sig.Answered) })
+	if _, err := read(b); err != io.EOF {
+		t.Fatalf("relay answered while the input is idle: %v", err)
 	}
 	pw.Close()
 }

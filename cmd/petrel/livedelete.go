@@ -143,7 +143,7 @@ func (c *controlServer) serveDelete(w http.ResponseWriter, r *http.Request, st s
 	})
 	last := deleteLine{Matched: res.Matched, Deleted: res.Deleted, Done: true, Seconds: res.Seconds}
 	if err != nil {
-		last.Error = err.Error()
+		last.Error = c.stopReason(err, fmt.Sprintf(stoppingPrefix+"it stopped after deleting %d of %d events: run petrel delete again once the relay is back", res.Deleted, res.Matched)).Error()
 	}
 	c.log.Info("events deleted (petrel delete)", "matched", res.Matched, "deleted", res.Deleted, "err", err)
 	send(last)

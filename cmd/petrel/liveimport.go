@@ -19,6 +19,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/petrel-relay/petrel/internal/cli"
 	"github.com/petrel-relay/petrel/internal/importer"
@@ -27,10 +28,12 @@ import (
 )
 
 // importAnswer is the answer to POST /import: what the import did, and
-// the error that stopped it, if one did.
+// the error that stopped it, if one did. A relay that stops during the
+// import first sends {"stopping": true}, at once.
 type importAnswer struct {
-	Result *importer.Result `json:"result"`
-	Error  string           `json:"error,omitempty"`
+	Stopping bool             `json:"stopping,omitempty"`
+	Result   *importer.Result `json:"result,omitempty"`
+	Error    string           `json:"error,omitempty"`
 }
 
 // importQuery carries import's options in POST /import's query string
@@ -72,24 +75,48 @@ func importOptions(q url.Values) (importer.Options, error) {
 // an import into the postgres store beside running nodes. One import runs
 // at a time.
 func (c *controlServer) serveImport(w http.ResponseWriter, r *http.Request, st store.Store, own nostr.OwnURL) {
+	// The answer may come before the input's end (a refusal, or the
+	// relay stopping): full duplex, so that it is written at once rather
+	// than after the server drains the input (which may be a quiet pipe).
+	rc := http.NewResponseController(w)
+	_ = rc.EnableFullDuplex()
 	o, err := importOptions(r.URL.Query())
-	// A refusal closes the connection: the server would otherwise read
-	// the rest of the input to discard it before answering, and wait on
-	// an input that is a quiet pipe.
 	if err != nil {
-		w.Header().Set("Connection", "close")
-		controlReply(w, http.StatusBadRequest, cli.ControlError{Error: err.Error()})
+		answerEarly(w, r, rc, http.StatusBadRequest, cli.ControlError{Error: err.Error()})
 		return
 	}
 	if !c.importing.CompareAndSwap(false, true) {
-		w.Header().Set("Connection", "close")
-		controlReply(w, http.StatusConflict, cli.ControlError{Error: "another petrel import is running into this relay: wait for it to finish"})
+		answerEarly(w, r, rc, http.StatusConflict, cli.ControlError{Error: "another petrel import is running into this relay: wait for it to finish"})
 		return
 	}
 	defer c.importing.Store(false)
 	o.OwnURL = own
 	c.log.Info("import started (petrel import)", "no_verify", o.NoVerify)
-	res, err := importer.Run(r.Context(), st, r.Body, o)
+	// When the relay stops, it says so at once (a first line of the
+	// answer, {"stopping": true}): petrel import then ends its input at
+	// the next line break, and what it sent is saved and answered. The
+	// import itself is not cancelled: its input ends, or the connection
+	// does (the client gone, or the relay's shutdown out of time).
+	var answerMu sync.Mutex
+	answered, toldStopping := false, false
+	defer context.AfterFunc(c.stopping, func() {
+		answerMu.Lock()
+		defer answerMu.Unlock()
+		if !answered {
+			w.Header().Set("Content-Type", "application/json")
+			_ = json.NewEncoder(w).Encode(importAnswer{Stopping: true})
+			_ = rc.Flush()
+			toldStopping = true
+		}
+	})()
+	res, err := importer.Run(context.WithoutCancel(r.Context()), st, r.Body, o)
+	answerMu.Lock()
+	defer answerMu.Unlock()
+	answered = true
+	if c.stopping.Err() != nil && res != nil {
+		res.Interrupted = true
+		err = fmt.Errorf(stoppingPrefix+"it stopped the import after line %d, and what it saved is kept: run the same import again once the relay is back (stored events are skipped as duplicates)", res.Lines)
+	}
 	ans := importAnswer{Result: res}
 	if err != nil {
 		ans.Error = err.Error()
@@ -97,15 +124,33 @@ func (c *controlServer) serveImport(w http.ResponseWriter, r *http.Request, st s
 	switch {
 	case res == nil:
 		c.log.Warn("import failed (petrel import)", "err", err)
+	case c.stopping.Err() != nil:
+		c.log.Info("import stopped by the shutdown (petrel import): what was saved is kept", "lines", res.Lines, "stored", res.Stored)
 	case err != nil:
 		c.log.Warn("import stopped (petrel import): what was saved is kept", "lines", res.Lines, "stored", res.Stored, "err", err)
-	case res.Interrupted:
-		c.log.Info("import interrupted (petrel import went away): what was saved is kept", "lines", res.Lines, "stored", res.Stored)
 	default:
 		c.log.Info("events imported (petrel import)", "lines", res.Lines, "stored", res.Stored, "duplicate", res.Duplicate, "superseded", res.Superseded, "refused", res.Invalid+res.BadID+res.BadSig+res.Failed, "seconds", res.Seconds)
 	}
+	if toldStopping { // the answer has begun
+		_ = json.NewEncoder(w).Encode(ans)
+		return
+	}
 	controlReply(w, http.StatusOK, ans)
 }
+
+// answerEarly answers an import before its input has ended, then reads
+// the rest of the input, for at most answerDrain, until the client ends
+// it (petrel import does when the answer begins): a client still sending
+// when the connection closed would fail its write and lose the answer.
+func answerEarly(w http.ResponseWriter, r *http.Request, rc *http.ResponseController, code int, v any) {
+	controlReply(w, code, v)
+	_ = rc.Flush()
+	_ = rc.SetReadDeadline(time.Now().Add(answerDrain))
+	_, _ = io.Copy(io.Discard, r.Body)
+}
+
+// answerDrain bounds answerEarly's wait for the end of the input.
+const answerDrain = 5 * time.Second
 
 // errImportStopped is the answer of a relay that stopped (or closed the
 // connection) before it answered the import's result.
@@ -120,7 +165,7 @@ func importThroughServe(ctx context.Context, dir string, f *importFlags, in io.R
 	defer close(body.quit)
 	// The request outlives ctx: the input ends at a line break and the
 	// relay answers what it saved. A second Ctrl-C ends the process.
-	resp, served, err := cli.PostControlStream(context.WithoutCancel(ctx), dir, "import?"+importQuery(f), "application/x-ndjson", body, body.lost)
+	resp, served, err := cli.PostControlStream(context.WithoutCancel(ctx), dir, "import?"+importQuery(f), "application/x-ndjson", body, body.sig)
 	switch {
 	case errors.Is(err, cli.ErrOlderServe):
 		err = fmt.Errorf("%w (it cannot import beside itself)", err)
@@ -132,8 +177,11 @@ func importThroughServe(ctx context.Context, dir string, f *importFlags, in io.R
 	}
 	defer resp.Body.Close()
 	var ans importAnswer
-	if derr := json.NewDecoder(resp.Body).Decode(&ans); derr != nil || ans.Result == nil {
-		return nil, true, errImportStopped
+	for dec := json.NewDecoder(resp.Body); ans.Result == nil; {
+		ans = importAnswer{}
+		if dec.Decode(&ans) != nil || (!ans.Stopping && ans.Result == nil) {
+			return nil, true, errImportStopped
+		}
 	}
 	res = ans.Result
 	if body.cut.Load() {
@@ -154,14 +202,16 @@ func connectionLost(err error) bool {
 // importBody is the request body of an import through the relay. It
 // reads the input in a goroutine, so that it stops waiting for input (a
 // pipe may be idle) when ctx ends, at a line break (the rest of a line
-// begun is sent first), or when the connection to the relay breaks (lost).
+// begun is sent first), when the relay answers (it has stopped reading:
+// a refusal, or its shutdown), or when the connection to the relay
+// breaks.
 type importBody struct {
 	ctx     context.Context
 	in      io.Reader
 	started sync.Once // the pump starts at the first Read: a request never sent reads nothing
 	chunks  chan inputChunk
-	lost    chan struct{} // closed by the connection (cli.PostControlStream)
-	quit    chan struct{} // closed when the request is over
+	sig     *cli.StreamSignals // told by the connection (cli.PostControlStream)
+	quit    chan struct{}      // closed when the request is over
 	pending []byte
 	err     error // the input's error, once pending is sent
 	midLine bool
@@ -177,7 +227,7 @@ type inputChunk struct {
 var errRelayLost = errors.New("the connection to the running relay broke")
 
 func newImportBody(ctx context.Context, in io.Reader) *importBody {
-	return &importBody{ctx: ctx, in: in, chunks: make(chan inputChunk), lost: make(chan struct{}), quit: make(chan struct{})}
+	return &importBody{ctx: ctx, in: in, chunks: make(chan inputChunk), sig: cli.NewStreamSignals(), quit: make(chan struct{})}
 }
 
 // pump reads the input and hands it over a chunk at a time.
@@ -187,7 +237,7 @@ func (b *importBody) pump(in io.Reader) {
 		n, err := in.Read(buf)
 		select {
 		case b.chunks <- inputChunk{buf[:n], err}:
-		case <-b.lost:
+		case <-b.sig.Lost:
 			return
 		case <-b.quit:
 			return
@@ -198,14 +248,7 @@ func (b *importBody) pump(in io.Reader) {
 	}
 }
 
-func (b *importBody) wasLost() bool {
-	select {
-	case <-b.lost:
-		return true
-	default:
-		return false
-	}
-}
+func (b *importBody) wasLost() bool { return closed(b.sig.Lost) }
 
 func (b *importBody) Read(p []byte) (int, error) {
 	if len(p) == 0 {
@@ -213,14 +256,19 @@ func (b *importBody) Read(p []byte) (int, error) {
 	}
 	b.started.Do(func() { go b.pump(b.in) })
 	for {
+		// Interrupted (ctx), or the relay has answered (it refused, or
+		// it is stopping): the input ends at the next line break.
 		canceled := b.ctx.Err() != nil
-		if canceled && !b.midLine {
-			b.cut.Store(true)
+		ending := canceled || closed(b.sig.Answered)
+		if ending && !b.midLine {
+			if canceled {
+				b.cut.Store(true)
+			}
 			return 0, io.EOF
 		}
 		if len(b.pending) > 0 {
 			q := b.pending
-			if i := bytes.IndexByte(q, '\n'); canceled && i >= 0 {
+			if i := bytes.IndexByte(q, '\n'); ending && i >= 0 {
 				q = q[:i+1]
 			}
 			n := copy(p, q)
@@ -231,18 +279,29 @@ func (b *importBody) Read(p []byte) (int, error) {
 		if b.err != nil {
 			return 0, b.err
 		}
-		var stop <-chan struct{}
-		if !canceled {
-			stop = b.ctx.Done()
+		var stop, answered <-chan struct{}
+		if !ending {
+			stop, answered = b.ctx.Done(), b.sig.Answered
 		}
 		select {
 		case c := <-b.chunks:
 			b.pending, b.err = c.b, c.err
 		case <-stop: // cut at a line break, or finish the line begun
-		case <-b.lost:
+		case <-answered:
+		case <-b.sig.Lost:
 			return 0, errRelayLost
 		case <-b.quit:
 			return 0, io.ErrClosedPipe
 		}
+	}
+}
+
+// closed reports whether ch is closed.
+func closed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
 	}
 }

@@ -350,7 +350,7 @@ func serve(cfg config.Config, load func() (config.Config, error)) error {
 			log.Warn("cluster close", "err", err)
 		}
 	}
-	ctl.close()
+	ctl.close(ctx)
 	if err := st.Close(); err != nil {
 		return fmt.Errorf("close store: %w", err)
 	}

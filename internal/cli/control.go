@@ -19,6 +19,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -120,13 +121,30 @@ func PostControl(ctx context.Context, dir, route string, body []byte) (resp *htt
 	return PostControlStream(ctx, dir, route, "application/json", bytes.NewReader(body), nil)
 }
 
+// StreamSignals tell a streamed request's body (PostControlStream) what
+// became of the connection: the request does not end until the body's
+// Read returns, so a body that waits for its input (a pipe) should stop
+// when one of them is closed.
+type StreamSignals struct {
+	// Answered is closed when the relay's answer begins: the body should
+	// end (io.EOF), the relay having stopped reading it; writing on
+	// could fail and lose the answer.
+	Answered chan struct{}
+	// Lost is closed when the connection breaks before the relay
+	// answered: the body should fail.
+	Lost chan struct{}
+}
+
+// NewStreamSignals makes a StreamSignals.
+func NewStreamSignals() *StreamSignals {
+	return &StreamSignals{Answered: make(chan struct{}), Lost: make(chan struct{})}
+}
+
 // PostControlStream is PostControl with a body of contentType read from
 // body as it is sent (petrel import streams its input this way): route
 // may carry a query string. When served is false, nothing was read from
-// body. lost, when not nil, is closed if the connection to the relay
-// breaks: the request does not end until body's Read returns, so a body
-// that waits for its input (a pipe) should give up then.
-func PostControlStream(ctx context.Context, dir, route, contentType string, body io.Reader, lost chan struct{}) (resp *http.Response, served bool, err error) {
+// body. sig, when not nil, is told what becomes of the connection.
+func PostControlStream(ctx context.Context, dir, route, contentType string, body io.Reader, sig *StreamSignals) (resp *http.Response, served bool, err error) {
 	path := ControlSocketPath(dir)
 	if !IsSocket(path) {
 		return nil, false, nil
@@ -135,10 +153,10 @@ func PostControlStream(ctx context.Context, dir, route, contentType string, body
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			var d net.Dialer
 			c, err := d.DialContext(ctx, "unix", path)
-			if err != nil || lost == nil {
+			if err != nil || sig == nil {
 				return c, err
 			}
-			return &watchedConn{Conn: c, lost: lost}, nil
+			return &watchedConn{Conn: c, sig: sig}, nil
 		},
 		DisableCompression: true,
 	}}
@@ -168,18 +186,24 @@ func PostControlStream(ctx context.Context, dir, route, contentType string, body
 	return nil, true, fmt.Errorf("the running relay: %s", ce.Error)
 }
 
-// watchedConn closes lost when a read fails: the transport reads the
-// connection all along, so the relay closing it is seen at once.
+// watchedConn tells sig what it reads: the transport reads the
+// connection all along, so the relay's answer, or its death, is seen at
+// once.
 type watchedConn struct {
 	net.Conn
-	once sync.Once
-	lost chan struct{}
+	sig      *StreamSignals
+	answered sync.Once
+	lost     sync.Once
+	got      atomic.Bool
 }
 
 func (c *watchedConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
-	if err != nil {
-		c.once.Do(func() { close(c.lost) })
+	if n > 0 && !c.got.Swap(true) {
+		c.answered.Do(func() { close(c.sig.Answered) })
+	}
+	if err != nil && !c.got.Load() {
+		c.lost.Do(func() { close(c.sig.Lost) })
 	}
 	return n, err
 }

@@ -236,6 +236,22 @@ func (p *pipeline) read(ctx context.Context, r io.Reader, stop <-chan struct{}, 
 		c = p.getChunk(line + 1)
 		return nil
 	}
+	// flush hands over the chunk being filled when reading stops early
+	// (ctx ended, or the input failed): its lines, read whole, are
+	// checked and saved as at the end of the input. Not after a save
+	// failed (stop): nothing more is saved then. The consumer drains
+	// ordered until it is closed, so the sends do not block for long.
+	flush := func() {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		if len(c.lines) > 0 {
+			ordered <- c
+			jobs <- c
+		}
+	}
 	start := -1 // start in c.buf of a line read in several pieces
 	tooLong := false
 	var rerr error
@@ -243,6 +259,9 @@ func (p *pipeline) read(ctx context.Context, r io.Reader, stop <-chan struct{}, 
 		var frag []byte
 		frag, rerr = br.ReadSlice('\n')
 		total += int64(len(frag))
+		if rerr != nil && rerr != io.EOF && rerr != bufio.ErrBufferFull {
+			break // the input failed: a line it cut is not a line
+		}
 		if rerr == bufio.ErrBufferFull {
 			rerr = nil
 			if !tooLong {
@@ -283,14 +302,17 @@ func (p *pipeline) read(ctx context.Context, r io.Reader, stop <-chan struct{}, 
 		start, tooLong = -1, false
 		if len(c.lines) >= chunkLines || len(c.buf) >= chunkBytes {
 			if serr := send(); serr != nil {
+				flush()
 				return total, serr
 			}
 		}
 		if line&1023 == 0 && ctx.Err() != nil {
+			flush()
 			return total, ctx.Err()
 		}
 	}
 	if rerr != io.EOF {
+		flush()
 		return total, rerr
 	}
 	if err := send(); err != nil {

@@ -5,8 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"github.com/petrel-relay/petrel/internal/bench"
@@ -189,8 +191,33 @@ func TestRunInterrupted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !res.Interrupted || res.Lines >= 5000 {
-		t.Fatalf("interrupted %v after %d lines", res.Interrupted, res.Lines)
+	if !res.Interrupted || res.Lines >= 5000 || res.Stored != 1 || res.Duplicate != res.Lines-1 {
+		t.Fatalf("interrupted %v after %d lines: %+v", res.Interrupted, res.Lines, res.Counts)
+	}
+}
+
+// TestRunInputFails: when the input fails, the lines read whole before
+// it are checked and saved (not a line the failure cut), and the error
+// names the line after them.
+func TestRunInputFails(t *testing.T) {
+	k := relaytest.NewKey("import-input-fails")
+	var whole string
+	for i := range 3 {
+		whole += string(k.Note(fmt.Sprint("n", i)).Raw) + "\n"
+	}
+	cut := string(k.Note("cut").Raw)
+	st := openStore(t)
+	boom := errors.New("boom")
+	r := io.MultiReader(strings.NewReader(whole+cut[:40]), iotest.ErrReader(boom))
+	res, err := Run(context.Background(), st, r, Options{NoVerify: true})
+	if !errors.Is(err, boom) || !strings.HasPrefix(err.Error(), "read line 4: ") {
+		t.Fatalf("error %v", err)
+	}
+	if res.Lines != 3 || res.Stored != 3 || res.Invalid != 0 {
+		t.Fatalf("counts %+v", res.Counts)
+	}
+	if n := len(storedRaws(t, st)); n != 3 {
+		t.Fatalf("stored %d", n)
 	}
 }
 

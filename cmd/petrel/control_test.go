@@ -13,22 +13,30 @@ import (
 	"github.com/petrel-relay/petrel/internal/config"
 	"github.com/petrel-relay/petrel/internal/importer"
 	"github.com/petrel-relay/petrel/internal/nostr"
+	"github.com/petrel-relay/petrel/internal/store/pebble"
 )
+
+// startTestControl opens a store in a new directory and serves its
+// control socket, closed at the end of the test.
+func startTestControl(t *testing.T) (dir string, cfg config.Config, st *pebble.Store, c *controlServer) {
+	t.Helper()
+	dir = t.TempDir()
+	cfg = config.Config{}.Normalize()
+	cfg.Store.Path = filepath.Join(dir, "data")
+	st = openStoreAt(t, cfg.Store.Path)
+	if c = startControl(cfg, quietLog, st); c == nil {
+		t.Fatal("no control socket")
+	}
+	t.Cleanup(func() { c.close(context.Background()) })
+	return dir, cfg, st, c
+}
 
 // TestControlBackup drives the control socket in process: one backup at a
 // time (a second, while one runs, is refused and writes nothing; the next
 // is served), a destination that exists is refused, and the socket is
 // private to its user and gone after close.
 func TestControlBackup(t *testing.T) {
-	dir := t.TempDir()
-	cfg := config.Config{}.Normalize()
-	cfg.Store.Path = filepath.Join(dir, "data")
-	st := openStoreAt(t, cfg.Store.Path)
-	c := startControl(cfg, quietLog, st)
-	if c == nil {
-		t.Fatal("no control socket")
-	}
-	defer c.close(context.Background())
+	dir, cfg, _, c := startTestControl(t)
 	fi, err := os.Stat(c.path)
 	if err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("socket mode %v (%v), want 0600", fi.Mode().Perm(), err)
@@ -78,15 +86,7 @@ func TestControlBackup(t *testing.T) {
 // quiet input saves what it read and says the relay is shutting down;
 // close does not wait for the input.
 func TestControlShutdown(t *testing.T) {
-	dir := t.TempDir()
-	cfg := config.Config{}.Normalize()
-	cfg.Store.Path = filepath.Join(dir, "data")
-	st := openStoreAt(t, cfg.Store.Path)
-	c := startControl(cfg, quietLog, st)
-	if c == nil {
-		t.Fatal("no control socket")
-	}
-	defer c.close(context.Background())
+	_, cfg, st, c := startTestControl(t)
 	evs := toolEvents()
 	var lines []byte
 	for _, ev := range evs[:3] {

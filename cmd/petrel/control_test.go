@@ -2,17 +2,20 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/petrel-relay/petrel/internal/config"
 	"github.com/petrel-relay/petrel/internal/importer"
 	"github.com/petrel-relay/petrel/internal/nostr"
+	"github.com/petrel-relay/petrel/internal/relaytest"
 	"github.com/petrel-relay/petrel/internal/store/pebble"
 )
 
@@ -130,5 +133,44 @@ func TestControlShutdown(t *testing.T) {
 	t.Logf("%d of the 3 lines saved", a.res.Stored)
 	if n, err := st.Count(context.Background(), []nostr.Filter{{}}); err != nil || n != a.res.Stored {
 		t.Fatalf("the store holds %d events (%v), the answer says %d saved", n, err, a.res.Stored)
+	}
+}
+
+// TestControlShutdownDelete: a deletion in flight when the relay stops
+// ends between batches and says how far it got, which is what the store
+// shows.
+func TestControlShutdownDelete(t *testing.T) {
+	_, cfg, st, c := startTestControl(t)
+	k := relaytest.NewKey("shutdown-delete")
+	var evs []*nostr.Event
+	for i := range 300 {
+		evs = append(evs, k.Event(1, fmt.Sprint("n", i), nil, fixtureBase+int64(i)))
+	}
+	ctx := context.Background()
+	if _, err := st.Save(ctx, evs); err != nil {
+		t.Fatal(err)
+	}
+	first := make(chan struct{})
+	var once sync.Once
+	done := make(chan error, 1)
+	var last deleteLine
+	go func() {
+		var err error
+		last, _, err = askDelete(ctx, cfg.Store.Path, deleteRequest{Filters: []json.RawMessage{json.RawMessage(`{"kinds":[1]}`)}, Batch: 1},
+			func(deleteLine) { once.Do(func() { close(first) }) })
+		done <- err
+	}()
+	<-first
+	c.close(ctx)
+	err := <-done
+	if err == nil || !strings.HasPrefix(err.Error(), stoppingPrefix+"it stopped after deleting ") {
+		t.Fatalf("delete when the relay stops: %+v %v", last, err)
+	}
+	n, cerr := st.Count(ctx, []nostr.Filter{{}})
+	if cerr != nil || last.Deleted == 0 || last.Deleted >= 300 || n != int64(300-last.Deleted) {
+		t.Fatalf("deleted %d by the answer, %d left in the store (%v)", last.Deleted, n, cerr)
+	}
+	if !strings.Contains(err.Error(), fmt.Sprintf("deleting %d of 300 events", last.Deleted)) {
+		t.Fatalf("the message's count: %v, answer %+v", err, last)
 	}
 }

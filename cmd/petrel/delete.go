@@ -236,7 +236,9 @@ func deleteItems(ctx context.Context, st store.Store, items []store.Item, batch 
 		for _, it := range items[:n] {
 			ids = append(ids, it.ID)
 		}
-		d, err := st.Delete(ctx, ids)
+		// The batch is not cancelled once handed over: it may commit
+		// anyway, and the count must say so.
+		d, err := st.Delete(context.WithoutCancel(ctx), ids)
 		res.Deleted += d
 		if err != nil {
 			res.Seconds = time.Since(start).Seconds()

@@ -10,6 +10,7 @@ import (
 	"github.com/petrel-relay/petrel/internal/nostr"
 	"github.com/petrel-relay/petrel/internal/relay"
 	"github.com/petrel-relay/petrel/internal/relaytest"
+	"github.com/petrel-relay/petrel/internal/store"
 )
 
 const base = 1_700_000_000
@@ -365,5 +366,39 @@ func TestSyncOptions(t *testing.T) {
 	f(Options{Remote: "ws://127.0.0.1:1", Store: st, Window: -1})
 	if _, err := ParseDirection("sideways"); !errors.Is(err, ErrOptions) {
 		t.Fatal(err)
+	}
+}
+
+// commitThenCancel is a store whose Save, like the pebble store's,
+// commits a batch handed over and still reports a context cancelled
+// meanwhile.
+type commitThenCancel struct{ store.Store }
+
+func (s commitThenCancel) Save(ctx context.Context, events []*nostr.Event) ([]store.SaveResult, error) {
+	res, err := s.Store.Save(context.Background(), events)
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	return res, err
+}
+
+// TestSyncInterruptedCount: an interrupted download counts every event it
+// saved, the batch in flight at the interruption included.
+func TestSyncInterruptedCount(t *testing.T) {
+	t.Parallel()
+	remote := signed("interrupted-count", 450, 1, base, 2)
+	m := modelWith(t)
+	r := relaytest.Start(t, relaytest.Options{})
+	fill(t, r.Store, remote)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	res, err := Run(ctx, Options{Remote: r.URL, Store: commitThenCancel{m}, Direction: Down, Batch: 50, IDsPerReq: 50, Window: 8,
+		Progress: &cancelAfter{phase: "download", n: 100, cancel: cancel}})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("interrupted run: %v (%s)", err, res.String())
+	}
+	n, err := m.Count(context.Background(), []nostr.Filter{{}})
+	if err != nil || int64(res.Down.Moved) != n || n >= int64(len(remote)) {
+		t.Fatalf("downloaded %d by the result, %d in the store (%v)", res.Down.Moved, n, err)
 	}
 }

@@ -130,10 +130,10 @@ func runImportCmd(ctx context.Context, f *importFlags, path string, stdin io.Rea
 	defer closeIn()
 	ctx, stop := cli.Interruptible(ctx)
 	defer stop()
+	bar.b = newBar(stderr, f.quiet, "importing", size, true) // drawn at the first input read
 	// A running petrel serve holds a pebble store: the input goes to it
 	// through its control socket. Otherwise import opens the store.
 	if cfg.Store.Backend == "pebble" && cli.ControlServed(cfg.Store.Path) {
-		bar.b = newBar(stderr, f.quiet, "importing", size, true)
 		res, served, err := importThroughServe(ctx, cfg.Store.Path, f, in)
 		if served {
 			finishBar(bar.b)
@@ -144,8 +144,6 @@ func runImportCmd(ctx context.Context, f *importFlags, path string, stdin io.Rea
 	if err != nil {
 		return err
 	}
-	bar.b = newBar(stderr, f.quiet, "importing", size, true)
-
 	res, err := importer.Run(ctx, st, in, importer.Options{
 		NoVerify:  f.noVerify,
 		Workers:   f.workers,

@@ -119,29 +119,29 @@ func runStream(ctx context.Context, f *streamFlags, remote string, stdout io.Wri
 	if err != nil {
 		return err
 	}
-	if _, err := cli.ParseRelay(remote); err != nil {
+	if remote, err = cli.ParseRelay(remote); err != nil {
 		return err
 	}
-	local := f.local
-	if local == "" {
+	var local string
+	if f.local == "" {
 		if local, err = localRelayURL(cfg); err != nil {
 			return err
 		}
-	} else if _, err := cli.ParseRelay(local); err != nil {
+	} else if local, err = cli.ParseRelay(f.local); err != nil {
 		return fmt.Errorf("--local: %w", err)
 	}
 	catchUp := f.catchUp
 	if catchUp == 0 {
 		catchUp = -1 // the library's "none"
 	}
-	s, err := stream.New(stream.Options{Local: cli.RelayURL(local), Remote: cli.RelayURL(remote), Direction: dir,
+	s, err := stream.New(stream.Options{Local: local, Remote: remote, Direction: dir,
 		Filter: flt, CatchUp: catchUp, Remember: f.remember, Window: f.window, AuthKey: sk, Logger: log})
 	if err != nil {
 		return err
 	}
 	ctx, stop := cli.Interruptible(ctx)
 	defer stop()
-	log.Info("streaming", "local", cli.RelayURL(local), "remote", cli.RelayURL(remote), "dir", dir.String())
+	log.Info("streaming", "local", local, "remote", remote, "dir", dir.String())
 	if err := s.Run(ctx); err != nil {
 		return cli.AuthHint(cli.RelayConnectError(err, 0), sk)
 	}

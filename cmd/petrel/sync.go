@@ -120,28 +120,18 @@ by every node's stored queries, but not pushed to live subscriptions.`,
 // 3339 or an age before now (cli.ParseWhen).
 func parseTime(s string) (int64, error) { return cli.ParseWhen(s, time.Now()) }
 
-// fromURL completes --from's relay as the remote's is (cli.RelayURL); ""
-// (the local store) stays "".
-func fromURL(s string) string {
-	if s == "" {
-		return ""
-	}
-	return cli.RelayURL(s)
-}
-
 // syncOptions turns the flags into sync options (without the local side).
 func (f *syncFlags) options(remote string) (psync.Options, error) {
-	o := psync.Options{Remote: cli.RelayURL(remote), From: fromURL(f.from), Batch: f.batch, Window: f.window,
-		FallbackPaging: f.fallbackPaging, OpenTimeout: f.negTimeout}
-	if _, err := cli.ParseRelay(remote); err != nil {
+	o := psync.Options{Batch: f.batch, Window: f.window, FallbackPaging: f.fallbackPaging, OpenTimeout: f.negTimeout}
+	var err error
+	if o.Remote, err = cli.ParseRelay(remote); err != nil {
 		return o, err
 	}
-	if f.from != "" {
-		if _, err := cli.ParseRelay(f.from); err != nil {
+	if f.from != "" { // "": the local store
+		if o.From, err = cli.ParseRelay(f.from); err != nil {
 			return o, fmt.Errorf("--from: %w", err)
 		}
 	}
-	var err error
 	if o.Direction, err = psync.ParseDirection(f.dir); err != nil {
 		return o, err
 	}

@@ -187,8 +187,10 @@ type migrateOptions struct {
 type migrateResult struct {
 	From string `json:"from"`
 	To   string `json:"to"`
-	// Events is the number of events read from the source; each was
-	// stored in the destination, found there already, or refused.
+	// Events is the number of events copied: read from the source and
+	// handed to the destination, which stored each, found it there
+	// already, or refused it. An interrupted copy counts the batches the
+	// destination answered.
 	Events     int64    `json:"events"`
 	Stored     int64    `json:"stored"`
 	Duplicate  int64    `json:"duplicate"`
@@ -206,11 +208,14 @@ type migrateResult struct {
 	Held int64 `json:"held"`
 	// The counts verified at the end: the source's events before and
 	// after the copy, the destination's before and after.
-	SourceBefore int64   `json:"source_before"`
-	SourceAfter  int64   `json:"source_after"`
-	DestBefore   int64   `json:"destination_before"`
-	DestAfter    int64   `json:"destination_after"`
-	Verified     bool    `json:"verified"`
+	SourceBefore int64 `json:"source_before"`
+	SourceAfter  int64 `json:"source_after"`
+	DestBefore   int64 `json:"destination_before"`
+	DestAfter    int64 `json:"destination_after"`
+	Verified     bool  `json:"verified"`
+	// Interrupted: the copy was stopped (Ctrl-C) before its end, so the
+	// counts after it were not taken.
+	Interrupted  bool    `json:"interrupted,omitempty"`
 	Seconds      float64 `json:"seconds"`
 	EventsPerSec float64 `json:"events_per_sec"`
 }
@@ -275,6 +280,7 @@ func runMigrateCmd(ctx context.Context, f *migrateFlags, stdout, stderr io.Write
 		err = dropRecycledLogs(dst, to.config(cfg), log)
 	}
 	res.From, res.To = from.String(), to.String()
+	res.Interrupted = errors.Is(err, context.Canceled)
 	if res.Events > 0 || res.Verified || errors.Is(err, errVerify) {
 		if f.jsonOut {
 			if jerr := printJSON(stdout, res); jerr != nil {
@@ -284,7 +290,7 @@ func runMigrateCmd(ctx context.Context, f *migrateFlags, stdout, stderr io.Write
 			fmt.Fprintln(stdout, res.String())
 		}
 	}
-	if errors.Is(err, context.Canceled) {
+	if res.Interrupted {
 		return errors.New("interrupted: what was copied is kept; run the same command with --force to carry on (copied events are skipped as duplicates)")
 	}
 	return err
@@ -303,9 +309,12 @@ func (r *migrateResult) String() string {
 	if r.Held > 0 {
 		fmt.Fprintf(&b, "held unverified (verify_mode optimistic): %d events, copied as held: a relay started on the destination checks them\n", r.Held)
 	}
-	if r.Verified {
+	switch {
+	case r.Interrupted:
+		fmt.Fprintf(&b, "NOT verified: interrupted; the destination held %d events before, the source %d", r.DestBefore, r.SourceBefore)
+	case r.Verified:
 		fmt.Fprintf(&b, "verified: the destination holds %d events (the source %d), the same tombstones and the same policy state", r.DestAfter, r.SourceAfter)
-	} else {
+	default:
 		fmt.Fprintf(&b, "NOT verified: the destination holds %d events (%d before), the source %d (%d before)", r.DestAfter, r.DestBefore, r.SourceAfter, r.SourceBefore)
 	}
 	return b.String()
@@ -363,6 +372,8 @@ func migrateStores(ctx context.Context, src, dst store.Store, o migrateOptions) 
 		o.Start(res.SourceBefore)
 	}
 	if err := copyEvents(ctx, src, dst, o, res); err != nil {
+		res.Seconds = time.Since(start).Seconds()
+		res.EventsPerSec = rate(res.Events, time.Since(start))
 		return res, err
 	}
 	copied := &tombCounts{}
@@ -466,15 +477,19 @@ func copyEvents(ctx context.Context, src, dst store.Store, o migrateOptions, res
 	go func() {
 		defer wg.Done()
 		for b := range batches {
-			if saveErr != nil {
+			if saveErr != nil || ctx.Err() != nil {
 				continue // drain
 			}
-			rs, err := dst.Save(ctx, b)
+			// Not cancelled once handed over: an interrupt lands between
+			// batches, and the counts say what the destination holds (a
+			// cancelled wait returns while the store may still commit).
+			rs, err := dst.Save(context.WithoutCancel(ctx), b)
 			if err != nil {
 				saveErr = fmt.Errorf("save into the destination: %w", err)
 				cancel()
 				continue
 			}
+			res.Events += int64(len(b))
 			for i, r := range rs {
 				switch r.Outcome {
 				case store.Stored:
@@ -503,7 +518,6 @@ func copyEvents(ctx context.Context, src, dst store.Store, o migrateOptions, res
 		if err != nil {
 			return fmt.Errorf("the source holds an event that does not parse (id %s): %w", r.ID.Hex(), err)
 		}
-		res.Events++
 		if cur = append(cur, ev); len(cur) == o.Batch {
 			select {
 			case batches <- cur:

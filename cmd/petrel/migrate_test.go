@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -17,6 +18,7 @@ import (
 	"github.com/petrel-relay/petrel/internal/pgtest"
 	"github.com/petrel-relay/petrel/internal/relaytest"
 	"github.com/petrel-relay/petrel/internal/store"
+	"github.com/petrel-relay/petrel/internal/store/pebble"
 	"github.com/petrel-relay/petrel/internal/store/postgres"
 )
 
@@ -434,4 +436,55 @@ func FuzzParseStoreSpec(f *testing.F) {
 			t.Fatalf("%q: backend %q", s, sp.Backend)
 		}
 	})
+}
+
+// cancelInSave is a destination whose nth Save commits its batch and
+// cancels the run meanwhile, as an interrupt landing while the pebble
+// store's writer commits; like that store, it reports the cancellation of
+// a context it was given.
+type cancelInSave struct {
+	*pebble.Store
+	n, saves int
+	cancel   context.CancelFunc
+}
+
+func (s *cancelInSave) Save(ctx context.Context, events []*nostr.Event) ([]store.SaveResult, error) {
+	res, err := s.Store.Save(context.Background(), events)
+	if s.saves++; s.saves == s.n {
+		s.cancel()
+	}
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	return res, err
+}
+
+// TestMigrateInterruptedCount: an interrupted copy reports what the
+// destination holds, the batch committed as the interrupt landed
+// included, and saves no batch after it.
+func TestMigrateInterruptedCount(t *testing.T) {
+	src := openStoreAt(t, filepath.Join(t.TempDir(), "src"))
+	z := relaytest.NewKey("mig-cut")
+	var evs []*nostr.Event
+	for i := range 1000 {
+		evs = append(evs, z.Event(1, fmt.Sprintf("note %d", i), nil, fixtureBase+int64(i)))
+	}
+	if _, err := src.Save(context.Background(), evs); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	dstStore := openStoreAt(t, filepath.Join(t.TempDir(), "dst"))
+	dst := &cancelInSave{Store: dstStore, n: 3, cancel: cancel}
+	res, err := migrateStores(ctx, src, dst, migrateOptions{Batch: 100})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("interrupted copy: %v", err)
+	}
+	n, cerr := dstStore.Count(context.Background(), []nostr.Filter{{}})
+	if cerr != nil || n != 300 || res.Stored != n || res.Events != n || dst.saves != 3 {
+		t.Fatalf("the destination holds %d (%v) after %d saves; the result says %d copied, %d stored", n, cerr, dst.saves, res.Events, res.Stored)
+	}
+	if res.Seconds <= 0 || !strings.Contains(res.String(), "copied 300 events") {
+		t.Fatalf("summary: %s", res.String())
+	}
 }

@@ -132,6 +132,19 @@ func runExportCmd(ctx context.Context, f *exportFlags, stdout, stderr io.Writer)
 	}
 	res, err := src.export(ctx, out, filters, o)
 	finishBar(bar)
+	if err != nil && ctx.Err() != nil {
+		// Interrupted (Ctrl-C): a file is written whole or not at all;
+		// stdout gets the lines written so far, whole (the buffer is
+		// flushed between lines, not cut mid-line).
+		if out.toFile() {
+			out.abort()
+			return fmt.Errorf("interrupted after %d events: %s was not written (an export to a file is written whole or not at all)", res.Events, f.out)
+		}
+		if cerr := out.commit(); cerr != nil {
+			return fmt.Errorf("write: %w", cerr)
+		}
+		return fmt.Errorf("interrupted after %d events (written, whole lines)", res.Events)
+	}
 	if err != nil {
 		out.abort()
 		return err

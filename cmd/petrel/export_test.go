@@ -181,3 +181,54 @@ func TestExportImportRoundTrip(t *testing.T) {
 		t.Fatalf("round trip: %d lines, then %d lines", len(a), len(b))
 	}
 }
+
+// cancelOnWrite cancels a run at its first write: the export's first
+// buffer flush, cut mid-line.
+type cancelOnWrite struct {
+	strings.Builder
+	cancel context.CancelFunc
+}
+
+func (w *cancelOnWrite) Write(p []byte) (int, error) {
+	w.cancel()
+	return w.Builder.Write(p)
+}
+
+// TestExportInterrupted: an export to stdout stopped by Ctrl-C leaves
+// whole lines, as many as it says, not a buffer cut mid-line or an
+// unexplained "context canceled".
+func TestExportInterrupted(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	st := openStoreAt(t, dir)
+	k := relaytest.NewKey("export-cut")
+	var evs []*nostr.Event
+	for i := range 3000 {
+		evs = append(evs, k.Event(1, strings.Repeat("x", 1000)+fmt.Sprint(i), nil, fixtureBase+int64(i)))
+	}
+	if _, err := st.Save(context.Background(), evs); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	out := &cancelOnWrite{cancel: cancel}
+	cmd := exportCmd()
+	cmd.SetOut(out)
+	cmd.SetErr(new(strings.Builder))
+	cmd.SetArgs([]string{"--data", dir, "-q"})
+	cmd.SilenceUsage = true // the root command's setting
+	err := cmd.ExecuteContext(ctx)
+	lines := strings.Split(out.String(), "\n")
+	if last := lines[len(lines)-1]; last != "" {
+		t.Fatalf("the output ends mid-line: %q", last[:min(len(last), 60)])
+	}
+	lines = lines[:len(lines)-1]
+	if err == nil || err.Error() != fmt.Sprintf("interrupted after %d events (written, whole lines)", len(lines)) || len(lines) >= len(evs) {
+		t.Fatalf("%d lines written of %d, error %v", len(lines), len(evs), err)
+	}
+	for i, l := range lines {
+		if _, perr := nostr.ParseEvent([]byte(l), nil); perr != nil {
+			t.Fatalf("line %d: %v", i+1, perr)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package pebble
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -70,7 +71,7 @@ func TestOpenForeignDir(t *testing.T) {
 	}{
 		{"empty", nil},
 		{"mount", []string{"lost+found/"}},
-		{"unfinished", []string{"LOCK", "000002.log", "temporary.000003.dbtmp", "wal-spare-1"}},
+		{"unfinished", []string{"LOCK", "MANIFEST-000001", "marker.format-version.000001.024", "temporary.000003.dbtmp", "wal-spare-1"}},
 	} {
 		dir := t.TempDir()
 		write(dir, c.files...)
@@ -81,8 +82,45 @@ func TestOpenForeignDir(t *testing.T) {
 		s.Close()
 	}
 
-	// An existing store: a file beside it does not stop it opening.
+	// A store's tables or logs without its manifest (a copy that did not
+	// finish) are not deleted under a new store; an empty log is not
+	// data.
+	for _, c := range []struct {
+		files []string
+		data  int // how many hold data
+	}{
+		{[]string{"LOCK", "000040.sst", "000041.sst", "000042.log"}, 3},
+		{[]string{"000007.log"}, 1},
+		{[]string{"000009.blob", "marker.format-version.000001.024"}, 1},
+	} {
+		files := c.files
+		dir := t.TempDir()
+		write(dir, files...)
+		before := list(dir)
+		s, err := open(dir)
+		if err == nil {
+			s.Close()
+			t.Fatalf("%v: a new store was created over a store's files", files)
+		}
+		if !errors.Is(err, ErrPartialStore) || !strings.Contains(err.Error(), fmt.Sprintf("holds %d table or log files", c.data)) {
+			t.Fatalf("%v: %v, want ErrPartialStore counting them", files, err)
+		}
+		if after := list(dir); !slices.Equal(before, after) {
+			t.Fatalf("the refused Open changed the directory: %v, was %v", after, before)
+		}
+	}
 	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "000002.log"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := open(dir); err != nil {
+		t.Fatalf("an empty log: %v", err)
+	} else {
+		s.Close()
+	}
+
+	// An existing store: a file beside it does not stop it opening.
+	dir = t.TempDir()
 	s, err = open(dir)
 	if err != nil {
 		t.Fatal(err)

@@ -2,9 +2,13 @@ package pebble
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
+	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/petrel-relay/petrel/internal/store"
 )
@@ -30,14 +34,48 @@ func (s *Store) whileOpen(fn func() error) error {
 // write-ahead log is flushed first). Files are hard-linked when dir is on
 // the store's filesystem (instant, and no space until the store moves on),
 // copied otherwise.
+//
+// The copy is written beside dir under dir's name and ".partial-" and
+// renamed into place once whole, so dir exists only complete: a process
+// killed during a long copy leaves the partial directory under that name
+// (pebble removes it itself on an error), and a store never opens on it.
 func (s *Store) Checkpoint(dir string) error {
 	return s.whileOpen(func() error {
-		if err := s.db.Checkpoint(dir, pebble.WithFlushedWAL()); err != nil {
+		fsys := s.opts.FS
+		if fsys == nil {
+			fsys = vfs.Default
+		}
+		if _, err := fsys.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+			if err == nil {
+				err = os.ErrExist
+			}
 			return fmt.Errorf("store/pebble: checkpoint into %s: %w", dir, err)
+		}
+		tmp := fmt.Sprintf("%s.partial-%d-%d", dir, os.Getpid(), checkpoints.Add(1))
+		if err := s.db.Checkpoint(tmp, pebble.WithFlushedWAL()); err != nil {
+			return fmt.Errorf("store/pebble: checkpoint into %s: %w", dir, err)
+		}
+		if err := fsys.Rename(tmp, dir); err != nil {
+			fsys.RemoveAll(tmp)
+			return fmt.Errorf("store/pebble: checkpoint into %s: %w", dir, err)
+		}
+		// The rename is durable once the parent directory is synced.
+		parent, err := fsys.OpenDir(fsys.PathDir(dir))
+		if err == nil {
+			err = parent.Sync()
+			if cerr := parent.Close(); err == nil {
+				err = cerr
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("store/pebble: checkpoint into %s: sync its parent directory: %w", dir, err)
 		}
 		return nil
 	})
 }
+
+// checkpoints numbers the temporary directories of Checkpoint.
+var checkpoints atomic.Uint64
 
 // Sync makes every write committed so far durable. Commits are synced
 // already unless Options.NoSync (bulk import); with it, call Sync before

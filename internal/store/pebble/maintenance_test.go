@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -178,6 +180,11 @@ func TestCheckpoint(t *testing.T) {
 	if err := s.Checkpoint(dest); err == nil {
 		t.Fatal("a second checkpoint into the same directory succeeded")
 	}
+	// Written beside dest under another name and renamed: nothing else
+	// is left there.
+	if ents, err := os.ReadDir(filepath.Dir(dest)); err != nil || len(ents) != 1 || ents[0].Name() != "copy" {
+		t.Fatalf("beside the copy: %v %v", ents, err)
+	}
 	saveAll(t, s, notes(3, 10)...) // after the checkpoint: not in the copy
 
 	cp := openTest(t, Options{Path: dest, PurgeInterval: -1})
@@ -228,5 +235,54 @@ func TestSync(t *testing.T) {
 	s.Close()
 	if err := s.Sync(); !errors.Is(err, store.ErrClosed) {
 		t.Fatalf("Sync after Close: %v, want ErrClosed", err)
+	}
+}
+
+// watchFS notes, at every file a checkpoint writes, whether its final
+// directory exists yet.
+type watchFS struct {
+	vfs.FS
+	dest          string
+	writes, early int
+}
+
+func (w *watchFS) note(name string) {
+	if strings.HasPrefix(name, w.dest+"/") || strings.HasPrefix(name, w.dest+".partial-") {
+		w.writes++
+		if _, err := os.Stat(w.dest); err == nil {
+			w.early++
+		}
+	}
+}
+
+func (w *watchFS) Create(name string, c vfs.DiskWriteCategory) (vfs.File, error) {
+	w.note(name)
+	return w.FS.Create(name, c)
+}
+
+func (w *watchFS) Link(oldname, newname string) error {
+	w.note(newname)
+	return w.FS.Link(oldname, newname)
+}
+
+// TestCheckpointWhole: while a checkpoint writes its files, its directory
+// does not exist under the name asked for, so an interrupted copy is never
+// taken for a backup.
+func TestCheckpointWhole(t *testing.T) {
+	dest := filepath.Join(t.TempDir(), "copy")
+	w := &watchFS{FS: vfs.Default, dest: dest}
+	s := openTest(t, Options{FS: w, PurgeInterval: -1})
+	defer s.Close()
+	saveAll(t, s, notes(2, 300)...)
+	if err := s.Checkpoint(dest); err != nil {
+		t.Fatal(err)
+	}
+	if w.writes < 3 || w.early != 0 {
+		t.Fatalf("%d files written by the checkpoint, %d of them with %s already there", w.writes, w.early, dest)
+	}
+	cp := openTest(t, Options{Path: dest, PurgeInterval: -1})
+	defer cp.Close()
+	if n := countAll(t, cp); n != 300 {
+		t.Fatalf("the copy holds %d events", n)
 	}
 }

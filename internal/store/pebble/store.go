@@ -143,6 +143,25 @@ var ErrNoStore = errors.New("store/pebble: no store in the directory")
 // own that it does not know. The error names the first such file.
 var ErrForeignDir = errors.New("store/pebble: the directory holds other files and no store")
 
+// ErrPartialStore is wrapped by Open when asked to create a store in a
+// directory that holds a store's tables or write-ahead logs but no
+// manifest: a copy or backup that did not finish, or a store whose
+// manifest was lost. pebble would start an empty store there and delete
+// them as files it does not know. The error counts them and names one.
+var ErrPartialStore = errors.New("store/pebble: the directory holds a store's tables but no manifest")
+
+// partialStoreError is checkCreate's ErrPartialStore.
+type partialStoreError struct {
+	file string
+	n    int
+}
+
+func (e partialStoreError) Error() string {
+	return fmt.Sprintf("the directory holds %d table or log files of a store (%q among them) and no manifest: a copy or backup that did not finish? A new store there would delete them: restore a whole copy, or move them away", e.n, e.file)
+}
+
+func (e partialStoreError) Is(target error) bool { return target == ErrPartialStore }
+
 // foreignDirError is checkCreate's ErrForeignDir, naming a file.
 type foreignDirError struct{ file string }
 
@@ -154,9 +173,11 @@ func (e foreignDirError) Is(target error) bool { return target == ErrForeignDir 
 
 // checkCreate returns an error wrapping ErrForeignDir when path holds no
 // pebble database and an entry neither pebble nor this package writes
-// (ownFile). A missing or empty directory, a file system's lost+found
-// and the files of a creation that did not finish are fine. An error
-// while looking is left for pebble.Open to report.
+// (ownFile), or ErrPartialStore when it holds tables or non-empty logs
+// (dataFile): pebble writes those only once the manifest exists. A
+// missing or empty directory, a file system's lost+found and the files
+// of a creation that did not finish are fine. An error while looking is
+// left for pebble.Open to report.
 func checkCreate(fsys vfs.FS, path string) error {
 	if fsys == nil {
 		fsys = vfs.Default
@@ -174,7 +195,35 @@ func checkCreate(fsys vfs.FS, path string) error {
 			return foreignDirError{n}
 		}
 	}
+	var partial partialStoreError
+	for _, n := range names {
+		if dataFile(fsys, path, n) {
+			if partial.n++; partial.file == "" {
+				partial.file = n
+			}
+		}
+	}
+	if partial.n > 0 {
+		return partial
+	}
 	return nil
+}
+
+// dataFile reports whether name, in dir, holds a store's data: a table
+// (.sst, .blob) or a write-ahead log that is not empty.
+func dataFile(fsys vfs.FS, dir, name string) bool {
+	num, ext, ok := strings.Cut(name, ".")
+	if !ok || num == "" || strings.Trim(num, "0123456789") != "" {
+		return false
+	}
+	switch ext {
+	case "sst", "blob":
+		return true
+	case "log":
+		fi, err := fsys.Stat(fsys.PathJoin(dir, name))
+		return err != nil || fi.Size() > 0
+	}
+	return false
 }
 
 // ownFile reports whether name is one pebble writes in its directory

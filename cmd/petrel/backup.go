@@ -40,6 +40,10 @@ petrel serve --data <dest-dir> opens as it is. Files are hard-linked when
 space until the store moves on; copy it elsewhere to keep it safe), and
 copied otherwise.
 
+The copy is written under <dest-dir>.partial-PID-N and renamed to
+<dest-dir> once whole: a backup stopped part way (Ctrl-C, a crash) leaves
+that directory, which no store opens; remove it.
+
 --verify opens the copy afterwards and checks that it holds as many
 events as the store.
 

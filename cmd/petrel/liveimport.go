@@ -161,7 +161,7 @@ var errImportStopped = errors.New("the running relay stopped answering before th
 // line break (the result then says Interrupted). served is false when no
 // relay answers; nothing was read from in then.
 func importThroughServe(ctx context.Context, dir string, f *importFlags, in io.Reader) (res *importer.Result, served bool, err error) {
-	body := newImportBody(ctx, in)
+	body := newImportBody(ctx, in, f.maxLine)
 	defer close(body.quit)
 	// The request outlives ctx: the input ends at a line break and the
 	// relay answers what it saved. A second Ctrl-C ends the process.
@@ -187,8 +187,12 @@ func importThroughServe(ctx context.Context, dir string, f *importFlags, in io.R
 	if body.cut.Load() {
 		res.Interrupted = true
 	}
-	if ans.Error != "" {
+	switch ierr := body.inputError(); {
+	case ans.Error != "":
 		err = errors.New(ans.Error)
+	case ierr != nil:
+		// As an import into a store it opened says it.
+		err = fmt.Errorf("read line %d: %w", res.Lines+1, ierr)
 	}
 	return res, true, err
 }
@@ -201,21 +205,27 @@ func connectionLost(err error) bool {
 
 // importBody is the request body of an import through the relay. It
 // reads the input in a goroutine, so that it stops waiting for input (a
-// pipe may be idle) when ctx ends, at a line break (the rest of a line
-// begun is sent first), when the relay answers (it has stopped reading:
-// a refusal, or its shutdown), or when the connection to the relay
-// breaks.
+// pipe may be idle) when ctx ends, when the relay answers (it has stopped
+// reading: a refusal, or its shutdown), or when the connection to the
+// relay breaks. It sends whole lines only: a line is held until its line
+// break comes (or the input's end; a line longer than the import takes is
+// sent as it comes, to be refused whole), so an input that fails (a
+// truncated gzip file) or is interrupted ends the body cleanly at a line
+// break, and the relay answers what it saved of the lines before.
 type importBody struct {
 	ctx     context.Context
 	in      io.Reader
+	maxLine int
 	started sync.Once // the pump starts at the first Read: a request never sent reads nothing
 	chunks  chan inputChunk
 	sig     *cli.StreamSignals // told by the connection (cli.PostControlStream)
 	quit    chan struct{}      // closed when the request is over
-	pending []byte
-	err     error // the input's error, once pending is sent
-	midLine bool
-	cut     atomic.Bool // the input was stopped by ctx
+	ready   []byte             // whole lines to send (at the input's end, its last bytes)
+	held    []byte             // the line begun, held until whole
+	err     error              // the input's error or io.EOF, once ready is sent
+	midLine bool               // the last Read stopped inside a line of ready
+	cut     atomic.Bool        // the input was stopped by ctx
+	inErr   atomic.Pointer[error]
 }
 
 type inputChunk struct {
@@ -226,8 +236,44 @@ type inputChunk struct {
 // errRelayLost ends the body when the connection to the relay breaks.
 var errRelayLost = errors.New("the connection to the running relay broke")
 
-func newImportBody(ctx context.Context, in io.Reader) *importBody {
-	return &importBody{ctx: ctx, in: in, chunks: make(chan inputChunk), sig: cli.NewStreamSignals(), quit: make(chan struct{})}
+func newImportBody(ctx context.Context, in io.Reader, maxLine int) *importBody {
+	if maxLine <= 0 {
+		maxLine = importer.DefaultMaxLine
+	}
+	return &importBody{ctx: ctx, in: in, maxLine: maxLine, chunks: make(chan inputChunk), sig: cli.NewStreamSignals(), quit: make(chan struct{})}
+}
+
+// inputError returns the error the input failed with, if it did: the
+// body ended at the line break before it.
+func (b *importBody) inputError() error {
+	if p := b.inErr.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// take adds a chunk of the input to what is held: its whole lines become
+// ready to send, the line it leaves begun is held (dropped when the
+// input fails there), and at the input's end everything is ready.
+func (b *importBody) take(c inputChunk) {
+	b.err = c.err
+	data := c.b
+	if len(b.held) > 0 {
+		data = append(b.held, c.b...)
+		b.held = nil
+	}
+	if c.err == io.EOF {
+		b.ready = data // the last line needs no line break
+		return
+	}
+	i := bytes.LastIndexByte(data, '\n')
+	b.ready = data[:i+1]
+	if c.err == nil {
+		b.held = append([]byte(nil), data[i+1:]...)
+		if len(b.held) > b.maxLine {
+			b.ready, b.held = data, nil
+		}
+	}
 }
 
 // pump reads the input and hands it over a chunk at a time.
@@ -266,18 +312,22 @@ func (b *importBody) Read(p []byte) (int, error) {
 			}
 			return 0, io.EOF
 		}
-		if len(b.pending) > 0 {
-			q := b.pending
+		if len(b.ready) > 0 {
+			q := b.ready
 			if i := bytes.IndexByte(q, '\n'); ending && i >= 0 {
 				q = q[:i+1]
 			}
 			n := copy(p, q)
-			b.pending = b.pending[n:]
+			b.ready = b.ready[n:]
 			b.midLine = p[n-1] != '\n'
 			return n, nil
 		}
 		if b.err != nil {
-			return 0, b.err
+			if b.err != io.EOF {
+				err := b.err
+				b.inErr.CompareAndSwap(nil, &err)
+			}
+			return 0, io.EOF
 		}
 		var stop, answered <-chan struct{}
 		if !ending {
@@ -285,7 +335,7 @@ func (b *importBody) Read(p []byte) (int, error) {
 		}
 		select {
 		case c := <-b.chunks:
-			b.pending, b.err = c.b, c.err
+			b.take(c)
 		case <-stop: // cut at a line break, or finish the line begun
 		case <-answered:
 		case <-b.sig.Lost:

@@ -8,6 +8,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"compress/flate"
 	"compress/gzip"
 	"context"
 	"encoding/json"
@@ -457,9 +458,29 @@ func openInput(path string, stdin io.Reader, forceGzip bool, counted func(int64)
 			closeFn()
 			return nil, 0, nil, fmt.Errorf("gzip %s: %w", path, err)
 		}
-		return skipBOM(bufio.NewReaderSize(zr, 64<<10)), size, closeFn, nil
+		return skipBOM(bufio.NewReaderSize(gzipInput{zr}, 64<<10)), size, closeFn, nil
 	}
 	return skipBOM(br), size, closeFn, nil
+}
+
+// gzipInput says what a gzip reader's errors mean for a file of events.
+type gzipInput struct{ r io.Reader }
+
+func (g gzipInput) Read(p []byte) (int, error) {
+	n, err := g.r.Read(p)
+	var corrupt flate.CorruptInputError
+	switch {
+	case err == nil, err == io.EOF:
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		err = fmt.Errorf("the gzip data ends early: a truncated file? (%w)", err)
+	case errors.Is(err, gzip.ErrChecksum), errors.As(err, &corrupt):
+		err = fmt.Errorf("the gzip data is corrupt (%w)", err)
+	case errors.Is(err, gzip.ErrHeader):
+		// At the start openInput reports it; here it is after a whole
+		// gzip stream.
+		err = fmt.Errorf("the data after the gzip stream's end is not gzip (%w)", err)
+	}
+	return n, err
 }
 
 // skipBOM drops a byte order mark (cli.UTF8BOM) at the start of br: it

@@ -869,6 +869,32 @@ func TestClientConnectErrors(t *testing.T) {
 			t.Fatalf("%v on a server that hangs up: %v %q, want %q...", tc.args, ok, errOut, tc.want)
 		}
 	}
+
+	// A relay that closes the connection with a reason (a blocked
+	// address, its shutdown) after the request, or drops it: told so,
+	// not as the client's "client: connection closed: <url>: websocket:
+	// close 1008 (policy violation): ...".
+	closer := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ws, err := (&websocket.Upgrader{}).Upgrade(w, r, nil)
+		if err != nil {
+			return
+		}
+		defer ws.Close()
+		if _, _, err := ws.ReadMessage(); err != nil {
+			return
+		}
+		if r.URL.Path == "/drop" {
+			return
+		}
+		ws.WriteMessage(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.ClosePolicyViolation, "blocked: your address is blocked by this relay"))
+		ws.ReadMessage()
+	}))
+	t.Cleanup(closer.Close)
+	closing := "ws://" + strings.TrimPrefix(closer.URL, "http://")
+	blocked := "the relay closed the connection: blocked: your address is blocked by this relay (close code 1008)"
+	only("petrel: "+closing+": "+blocked, "req", closing)
+	only("petrel: "+closing+": "+blocked, "count", closing)
+	only("petrel: "+closing+"/drop: the connection to the relay broke (it ended without a close frame)", "req", closing+"/drop")
 }
 
 // TestClientAuth: a relay that closes a request with "auth-required:"

@@ -19,6 +19,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gorilla/websocket"
 	"github.com/spf13/cobra"
 
 	"github.com/petrel-relay/petrel/internal/client"
@@ -273,7 +274,7 @@ func eachRelay(relays []string, stderr io.Writer, job func(url string) error) er
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = interrupted(job(r))
+			errs[i] = closedByRelay(interrupted(job(r)))
 		}()
 	}
 	wg.Wait()
@@ -305,6 +306,27 @@ func interrupted(err error) error {
 		return err
 	}
 	return &toldError{"interrupted", err}
+}
+
+// closedByRelay tells a connection that ended under a job, for a line
+// that names the relay already: "the relay closed the connection: blocked:
+// ... (close code 1008)" rather than the client's "client: connection
+// closed: <url>: websocket: close 1008 (policy violation): blocked: ...";
+// "the connection to the relay broke" when it ended without a close frame.
+// Other errors, and ones told already, are returned as they are.
+func closedByRelay(err error) error {
+	var told *toldError
+	var ce *websocket.CloseError
+	if err == nil || errors.As(err, &told) || !errors.Is(err, client.ErrClosed) || !errors.As(err, &ce) {
+		return err
+	}
+	switch {
+	case ce.Code == websocket.CloseAbnormalClosure:
+		return &toldError{"the connection to the relay broke (it ended without a close frame)", err}
+	case ce.Text != "":
+		return &toldError{fmt.Sprintf("the relay closed the connection: %s (close code %d)", ce.Text, ce.Code), err}
+	}
+	return &toldError{fmt.Sprintf("the relay closed the connection (close code %d)", ce.Code), err}
 }
 
 // ParseRelay completes a relay given as a person gives it (RelayURL) and

@@ -895,6 +895,10 @@ func TestClientConnectErrors(t *testing.T) {
 	only("petrel: "+closing+": "+blocked, "req", closing)
 	only("petrel: "+closing+": "+blocked, "count", closing)
 	only("petrel: "+closing+"/drop: the connection to the relay broke (it ended without a close frame)", "req", closing+"/drop")
+	// sync's error does not name the relay otherwise: the line does.
+	if _, errOut, ok := c.run("", "sync", closing, "--data", filepath.Join(t.TempDir(), "synced")); ok || !strings.HasSuffix(errOut, "\npetrel: "+closing+": "+blocked+"\n") {
+		t.Fatalf("sync with a relay that closes the connection: %v %q", ok, errOut)
+	}
 }
 
 // TestClientAuth: a relay that closes a request with "auth-required:"

@@ -135,7 +135,9 @@ func connectError(err error, timeout time.Duration) error {
 // RelayConnectError tells err as "<url>: cannot connect: <cause>" (or
 // "<url>: the relay refused the WebSocket upgrade: ...") when err is
 // itself a failed connection of client.Dial, whose message names the URL
-// and the address again; any other error, wrapped ones included, is
+// and the address again, and as "<url>: the relay closed the connection:
+// ..." when it is a connection the relay closed (client.ConnClosedError);
+// any other error, wrapped ones included, is
 // returned as it is. For the commands whose errors do not name the
 // relay already (sync, stream); timeout is the dial's, 0 if it has none.
 func RelayConnectError(err error, timeout time.Duration) error {
@@ -145,6 +147,13 @@ func RelayConnectError(err error, timeout time.Duration) error {
 		relay = e.URL
 	case *client.HandshakeError:
 		relay = e.URL
+	case *client.ConnClosedError:
+		// Ended after it was made: "<url>: the relay closed the
+		// connection: ..." (closedByRelay).
+		if told := closedByRelay(err); told != err {
+			return fmt.Errorf("%s: %w", e.URL, told)
+		}
+		return err
 	default:
 		return err
 	}
@@ -316,8 +325,9 @@ func interrupted(err error) error {
 // Other errors, and ones told already, are returned as they are.
 func closedByRelay(err error) error {
 	var told *toldError
+	var closed *client.ConnClosedError
 	var ce *websocket.CloseError
-	if err == nil || errors.As(err, &told) || !errors.Is(err, client.ErrClosed) || !errors.As(err, &ce) {
+	if err == nil || errors.As(err, &told) || !errors.As(err, &closed) || !errors.As(closed.Err, &ce) {
 		return err
 	}
 	switch {

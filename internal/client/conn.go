@@ -446,12 +446,28 @@ func (c *Conn) read() {
 	if c.closing.Load() {
 		err = ErrClosed
 	} else if c.silent.Load() {
-		err = fmt.Errorf("%w: %s: nothing received for %v, not even a pong", ErrClosed, c.url, 2*c.o.PingInterval)
+		err = &ConnClosedError{URL: c.url, Err: fmt.Errorf("nothing received for %v, not even a pong", 2*c.o.PingInterval)}
 	} else {
-		err = fmt.Errorf("%w: %s: %w", ErrClosed, c.url, err)
+		err = &ConnClosedError{URL: c.url, Err: err}
 	}
 	c.finish(err)
 }
+
+// ConnClosedError is the error of a connection the relay or the network
+// ended: Err is the cause, a *websocket.CloseError when the relay sent a
+// close frame (code 1006 when the connection ended without one). It
+// wraps ErrClosed.
+type ConnClosedError struct {
+	URL string
+	Err error
+}
+
+func (e *ConnClosedError) Error() string {
+	return fmt.Sprintf("%v: %s: %v", ErrClosed, e.URL, e.Err)
+}
+
+// Unwrap returns ErrClosed and the cause.
+func (e *ConnClosedError) Unwrap() []error { return []error{ErrClosed, e.Err} }
 
 // route delivers one frame. It returns false when Close interrupted a
 // wait for a consumer.

@@ -108,6 +108,14 @@ func (res *Response) Write(data []byte) (int, error) {
 	}
 
 	res.WriteHeader(http.StatusOK)
+	if res.request.Method == http.MethodHead {
+		// petrel patch 16: a response to HEAD has no body. What the
+		// handler writes is counted for its Content-Length and
+		// dropped, as net/http does.
+		res.hasBody = true
+		res.bodyWritten += l
+		return l, nil
+	}
 	res.checkChunked()
 
 	res.hasBody = true
@@ -298,6 +306,16 @@ func (res *Response) ReadFrom(r io.Reader) (n int64, err error) {
 	if c == nil {
 		return 0, nil
 	}
+	if res.request.Method == http.MethodHead {
+		// petrel patch 16: no body for HEAD (see Write).
+		n, err = io.Copy(io.Discard, r)
+		if n > 0 {
+			res.WriteHeader(http.StatusOK)
+			res.hasBody = true
+			res.bodyWritten += int(n)
+		}
+		return n, err
+	}
 
 	res.hasBody = true
 	res.eoncodeHead()
@@ -402,6 +420,13 @@ func (res *Response) checkChunked() {
 	}
 	res.chunkChecked = true
 
+	// petrel patch 16: a response to HEAD has no body, so it is not
+	// chunked.
+	if res.request.Method == http.MethodHead {
+		delete(res.header, transferEncodingHeader)
+		return
+	}
+
 	// 1. See if chunking is already set
 	for _, v := range res.header[transferEncodingHeader] {
 		if v == "chunked" {
@@ -457,14 +482,22 @@ func (res *Response) eoncodeHead() {
 	}
 	if !res.chunked && len(res.header[contentLengthHeader]) == 0 {
 		const contentLenthPrefix = "Content-Length: "
+		head := res.request.Method == http.MethodHead
 		if !res.hasBody {
-			pdata = mempool.AppendString(pdata, contentLenthPrefix)
-			pdata = mempool.Append(pdata, '0', '\r', '\n')
+			// petrel patch 16: to HEAD, nothing written says nothing
+			// of the length.
+			if !head {
+				pdata = mempool.AppendString(pdata, contentLenthPrefix)
+				pdata = mempool.Append(pdata, '0', '\r', '\n')
+			}
 		} else {
 			pdata = mempool.AppendString(pdata, contentLenthPrefix)
 			l := 0
 			if res.bodyBuffer != nil {
 				l = len(*res.bodyBuffer)
+			}
+			if head {
+				l = res.bodyWritten
 			}
 			if l > 0 {
 				s := strconv.FormatInt(int64(l), 10)

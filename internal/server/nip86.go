@@ -29,6 +29,15 @@ import (
 // a POST to the relay's WebSocket URI with this type to the NIP-86 handler.
 const NIP86ContentType = "application/nostr+json+rpc"
 
+// maxHTTPRequest bounds what the relay reads of one HTTP request: nbio
+// buffers a request whole before its handler runs, its head with a
+// Content-Length body (ReadLimit) and a chunked body (MaxHTTPBodySize),
+// and bounds neither by default more tightly than 64 MiB and nothing
+// respectively. The largest request the relay serves is a NIP-86 call (a
+// body of at most nip86MaxBody, answered 413 up to this bound, and a
+// NIP-98 Authorization header); past it nbio closes the connection.
+const maxHTTPRequest = 4 * nip86MaxBody
+
 // NIP-86 limits.
 const (
 	nip86MaxBody    = 64 << 10 // request body bytes

@@ -145,6 +145,8 @@ func New(cfg Config, opts Options) (*Server, error) {
 		MaxLoad:                      1 << 30,
 		NPoller:                      pollers,
 		KeepaliveTime:                cfg.HeaderTimeout,
+		ReadLimit:                    maxHTTPRequest,
+		MaxHTTPBodySize:              maxHTTPRequest,
 		MaxWebsocketFramePayloadSize: rcfg.MaxMessageBytes,
 		ReleaseWebsocketPayload:      true,
 		ServerExecutor:               s.handlers.Go,

@@ -5,6 +5,7 @@ package relay_test
 // counted in Stats().LimitTrips).
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/binary"
 	"fmt"
@@ -572,6 +573,47 @@ func TestLimitControlBacklog(t *testing.T) {
 	deadline := time.Now().Add(relaytest.DefaultTimeout)
 	for trips(r, "control_backlog") == 0 && time.Now().Before(deadline) {
 		if err := c.WriteMessage(websocket.TextMessage, []byte(`["NOPE"]`)); err != nil {
+			break // closed
+		}
+	}
+	waitFor(t, "the connection to be closed", func() bool { return r.Stats().ConnectionsActive == 0 })
+	if v := trips(r, "control_backlog"); v != 1 {
+		t.Fatalf("control_backlog = %d, want 1", v)
+	}
+	if q := r.Relay.QueueStats(); q.PeakControlBytes > 4*outBytes+200 {
+		t.Fatalf("control queue peaked at %d bytes, bound %d plus one frame", q.PeakControlBytes, 4*outBytes)
+	}
+}
+
+// TestLimitControlBacklogPings: pongs are control frames too: a client
+// that pings without reading is disconnected once they pile up, not
+// answered without bound (a flood of a million pings grew the relay by
+// 158 MiB).
+func TestLimitControlBacklogPings(t *testing.T) {
+	t.Parallel()
+	const outBytes = 1024
+	ping := bytes.Repeat([]byte("p"), 125)
+	// Within the bound (the default 1 MiB out-queue: 4 MiB of pongs), a
+	// burst of 5,000 pings is answered.
+	d := relaytest.Start(t, relaytest.Options{})
+	reader := relaytest.Dial(t, d.URL)
+	for range 5000 {
+		if err := reader.WriteMessage(websocket.PingMessage, ping); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if evs := reader.Req("after-pings", `{"limit":1}`); len(evs) != 0 || trips(d, "control_backlog") != 0 {
+		t.Fatalf("a client after 5,000 pings: %d events, control_backlog %d", len(evs), trips(d, "control_backlog"))
+	}
+
+	r := relaytest.Start(t, relaytest.Options{Relay: relay.Config{OutQueueBytes: outBytes}})
+	c, err := relaytest.DialWith(t, r.URL, relaytest.DialOptions{Paused: true, ReadBuffer: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(relaytest.DefaultTimeout)
+	for trips(r, "control_backlog") == 0 && time.Now().Before(deadline) {
+		if err := c.WriteMessage(websocket.PingMessage, ping); err != nil {
 			break // closed
 		}
 	}

@@ -92,13 +92,20 @@ func (s *Session) Touch() {
 // SendPong answers a client's ping through the out-queue, so that the
 // out-queue's count of bytes held by the transport stays exact.
 func (s *Session) SendPong(data []byte) {
-	if s.closed.Load() || len(data) > 125 {
+	if s.closed.Load() || s.closing.Load() || len(data) > 125 {
 		return
 	}
 	o := &s.out
 	o.mu.Lock()
 	o.appendControlFrame(opPong, data)
+	backlog := o.bytes[catControl]
 	o.mu.Unlock()
+	// A client that pings and does not read its pongs is bounded as one
+	// that does not read its answers (sendControl).
+	if backlog > controlBacklogFactor*s.r.cfg.OutQueueBytes {
+		s.closeFor(ClosePolicy, "not reading responses", limControlBacklog)
+		return
+	}
 	s.r.flusher.schedule(s)
 }
 

@@ -27,6 +27,7 @@ var signedKeys = map[string]bool{
 	"relay.created_at_future":         true,
 	"relay.idle_timeout":              true,
 	"relay.max_bad_signatures":        true,
+	"relay.max_subscription_values":   true,
 	"relay.max_inflight_events":       true,
 	"relay.max_event_wait":            true,
 	"relay.max_neg_sessions":          true,

@@ -54,6 +54,17 @@ type Config struct {
 	// MaxSubscriptions is the number of open subscriptions per connection.
 	// Default 200.
 	MaxSubscriptions int `toml:"max_subscriptions"`
+	// MaxSubscriptionValues is the number of filter values (ids,
+	// authors, kinds and tag values, over every filter) one connection's
+	// open subscriptions may hold together: each costs the subscription
+	// index memory (without the cap, 200 REQs of 1,000 unknown authors
+	// each, 200,000 values, took 83 MiB of the relay's memory on one
+	// connection; max_subscriptions REQs of max_message_bytes hold up to
+	// about 380,000). A REQ that would take the
+	// connection past it is refused with CLOSED "blocked:" (those open
+	// stay). Default 40000 (strfry's 20 subscriptions of its largest
+	// message come to about 38,000); negative: no cap.
+	MaxSubscriptionValues int `toml:"max_subscription_values"`
 	// MaxFilters is the number of filters per REQ or COUNT. Default 200.
 	MaxFilters int `toml:"max_filters"`
 	// MaxFilterValues is the number of elements in any one filter array
@@ -223,6 +234,7 @@ func (c Config) Normalize() Config {
 	def(&c.MaxMessageBytes, 131072)
 	def(&c.MaxEventBytes, 65536)
 	def(&c.MaxSubscriptions, 200)
+	def(&c.MaxSubscriptionValues, 40000)
 	def(&c.MaxFilters, 200)
 	def(&c.MaxFilterValues, 1000)
 	def(&c.MaxLimit, 500)

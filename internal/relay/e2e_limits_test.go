@@ -202,6 +202,51 @@ func TestLimitSubscriptions(t *testing.T) {
 	}
 }
 
+// TestLimitSubscriptionValues: the filter values one connection's
+// subscriptions hold together (ids, authors, kinds, tag values, over
+// every filter): up to the cap a REQ is taken, past it refused with
+// "blocked:" and the open ones kept; a replacement counts instead of
+// the one it replaces, closing gives values back; the cap is per
+// connection.
+func TestLimitSubscriptionValues(t *testing.T) {
+	t.Parallel()
+	const max = 10
+	r := relaytest.Start(t, relaytest.Options{Relay: relay.Config{MaxSubscriptionValues: max}})
+	c := relaytest.Dial(t, r.URL)
+	k := relaytest.NewKey("limit-values")
+	pk := `"` + k.PK.Hex() + `"`
+	c.Req("a", `{"authors":[`+pk+`],"kinds":[1,7,30023]}`)            // 4
+	c.Req("b", `{"kinds":[1]}`, `{"#t":["x","y"],"#p":[`+pk+`]}`)     // 4: 8
+	c.Req("c", `{"ids":["`+strings.Repeat("0", 64)+`"],"kinds":[1]}`) // 2: 10, at the cap
+	c.Req("d", `{}`)                                                  // none
+	c.SendRaw(`["REQ","e",{"kinds":[1]}]`)
+	c.ExpectClosed("e", "blocked: ")
+	if v := trips(r, "max_subscription_values"); v != 1 {
+		t.Fatalf("max_subscription_values = %d, want 1", v)
+	}
+	if v := r.Stats().SubscriptionsActive; v != 4 {
+		t.Fatalf("subscriptions_active = %d, want 4 (the refused one not counted, the open ones kept)", v)
+	}
+	// Replacing counts the new filters instead of the old ones.
+	c.Req("a", `{"kinds":[1,7,30023,6]}`) // 4 for 4
+	// A replacement past the cap: refused, and the id closed with it, as
+	// the CLOSED says (its values given back).
+	c.SendRaw(`["REQ","a",{"kinds":[1,7,30023,6,5,8,9]}]`)
+	c.ExpectClosed("a", "blocked: ")
+	if v := r.Stats().SubscriptionsActive; v != 3 {
+		t.Fatalf("subscriptions_active = %d, want 3", v)
+	}
+	c.Req("e", `{"kinds":[1,7,30023,6]}`)
+	// Closing gives its values back.
+	c.SendRaw(`["CLOSE","c"]`)
+	c.Req("f", `{"kinds":[1,7]}`)
+	// The cap is per connection.
+	relaytest.Dial(t, r.URL).Req("other", `{"kinds":[1,2,3,5,6,7,8,9,10,11]}`)
+	if v := trips(r, "max_subscription_values"); v != 2 {
+		t.Fatalf("max_subscription_values = %d, want 2", v)
+	}
+}
+
 func TestLimitFiltersPerReq(t *testing.T) {
 	t.Parallel()
 	// The filters name every kind up to 200: no read protection (it would

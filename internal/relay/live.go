@@ -12,7 +12,7 @@ import (
 // relay, by their configuration names: what a message may hold and who
 // may send it.
 var LiveKeys = []string{
-	"auth_required", "max_event_bytes", "max_subscriptions", "max_filters",
+	"auth_required", "max_event_bytes", "max_subscriptions", "max_subscription_values", "max_filters",
 	"max_filter_values", "max_limit", "max_subid_length", "max_tags",
 	"max_content_bytes", "created_at_future", "created_at_past",
 	"count_scan_limit", "max_bad_signatures",
@@ -51,7 +51,8 @@ func withLive(dst, src Config) Config {
 // ReloadLimits applies c's LiveKeys settings to the running relay
 // (petrel serve's reload), from each connection's next message on; what
 // a connection already holds stays (subscriptions past a lowered
-// max_subscriptions stay open, new ones are refused). The rest of c is
+// max_subscriptions or max_subscription_values stay open, new ones are
+// refused). The rest of c is
 // not applied. It fails, changing nothing, if c is invalid.
 func (r *Relay) ReloadLimits(c Config) error {
 	c = c.Normalize()

@@ -360,12 +360,33 @@ func (s *Session) handleReq(subID string, filters []nostr.Filter) {
 		return
 	}
 	old := s.subs.get(subID)
-	if maxSubs := r.live.Load().MaxSubscriptions; old == nil && len(s.subs) >= maxSubs {
+	live := r.live.Load()
+	if maxSubs := live.MaxSubscriptions; old == nil && len(s.subs) >= maxSubs {
 		s.mu.Unlock()
 		r.stats.LimitTrips[limSubscriptions].Add(1)
 		s.closedMsg(subID, "blocked: too many open subscriptions on this connection (max "+itoa(maxSubs)+")")
 		return
 	}
+	values := filterValues(filters)
+	held := int(s.subValues)
+	if old != nil {
+		held -= filterValues(old.filters) // replaced
+	}
+	if maxValues := live.MaxSubscriptionValues; maxValues >= 0 && held+values > maxValues {
+		if old != nil {
+			// The CLOSED below closes the id for the client: the
+			// subscription it was to replace goes too.
+			s.removeSub(old)
+		}
+		s.mu.Unlock()
+		if old != nil {
+			r.closeSub(old)
+		}
+		r.stats.LimitTrips[limSubscriptionValues].Add(1)
+		s.closedMsg(subID, "blocked: this connection's subscriptions would hold "+itoa(held+values)+" filter values (ids, authors, kinds, tag values), over its "+itoa(maxValues)+": close some, or ask for fewer at a time")
+		return
+	}
+	s.subValues = int32(held + values)
 	s.subs.put(sb)
 	if old != nil {
 		r.closeSub(old) // lock order: s.mu, index.mu, out.mu

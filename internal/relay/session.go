@@ -52,6 +52,7 @@ type Session struct {
 	closed  atomic.Bool // the transport reported Closed
 	closing atomic.Bool // close was called: the transport is closing
 
+	subValues     int32        // filter values of subs (filterValues); guarded by mu
 	pendingEvents atomic.Int32 // EVENTs awaiting their OK
 	pinged        atomic.Bool  // a ping is outstanding
 	lastRead      atomic.Int64 // unix nanos of the last inbound frame

@@ -35,6 +35,7 @@ var limitNames = [...]string{
 	"event_rate_ip", "event_rate_pubkey", "req_rate_ip", "max_auth_pubkeys",
 	"count_scan_limit", "max_inflight_events", "bad_signatures",
 	"verify_pending", "max_event_wait", "connect_rate_ip",
+	"max_subscription_values",
 }
 
 const (
@@ -69,6 +70,7 @@ const (
 	limVerifyPending
 	limEventWait
 	limConnectRateIP
+	limSubscriptionValues
 	numLimits
 )
 

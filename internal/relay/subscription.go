@@ -86,7 +86,7 @@ func (s *Session) handleClose(subID string) {
 	s.mu.Lock()
 	sb := s.subs.get(subID)
 	if sb != nil {
-		s.subs.remove(sb)
+		s.removeSub(sb)
 	}
 	s.mu.Unlock()
 	if sb != nil {
@@ -98,10 +98,34 @@ func (s *Session) handleClose(subID string) {
 // client with CLOSED.
 func (s *Session) dropSub(sb *sub, reason string) {
 	s.mu.Lock()
-	s.subs.remove(sb)
+	if s.subs.get(sb.id) == sb {
+		s.removeSub(sb)
+	}
 	s.mu.Unlock()
 	s.r.closeSub(sb)
 	s.closedMsg(sb.id, reason)
+}
+
+// removeSub unlists sb, an open subscription, and releases its filter
+// values. s.mu must be held.
+func (s *Session) removeSub(sb *sub) {
+	s.subs.remove(sb)
+	s.subValues -= int32(filterValues(sb.filters))
+}
+
+// filterValues counts the values of filters' lists (ids, authors, kinds
+// and tag values): what a subscription holds in the index, bounded by
+// Config.MaxSubscriptionValues per connection.
+func filterValues(filters []nostr.Filter) int {
+	n := 0
+	for i := range filters {
+		f := &filters[i]
+		n += len(f.IDs) + len(f.Authors) + len(f.Kinds)
+		for _, t := range f.Tags {
+			n += len(t.Values)
+		}
+	}
+	return n
 }
 
 // subList is a session's open subscriptions: a slice searched linearly.

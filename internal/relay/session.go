@@ -52,14 +52,14 @@ type Session struct {
 	closed  atomic.Bool // the transport reported Closed
 	closing atomic.Bool // close was called: the transport is closing
 
-	subValues     int32        // filter values of subs (filterValues); guarded by mu
-	pendingEvents atomic.Int32 // EVENTs awaiting their OK
-	pinged        atomic.Bool  // a ping is outstanding
-	lastRead      atomic.Int64 // unix nanos of the last inbound frame
-	parked        *queryJob    // query paused on this session's budget; guarded by out.mu
-	closeReason   atomic.Pointer[string]
-	slot          int32        // registry position; guarded by Relay.regMu
-	badSigs       atomic.Int32 // invalid signatures in a row (MaxBadSignatures)
+	subValues     int32                  // filter values of subs (filterValues); guarded by mu
+	pendingEvents atomic.Int32           // EVENTs awaiting their OK
+	pinged        atomic.Bool            // a ping is outstanding
+	lastRead      atomic.Int64           // unix nanos of the last inbound frame
+	parked        *queryJob              // query paused on this session's budget; guarded by out.mu
+	closeReason   atomic.Pointer[string] // a limit's close (LimitClosed)
+	slot          int32                  // registry position; guarded by Relay.regMu
+	badSigs       atomic.Int32           // invalid signatures in a row (MaxBadSignatures)
 
 	// NIP-42 state lives in auth.go.
 	auth authState
@@ -170,10 +170,23 @@ func (s *Session) closeFor(code int, reason string, lim int) bool {
 	}
 	if lim >= 0 {
 		s.r.stats.LimitTrips[lim].Add(1)
+		if lim != limIdleTimeout {
+			s.closeReason.Store(&reason)
+		}
 	}
-	s.closeReason.Store(&reason)
 	s.t.Close(code, reason)
 	return true
+}
+
+// LimitClosed returns why the relay closed the connection for a limit the
+// client went past (not reading, invalid signatures, a message too big),
+// or "" when it did not (the client left, an idle timeout, a shutdown):
+// what the transport logs when the connection is gone.
+func (s *Session) LimitClosed() string {
+	if p := s.closeReason.Load(); p != nil {
+		return *p
+	}
+	return ""
 }
 
 // sendControl queues a control message (OK, EOSE, CLOSED, NOTICE, ...)

@@ -252,6 +252,12 @@ func (s *Server) onWSClose(c *websocket.Conn, err error) {
 		}
 		t.closing.Store(true)
 		t.sess.Closed()
+		if why := t.sess.LimitClosed(); why != "" {
+			// The client went past a limit (its trip is counted in
+			// limits_tripped): who, and which. At debug: nothing is
+			// logged per connection at info (docs/operations.md, Logs).
+			s.log.Debug("connection closed by the relay", "client", t.sess.IP(), "reason", why)
+		}
 	}
 }
 

@@ -206,14 +206,27 @@ type eventSink struct {
 	mu     sync.Mutex
 	w      *bufio.Writer
 	seen   map[nostr.ID]struct{}
-	flush  bool // flush after every event (--stream)
+	older  map[nostr.ID]struct{} // with window: the generation before seen
+	window int                   // remember at least this many ids, at most twice; 0: all
+	flush  bool                  // flush after every event (--stream)
 	verify nostr.Verifier
 	bad    int
 	stderr io.Writer
 }
 
-func newEventSink(w io.Writer, stderr io.Writer, flush bool, verify bool) *eventSink {
-	s := &eventSink{w: bufio.NewWriterSize(w, 64<<10), seen: make(map[nostr.ID]struct{}), flush: flush, stderr: stderr}
+// streamWindow is how many ids a --stream sink remembers at least (at most
+// twice as many): a stream runs for days, and the ids of every event it
+// printed would grow without bound (some 70 bytes each); a duplicate from
+// another relay comes within moments of the first copy, far inside it.
+const streamWindow = 1 << 18
+
+// newEventSink makes a sink; with stream, it flushes every event and
+// remembers the last streamWindow ids or so (not all).
+func newEventSink(w io.Writer, stderr io.Writer, stream bool, verify bool) *eventSink {
+	s := &eventSink{w: bufio.NewWriterSize(w, 64<<10), seen: make(map[nostr.ID]struct{}), flush: stream, stderr: stderr}
+	if stream {
+		s.window = streamWindow
+	}
 	if verify {
 		s.verify = nostr.DefaultVerifier()
 	}
@@ -235,7 +248,13 @@ func (s *eventSink) put(ev *nostr.Event, raw []byte, from string) (bool, error) 
 	if _, dup := s.seen[ev.ID]; dup {
 		return false, nil
 	}
+	if _, dup := s.older[ev.ID]; dup {
+		return false, nil
+	}
 	s.seen[ev.ID] = struct{}{}
+	if s.window > 0 && len(s.seen) >= s.window {
+		s.older, s.seen = s.seen, make(map[nostr.ID]struct{}, s.window)
+	}
 	s.w.Write(raw)
 	if err := s.w.WriteByte('\n'); err != nil {
 		return true, err

@@ -33,7 +33,8 @@ func reqCmd() *cobra.Command {
 given and prints each matching event once (one JSON object per line),
 however many relays return it. Without --stream it stops at each relay's
 EOSE; with --stream it stays open and prints live events until
-interrupted. --paginate walks back in time (until = the oldest event
+interrupted (it remembers the last 262,144 ids or more, not all, to drop
+another relay's copy: a stream of days stays bounded). --paginate walks back in time (until = the oldest event
 seen) past the relay's page size, until --limit events, --since, or a
 page with nothing new. --auth answers a NIP-42 challenge with --sec when
 a relay closes the request with "auth-required:", then asks again.

@@ -74,14 +74,25 @@ type index struct {
 	byTag    map[tagKey]*bucket
 	all      bucket
 	subs     int
+	// The most keys each map has held since it was last made: Go's maps
+	// keep the table of their largest size after deletes, so a map that
+	// held a flood of keys is made again once it is down to a quarter
+	// (shrinkMaps).
+	peakID, peakAuthor, peakKind, peakTag int
+	shrinkMin                             int // the smallest peak at which a map is made again (shrinkAt)
 }
+
+// shrinkAt is index.shrinkMin: below it a map's table is small enough to
+// keep.
+const shrinkAt = 4096
 
 func newIndex() *index {
 	return &index{
-		byID:     make(map[nostr.ID]*bucket),
-		byAuthor: make(map[nostr.PubKey]*bucket),
-		byKind:   make(map[int]*bucket),
-		byTag:    make(map[tagKey]*bucket),
+		byID:      make(map[nostr.ID]*bucket),
+		byAuthor:  make(map[nostr.PubKey]*bucket),
+		byKind:    make(map[int]*bucket),
+		byTag:     make(map[tagKey]*bucket),
+		shrinkMin: shrinkAt,
 	}
 }
 
@@ -102,11 +113,11 @@ func (ix *index) add(s *sub) {
 		switch {
 		case f.HasIDs():
 			for _, id := range f.IDs {
-				s.entries = append(s.entries, put(s, bucketFor(ix.byID, id, bucket{dim: dimID, id: id})))
+				s.entries = append(s.entries, put(s, bucketFor(ix.byID, &ix.peakID, id, bucket{dim: dimID, id: id})))
 			}
 		case f.HasAuthors():
 			for _, pk := range f.Authors {
-				s.entries = append(s.entries, put(s, bucketFor(ix.byAuthor, pk, bucket{dim: dimAuthor, id: pk})))
+				s.entries = append(s.entries, put(s, bucketFor(ix.byAuthor, &ix.peakAuthor, pk, bucket{dim: dimAuthor, id: pk})))
 			}
 		case len(f.Tags) > 0:
 			best := 0
@@ -118,11 +129,11 @@ func (ix *index) add(s *sub) {
 			tf := &f.Tags[best]
 			for _, v := range tf.Values {
 				k := tagKey{tf.Name, v}
-				s.entries = append(s.entries, put(s, bucketFor(ix.byTag, k, bucket{dim: dimTag, tag: k})))
+				s.entries = append(s.entries, put(s, bucketFor(ix.byTag, &ix.peakTag, k, bucket{dim: dimTag, tag: k})))
 			}
 		case f.HasKinds():
 			for _, k := range f.Kinds {
-				s.entries = append(s.entries, put(s, bucketFor(ix.byKind, k, bucket{dim: dimKind, kind: k})))
+				s.entries = append(s.entries, put(s, bucketFor(ix.byKind, &ix.peakKind, k, bucket{dim: dimKind, kind: k})))
 			}
 		default:
 			e := &entry{sub: s}
@@ -133,14 +144,31 @@ func (ix *index) add(s *sub) {
 }
 
 // bucketFor returns m's bucket under k, adding a copy of empty (which
-// names its key) when there is none.
-func bucketFor[K comparable](m map[K]*bucket, k K, empty bucket) *bucket {
+// names its key) when there is none; peak is m's most keys.
+func bucketFor[K comparable](m map[K]*bucket, peak *int, k K, empty bucket) *bucket {
 	b := m[k]
 	if b == nil {
 		b = &empty
 		m[k] = b
+		*peak = max(*peak, len(m))
 	}
 	return b
+}
+
+// shrunk returns m, or m made again at its size when it holds a quarter
+// of its peak or less (and the peak was min or more); peak is then its
+// size. A key is copied once for the three that were deleted before, so
+// the cost is spread over the deletes that shrank it.
+func shrunk[K comparable](m map[K]*bucket, peak *int, min int) map[K]*bucket {
+	if *peak < min || len(m) > *peak/4 {
+		return m
+	}
+	n := make(map[K]*bucket, len(m))
+	for k, b := range m {
+		n[k] = b
+	}
+	*peak = len(n)
+	return n
 }
 
 func put(s *sub, b *bucket) *entry {
@@ -174,6 +202,10 @@ func (ix *index) remove(s *sub) {
 		}
 	}
 	s.entries = nil
+	ix.byID = shrunk(ix.byID, &ix.peakID, ix.shrinkMin)
+	ix.byAuthor = shrunk(ix.byAuthor, &ix.peakAuthor, ix.shrinkMin)
+	ix.byKind = shrunk(ix.byKind, &ix.peakKind, ix.shrinkMin)
+	ix.byTag = shrunk(ix.byTag, &ix.peakTag, ix.shrinkMin)
 }
 
 // candidates calls visit for every subscription that may match ev; a

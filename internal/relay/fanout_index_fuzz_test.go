@@ -1,7 +1,9 @@
 package relay
 
 import (
+	"encoding/binary"
 	"fmt"
+	"reflect"
 	"testing"
 
 	"github.com/petrel-relay/petrel/internal/nostr"
@@ -126,6 +128,7 @@ func fuzzEvent(in *fuzzBytes) *nostr.Event {
 func checkIndex(t *testing.T, data []byte) {
 	in := &fuzzBytes{b: data}
 	ix := newIndex()
+	ix.shrinkMin = 2 // its maps are made again as they shrink, within the run
 	var listed []*sub
 	stamp := uint64(0)
 	for step := 0; !in.done() && step < 400; step++ {
@@ -216,5 +219,48 @@ func TestIndexRandom(t *testing.T) {
 			data[i] = byte(state)
 		}
 		checkIndex(t, data)
+	}
+}
+
+// TestIndexShrinks: a map that held a flood of keys is made again once it
+// is down to a quarter of its peak (Go's maps keep their largest table),
+// and the subscriptions left still match: a flood of subscriptions does
+// not hold the index's memory after they close.
+func TestIndexShrinks(t *testing.T) {
+	ix := newIndex()
+	const n = 5 * shrinkAt
+	subs := make([]*sub, n)
+	for i := range subs {
+		var pk nostr.PubKey
+		binary.BigEndian.PutUint64(pk[:], uint64(i))
+		subs[i] = &sub{filters: []nostr.Filter{{Authors: []nostr.PubKey{pk}}}}
+		ix.add(subs[i])
+	}
+	if ix.peakAuthor != n {
+		t.Fatalf("peak %d after %d authors", ix.peakAuthor, n)
+	}
+	before := ix.byAuthor
+	for _, sb := range subs[:n*3/4-1] {
+		ix.remove(sb)
+	}
+	if reflect.ValueOf(ix.byAuthor).UnsafePointer() != reflect.ValueOf(before).UnsafePointer() {
+		t.Fatal("the map was made again above a quarter of its peak")
+	}
+	ix.remove(subs[n*3/4-1])
+	if reflect.ValueOf(ix.byAuthor).UnsafePointer() == reflect.ValueOf(before).UnsafePointer() || ix.peakAuthor != len(ix.byAuthor) || len(ix.byAuthor) != n/4 {
+		t.Fatalf("at a quarter of its peak: %d keys, peak %d, made again %v", len(ix.byAuthor), ix.peakAuthor,
+			reflect.ValueOf(ix.byAuthor).UnsafePointer() != reflect.ValueOf(before).UnsafePointer())
+	}
+	for _, sb := range subs[n*3/4:] {
+		got := 0
+		ix.candidates(&nostr.Event{PubKey: sb.filters[0].Authors[0]}, func(s *sub) {
+			if s != sb {
+				t.Fatalf("another subscription for its author")
+			}
+			got++
+		})
+		if got != 1 {
+			t.Fatalf("a subscription left: %d candidates for its author, want 1", got)
+		}
 	}
 }

@@ -738,7 +738,10 @@ func (u *Upgrader) commResponse(conn net.Conn, responseHeader http.Header, chall
 //go:norace
 func (u *Upgrader) returnError(w http.ResponseWriter, _ *http.Request, status int, err error) error {
 	w.Header().Set("Sec-Websocket-Version", "13")
-	http.Error(w, http.StatusText(status), status)
+	// petrel patch 17: the body says what was wrong with the handshake
+	// (a proxy that drops the Connection header, say), not only the
+	// status.
+	http.Error(w, http.StatusText(status)+": "+err.Error(), status)
 	return err
 }
 

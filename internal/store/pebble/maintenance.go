@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -40,6 +41,9 @@ func (s *Store) whileOpen(fn func() error) error {
 // killed during a long copy leaves the partial directory under that name
 // (pebble removes it itself on an error), and a store never opens on it.
 func (s *Store) Checkpoint(dir string) error {
+	// "copy/" names copy: the temporary directory goes beside it, not
+	// into it.
+	dir = filepath.Clean(dir)
 	return s.whileOpen(func() error {
 		fsys := s.opts.FS
 		if fsys == nil {

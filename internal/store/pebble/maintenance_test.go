@@ -285,4 +285,14 @@ func TestCheckpointWhole(t *testing.T) {
 	if n := countAll(t, cp); n != 300 {
 		t.Fatalf("the copy holds %d events", n)
 	}
+	// A name given with a trailing slash is the same directory.
+	slashed := filepath.Join(t.TempDir(), "copy2") + "/"
+	if err := s.Checkpoint(slashed); err != nil {
+		t.Fatalf("checkpoint into %s: %v", slashed, err)
+	}
+	cp2 := openTest(t, Options{Path: slashed, PurgeInterval: -1})
+	defer cp2.Close()
+	if n := countAll(t, cp2); n != 300 {
+		t.Fatalf("the copy into %s holds %d events", slashed, n)
+	}
 }

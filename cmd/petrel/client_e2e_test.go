@@ -369,6 +369,7 @@ func TestClientOffline(t *testing.T) {
 		{"cannot encrypt: plaintext must be 1 to 65535 bytes: 0 bytes", []string{"encrypt", "--sec", sk, "-p", pk, ""}},
 		{`not an event id (64 hex characters, note or nevent): "zz": not a valid bech32 string: 2 characters, too short to be one`, []string{"encode", "note", "zz"}},
 		{`not a valid rumor: "kind" missing or outside 0-65535`, []string{"gift", "wrap", "--sec", sk, "-p", pk, `{"content":"x"}`}},
+		{"no rumor: give the unsigned event as JSON, as an argument or on stdin", []string{"gift", "wrap", "--sec", sk, "-p", pk}},
 	} {
 		if out, errOut, ok := c.run("", tc.args...); ok || out != "" || errOut != "petrel: "+tc.want+"\n" {
 			t.Fatalf("%v: ok=%v\nstdout %q\nstderr %q\nwant   %q", tc.args, ok, out, errOut, "petrel: "+tc.want+"\n")

@@ -59,6 +59,9 @@ tag per recipient; --self wraps a copy for the sender too.`,
 				return err
 			}
 			data := []byte(strings.TrimPrefix(text, UTF8BOM))
+			if strings.TrimSpace(string(data)) == "" {
+				return errors.New("no rumor: give the unsigned event as JSON, as an argument or on stdin")
+			}
 			now := time.Now()
 			r, err := nip59.ParseRumor(data, sk.PubKey(), now)
 			if err != nil {

@@ -108,6 +108,15 @@ func TestOpenForeignDir(t *testing.T) {
 		if after := list(dir); !slices.Equal(before, after) {
 			t.Fatalf("the refused Open changed the directory: %v, was %v", after, before)
 		}
+		// Opened to read, or without creating: the same, not "no store".
+		for _, o := range []Options{{Path: dir, Logger: quiet, ReadOnly: true}, {Path: dir, Logger: quiet, NoCreate: true}} {
+			if s, err := Open(o); err == nil {
+				s.Close()
+				t.Fatalf("%v: opened %+v", files, o)
+			} else if !errors.Is(err, ErrPartialStore) || errors.Is(err, ErrNoStore) {
+				t.Fatalf("%v, read-only %v: %v, want ErrPartialStore", files, o.ReadOnly, err)
+			}
+		}
 	}
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "000002.log"), nil, 0o644); err != nil {

@@ -157,7 +157,7 @@ type partialStoreError struct {
 }
 
 func (e partialStoreError) Error() string {
-	return fmt.Sprintf("the directory holds %d table or log files of a store (%q among them) and no manifest: a copy or backup that did not finish? A new store there would delete them: restore a whole copy, or move them away", e.n, e.file)
+	return fmt.Sprintf("the directory holds %d table or log files of a store (%q among them) and no manifest: a copy or backup that did not finish? It cannot be opened, and a new store there would delete them: restore a whole copy, or move them away", e.n, e.file)
 }
 
 func (e partialStoreError) Is(target error) bool { return target == ErrPartialStore }
@@ -195,6 +195,13 @@ func checkCreate(fsys vfs.FS, path string) error {
 			return foreignDirError{n}
 		}
 	}
+	return partialStore(fsys, path, names)
+}
+
+// partialStore returns a partialStoreError when names, the entries of
+// path (which holds no store), include a store's tables or non-empty logs
+// (dataFile), and nil otherwise.
+func partialStore(fsys vfs.FS, path string, names []string) error {
 	var partial partialStoreError
 	for _, n := range names {
 		if dataFile(fsys, path, n) {
@@ -333,6 +340,18 @@ func Open(opts Options) (*Store, error) {
 	}
 	if o.NoCreate || o.ReadOnly {
 		if err := storeExists(popts.FS, o.Path); err != nil {
+			if errors.Is(err, ErrNoStore) {
+				// Not "no store" when a store's tables are there.
+				fsys := popts.FS
+				if fsys == nil {
+					fsys = vfs.Default
+				}
+				if names, lerr := fsys.List(o.Path); lerr == nil {
+					if perr := partialStore(fsys, o.Path, names); perr != nil {
+						err = perr
+					}
+				}
+			}
 			return nil, &OpenError{Path: o.Path, Err: err}
 		}
 	} else if err := checkCreate(o.FS, o.Path); err != nil {

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/petrel-relay/petrel/internal/cli"
 	"github.com/petrel-relay/petrel/internal/config"
 	"github.com/petrel-relay/petrel/internal/importer"
 	"github.com/petrel-relay/petrel/internal/nostr"
@@ -172,5 +176,49 @@ func TestControlShutdownDelete(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), fmt.Sprintf("deleting %d of 300 events", last.Deleted)) {
 		t.Fatalf("the message's count: %v, answer %+v", err, last)
+	}
+}
+
+// TestImportAnswerDrainBound: an import refused while another runs is
+// answered at once, and a client that then goes on sending for ever is
+// read no longer than answerDrain: the handler ends and the connection
+// is closed, so the client's writes fail. (A raw client: Go's transport
+// would itself stop sending once the answer came.)
+func TestImportAnswerDrainBound(t *testing.T) {
+	_, cfg, _, c := startTestControl(t)
+	defer func(d time.Duration) { answerDrain = d }(answerDrain)
+	answerDrain = 100 * time.Millisecond
+	c.importing.Store(true) // another import runs
+	defer c.importing.Store(false)
+	conn, err := net.Dial("unix", cli.ControlSocketPath(cfg.Store.Path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := io.WriteString(conn, "POST /import HTTP/1.1\r\nHost: petrel\r\nContent-Type: application/x-ndjson\r\nTransfer-Encoding: chunked\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	writing := make(chan error, 1)
+	go func() {
+		line := strings.Repeat("{}\n", 341) + "\n" // 1,024 bytes
+		chunk := []byte(fmt.Sprintf("%x\r\n%s\r\n", len(line), line))
+		for {
+			if _, err := conn.Write(chunk); err != nil {
+				writing <- err
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}()
+	_ = conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+	res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil || res.StatusCode != http.StatusConflict {
+		t.Fatalf("a second import: %v %v, want 409 at once", res, err)
+	}
+	select {
+	case err := <-writing:
+		t.Logf("the endless input stopped: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the relay still reads a refused import's input 30s after refusing it")
 	}
 }

@@ -149,8 +149,9 @@ func answerEarly(w http.ResponseWriter, r *http.Request, rc *http.ResponseContro
 	_, _ = io.Copy(io.Discard, r.Body)
 }
 
-// answerDrain bounds answerEarly's wait for the end of the input.
-const answerDrain = 5 * time.Second
+// answerDrain bounds answerEarly's wait for the end of the input (a
+// variable for TestImportAnswerDrainBound).
+var answerDrain = 5 * time.Second
 
 // errImportStopped is the answer of a relay that stopped (or closed the
 // connection) before it answered the import's result.

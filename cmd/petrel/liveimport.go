@@ -267,13 +267,22 @@ func (b *importBody) take(c inputChunk) {
 		b.ready = data // the last line needs no line break
 		return
 	}
-	i := bytes.LastIndexByte(data, '\n')
-	b.ready = data[:i+1]
-	if c.err == nil {
-		b.held = append([]byte(nil), data[i+1:]...)
-		if len(b.held) > b.maxLine {
-			b.ready, b.held = data, nil
-		}
+	// The held part has no line break: look in the new bytes only (a long
+	// line comes in many chunks).
+	i := bytes.LastIndexByte(c.b, '\n')
+	if i >= 0 {
+		i += len(data) - len(c.b)
+	}
+	switch {
+	case c.err != nil:
+		b.ready = data[:i+1] // the line begun is dropped
+	case len(data)-(i+1) > b.maxLine:
+		b.ready = data // too long to be taken: sent as it comes
+	case i < 0:
+		b.held = data // no line break yet: held whole (data is ours), grown by append
+	default:
+		b.ready = data[:i+1]
+		b.held = append([]byte(nil), data[i+1:]...) // the short tail after the last break
 	}
 }
 
@@ -315,8 +324,10 @@ func (b *importBody) Read(p []byte) (int, error) {
 		}
 		if len(b.ready) > 0 {
 			q := b.ready
-			if i := bytes.IndexByte(q, '\n'); ending && i >= 0 {
-				q = q[:i+1]
+			if ending {
+				if i := bytes.IndexByte(q, '\n'); i >= 0 {
+					q = q[:i+1]
+				}
 			}
 			n := copy(p, q)
 			b.ready = b.ready[n:]

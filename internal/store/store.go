@@ -391,8 +391,12 @@ type Store interface {
 	// so a later event in the batch sees the effect of earlier ones. The
 	// error is non-nil only when the whole batch failed (each result then
 	// has Outcome Failed). The events must have valid ids and signatures:
-	// the store does not check them. If ctx ends while Save waits for the
-	// writer, Save returns ctx's error and the batch may or may not commit.
+	// the store does not check them. If ctx ends before the batch is
+	// handed to the store's writer (while Save waits for room in its
+	// queue), Save returns ctx's error and nothing was saved; once handed
+	// over, Save waits for the commit whatever ctx does, so its results
+	// always say what was saved (a caller interrupted mid-way counts
+	// right).
 	Save(ctx context.Context, events []*nostr.Event) ([]SaveResult, error)
 
 	// Submit queues one event for the store's single writer, which commits
@@ -436,11 +440,14 @@ type Store interface {
 	// Delete removes the events with these ids, whoever wrote them, and
 	// returns how many were removed. It does not record them as deleted:
 	// they may be saved again (the relay's ban list is the place for that).
+	// As for Save, the count says what was removed whenever ctx ends: it
+	// is 0 with ctx's error only if nothing was.
 	Delete(ctx context.Context, ids []nostr.ID) (int, error)
 
 	// PurgeExpired removes events whose expiration is at or before now
 	// and returns how many were removed. Backends also do this on their
-	// own in the background.
+	// own in the background. It works in chunks; ctx ends it between
+	// them, and the count is what the chunks before removed.
 	PurgeExpired(ctx context.Context, now int64) (int, error)
 
 	// Stats returns current store figures.

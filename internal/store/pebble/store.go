@@ -647,14 +647,13 @@ func (s *Store) enqueue(ctx context.Context, r *request) error {
 	}
 }
 
-// wait waits for a request to be committed.
-func wait(ctx context.Context, r *request) error {
-	select {
-	case <-r.done:
-		return r.err
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+// wait waits for a request handed to the writer to be committed. It does
+// not give up when the caller's context ends: the writer commits what it
+// was handed (Close lets it drain its queue), and a caller told of a
+// cancellation meanwhile would not know what was saved (store.Store).
+func wait(r *request) error {
+	<-r.done
+	return r.err
 }
 
 // Save implements store.Store.
@@ -663,12 +662,8 @@ func (s *Store) Save(ctx context.Context, events []*nostr.Event) ([]store.SaveRe
 	if err := s.enqueue(ctx, r); err != nil {
 		return nil, err
 	}
-	select {
-	case <-r.done:
-		return r.results, r.err
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
+	err := wait(r)
+	return r.results, err
 }
 
 // Submit implements store.Store.
@@ -690,7 +685,7 @@ func (s *Store) Delete(ctx context.Context, ids []nostr.ID) (int, error) {
 	if err := s.enqueue(ctx, r); err != nil {
 		return 0, err
 	}
-	if err := wait(ctx, r); err != nil {
+	if err := wait(r); err != nil {
 		return 0, err
 	}
 	return r.n, nil
@@ -704,10 +699,7 @@ func (s *Store) foldSegments(ctx context.Context) error {
 	if err := s.enqueue(ctx, r); err != nil {
 		return err
 	}
-	if err := wait(ctx, r); err != nil {
-		return err
-	}
-	return r.err
+	return wait(r)
 }
 
 // purgeChunk is the most expired events one writer request removes.
@@ -723,7 +715,7 @@ func (s *Store) PurgeExpired(ctx context.Context, now int64) (int, error) {
 		if err := s.enqueue(ctx, r); err != nil {
 			return total, err
 		}
-		if err := wait(ctx, r); err != nil {
+		if err := wait(r); err != nil {
 			return total, err
 		}
 		total += r.n

@@ -138,7 +138,7 @@ func (s *Store) RestoreTombstones(ctx context.Context, tombs []store.Tombstone) 
 	if err := s.enqueue(ctx, r); err != nil {
 		return err
 	}
-	return wait(ctx, r)
+	return wait(r)
 }
 
 // restoreTombstones applies an opTombstones request to the batch.

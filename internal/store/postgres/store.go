@@ -342,12 +342,10 @@ func (s *Store) Save(ctx context.Context, events []*nostr.Event) ([]store.SaveRe
 	if err := s.enqueue(ctx, r); err != nil {
 		return nil, err
 	}
-	select {
-	case <-r.done:
-		return r.results, r.err
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
+	// Handed to the writer: waited for whatever ctx does (store.Store),
+	// as the writer answers every request it was handed, Close included.
+	<-r.done
+	return r.results, r.err
 }
 
 // Submit implements store.Store.
@@ -473,7 +471,9 @@ func (s *Store) removeOnce(ctx context.Context, sql string, args ...any) (int, e
 	if err := s.addStats(ctx, tx, st); err != nil {
 		return 0, err
 	}
-	return n, tx.Commit(ctx)
+	// Not cancelled once it commits: a cancellation landing during the
+	// COMMIT would leave the count unknown (store.Store's Delete).
+	return n, tx.Commit(context.WithoutCancel(ctx))
 }
 
 // statsDelta is a change to the search collection figures.

@@ -45,6 +45,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"CountItems", testCountItems},
 		{"HasDelete", testHasDelete},
 		{"SaveBatch", testSaveBatch},
+		{"CancelAfterHandOff", testCancelAfterHandOff},
 		{"Submit", testSubmit},
 		{"SubmitConcurrent", testSubmitConcurrent},
 		{"Iterator", testIterator},

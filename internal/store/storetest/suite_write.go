@@ -493,3 +493,72 @@ func testCloseFlushes(t *testing.T, st store.Store) {
 		t.Fatalf("after Close, %d of %d submitted events reported stored", n.Load(), total)
 	}
 }
+
+// lateCancel is a context that is live when first asked (a store's check
+// before it takes a request) and cancelled right after: a cancellation
+// that lands as the request is handed over.
+type lateCancel struct {
+	context.Context
+	once sync.Once
+	done chan struct{}
+}
+
+func newLateCancel() *lateCancel {
+	return &lateCancel{Context: context.Background(), done: make(chan struct{})}
+}
+
+func (c *lateCancel) Done() <-chan struct{} { return c.done }
+
+func (c *lateCancel) Err() error {
+	select {
+	case <-c.done:
+		return context.Canceled
+	default:
+	}
+	c.once.Do(func() { close(c.done) })
+	return nil
+}
+
+// testCancelAfterHandOff: a Save or Delete cancelled as the store takes it
+// says what it did (store.Store): results or a count whenever the store
+// went ahead, ctx's error only when it did not. A store that reported the
+// cancellation while its writer went on committing made an interrupted
+// import, sync, migrate or delete count one batch short.
+func testCancelAfterHandOff(t *testing.T, st store.Store) {
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(51, 1))
+	for i := range 10 {
+		ev := NewEvent(rng, Key(1), 1, BaseTime+int64(i), nil, "cancelled as handed over")
+		res, err := st.Save(newLateCancel(), []*nostr.Event{ev})
+		// A save waited for comes after it in the writer's order.
+		if _, err := st.Save(ctx, []*nostr.Event{NewEvent(rng, Key(2), 1, BaseTime+int64(i), nil, "after")}); err != nil {
+			t.Fatal(err)
+		}
+		has, herr := st.Has(ctx, ev.ID)
+		if herr != nil {
+			t.Fatal(herr)
+		}
+		switch {
+		case err == nil && len(res) == 1 && res[0].Outcome == store.Stored && has:
+		case errors.Is(err, context.Canceled) && !has:
+		default:
+			t.Fatalf("save %d: results %v, error %v; stored %v", i, res, err, has)
+		}
+		if !has {
+			continue
+		}
+		n, err := st.Delete(newLateCancel(), []nostr.ID{ev.ID})
+		if _, err := st.Save(ctx, []*nostr.Event{NewEvent(rng, Key(3), 1, BaseTime+int64(i), nil, "after")}); err != nil {
+			t.Fatal(err)
+		}
+		if has, herr = st.Has(ctx, ev.ID); herr != nil {
+			t.Fatal(herr)
+		}
+		switch {
+		case err == nil && n == 1 && !has:
+		case errors.Is(err, context.Canceled) && n == 0 && has:
+		default:
+			t.Fatalf("delete %d: %d, error %v; still stored %v", i, n, err, has)
+		}
+	}
+}

@@ -226,20 +226,26 @@ func deleteItems(ctx context.Context, st store.Store, items []store.Item, batch 
 	}
 	res := deleteResult{Matched: len(items)}
 	ids := make([]nostr.ID, 0, min(batch, len(items)))
+	interrupted := func(err error) (deleteResult, error) {
+		res.Seconds = time.Since(start).Seconds()
+		return res, fmt.Errorf("interrupted after deleting %d events: %w", res.Deleted, err)
+	}
 	for len(items) > 0 {
 		if err := ctx.Err(); err != nil {
-			res.Seconds = time.Since(start).Seconds()
-			return res, fmt.Errorf("interrupted after deleting %d events: %w", res.Deleted, err)
+			return interrupted(err)
 		}
 		n := min(len(items), batch)
 		ids = ids[:0]
 		for _, it := range items[:n] {
 			ids = append(ids, it.ID)
 		}
-		// The batch is not cancelled once handed over: it may commit
-		// anyway, and the count must say so.
-		d, err := st.Delete(context.WithoutCancel(ctx), ids)
+		// A batch the store took is deleted whatever ctx does, and d says
+		// so (store.Store); one it did not take comes back as ctx's error.
+		d, err := st.Delete(ctx, ids)
 		res.Deleted += d
+		if err != nil && ctx.Err() != nil {
+			return interrupted(err)
+		}
 		if err != nil {
 			res.Seconds = time.Since(start).Seconds()
 			return res, fmt.Errorf("delete: %w", err)

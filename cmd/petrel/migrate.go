@@ -480,10 +480,9 @@ func copyEvents(ctx context.Context, src, dst store.Store, o migrateOptions, res
 			if saveErr != nil || ctx.Err() != nil {
 				continue // drain
 			}
-			// Not cancelled once handed over: an interrupt lands between
-			// batches, and the counts say what the destination holds (a
-			// cancelled wait returns while the store may still commit).
-			rs, err := dst.Save(context.WithoutCancel(ctx), b)
+			// An interrupt lands between batches: a batch the store took
+			// is answered whatever ctx does (store.Store).
+			rs, err := dst.Save(ctx, b)
 			if err != nil {
 				saveErr = fmt.Errorf("save into the destination: %w", err)
 				cancel()

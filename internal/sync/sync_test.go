@@ -369,21 +369,26 @@ func TestSyncOptions(t *testing.T) {
 	}
 }
 
-// commitThenCancel is a store whose Save, like the pebble store's,
-// commits a batch handed over and still reports a context cancelled
-// meanwhile.
-type commitThenCancel struct{ store.Store }
+// cancelDuringSave is a store whose nth Save is interrupted while it
+// commits: the batch it took is saved and answered (store.Store), and the
+// run is cancelled meanwhile.
+type cancelDuringSave struct {
+	store.Store
+	n, saves int
+	cancel   context.CancelFunc
+}
 
-func (s commitThenCancel) Save(ctx context.Context, events []*nostr.Event) ([]store.SaveResult, error) {
-	res, err := s.Store.Save(context.Background(), events)
-	if ctx.Err() != nil {
-		return nil, ctx.Err()
+func (s *cancelDuringSave) Save(ctx context.Context, events []*nostr.Event) ([]store.SaveResult, error) {
+	res, err := s.Store.Save(ctx, events) // taken with ctx live
+	if s.saves++; s.saves == s.n {
+		s.cancel() // lands while the batch commits
 	}
 	return res, err
 }
 
 // TestSyncInterruptedCount: an interrupted download counts every event it
-// saved, the batch in flight at the interruption included.
+// saved, the batch in flight at the interruption included, and saves no
+// batch after it.
 func TestSyncInterruptedCount(t *testing.T) {
 	t.Parallel()
 	remote := signed("interrupted-count", 450, 1, base, 2)
@@ -392,13 +397,13 @@ func TestSyncInterruptedCount(t *testing.T) {
 	fill(t, r.Store, remote)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	res, err := Run(ctx, Options{Remote: r.URL, Store: commitThenCancel{m}, Direction: Down, Batch: 50, IDsPerReq: 50, Window: 8,
-		Progress: &cancelAfter{phase: "download", n: 100, cancel: cancel}})
+	dst := &cancelDuringSave{Store: m, n: 2, cancel: cancel}
+	res, err := Run(ctx, Options{Remote: r.URL, Store: dst, Direction: Down, Batch: 50, IDsPerReq: 50, Window: 8})
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("interrupted run: %v (%s)", err, res.String())
 	}
 	n, err := m.Count(context.Background(), []nostr.Filter{{}})
-	if err != nil || int64(res.Down.Moved) != n || n >= int64(len(remote)) {
+	if err != nil || int64(res.Down.Moved) != n || n != 100 || dst.saves != 2 {
 		t.Fatalf("downloaded %d by the result, %d in the store (%v)", res.Down.Moved, n, err)
 	}
 }

@@ -263,9 +263,9 @@ func (w *storeSink) put(ctx context.Context, events []*nostr.Event, t *Transfer)
 
 // save stores one batch and counts the outcomes.
 func (s *syncer) save(ctx context.Context, events []*nostr.Event, t *Transfer) error {
-	// The batch is not cancelled once handed over: the store may commit
-	// it anyway, and the counts must say so.
-	res, err := s.o.Store.Save(context.WithoutCancel(ctx), events)
+	// A batch the store took is answered whatever ctx does (store.Store),
+	// so the counts say what was saved.
+	res, err := s.o.Store.Save(ctx, events)
 	if err != nil {
 		return fmt.Errorf("save: %w", err)
 	}

@@ -806,25 +806,15 @@ func TestClientConnectErrors(t *testing.T) {
 	// Connected to a relay that never answers the REQ: "interrupted",
 	// not "context canceled".
 	asked := make(chan struct{}, 1)
-	mute := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ws, err := (&websocket.Upgrader{}).Upgrade(w, r, nil)
-		if err != nil {
-			return
-		}
-		defer ws.Close()
-		// The REQ: the command is past its dial, waiting for events.
-		if _, _, err := ws.ReadMessage(); err != nil {
-			return
-		}
+	muteURL := afterRequest(t, func(ws *websocket.Conn, _ *http.Request) {
+		// The command is past its dial, waiting for events.
 		asked <- struct{}{}
 		for {
 			if _, _, err := ws.ReadMessage(); err != nil {
 				return
 			}
 		}
-	}))
-	t.Cleanup(mute.Close)
-	muteURL := "ws://" + strings.TrimPrefix(mute.URL, "http://")
+	})
 	asking := exec.Command(c.bin, "req", muteURL)
 	asking.Env = c.env
 	var askOut, askErr strings.Builder
@@ -875,23 +865,13 @@ func TestClientConnectErrors(t *testing.T) {
 	// address, its shutdown) after the request, or drops it: told so,
 	// not as the client's "client: connection closed: <url>: websocket:
 	// close 1008 (policy violation): ...".
-	closer := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ws, err := (&websocket.Upgrader{}).Upgrade(w, r, nil)
-		if err != nil {
-			return
-		}
-		defer ws.Close()
-		if _, _, err := ws.ReadMessage(); err != nil {
-			return
-		}
+	closing := afterRequest(t, func(ws *websocket.Conn, r *http.Request) {
 		if r.URL.Path == "/drop" {
 			return
 		}
 		ws.WriteMessage(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.ClosePolicyViolation, "blocked: your address is blocked by this relay"))
 		ws.ReadMessage()
-	}))
-	t.Cleanup(closer.Close)
-	closing := "ws://" + strings.TrimPrefix(closer.URL, "http://")
+	})
 	blocked := "the relay closed the connection: blocked: your address is blocked by this relay (close code 1008)"
 	only("petrel: "+closing+": "+blocked, "req", closing)
 	only("petrel: "+closing+": "+blocked, "count", closing)
@@ -900,6 +880,26 @@ func TestClientConnectErrors(t *testing.T) {
 	if _, errOut, ok := c.run("", "sync", closing, "--data", filepath.Join(t.TempDir(), "synced")); ok || !strings.HasSuffix(errOut, "\npetrel: "+closing+": "+blocked+"\n") {
 		t.Fatalf("sync with a relay that closes the connection: %v %q", ok, errOut)
 	}
+}
+
+// afterRequest starts a WebSocket server that reads a client's first
+// message (its request) and then runs then, closing the connection when
+// it returns; it returns the server's ws:// URL.
+func afterRequest(t *testing.T, then func(ws *websocket.Conn, r *http.Request)) string {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ws, err := (&websocket.Upgrader{}).Upgrade(w, r, nil)
+		if err != nil {
+			return
+		}
+		defer ws.Close()
+		if _, _, err := ws.ReadMessage(); err != nil {
+			return
+		}
+		then(ws, r)
+	}))
+	t.Cleanup(srv.Close)
+	return "ws://" + strings.TrimPrefix(srv.URL, "http://")
 }
 
 // TestClientAuth: a relay that closes a request with "auth-required:"

@@ -52,24 +52,20 @@ func relayInfoCmd() *cobra.Command {
 	return cmd
 }
 
-// parseRelayOrHTTP is wsURL, checked: the error names the argument as
-// given.
+// parseRelayOrHTTP is ParseRelay, also taking an http:// or https://
+// URL (the same host's ws:// or wss://): NIP-11 and NIP-86 are HTTP. The
+// error names the argument as given.
 func parseRelayOrHTTP(a string) (string, error) {
-	u := wsURL(a)
-	if a == "" || client.CheckURL(u) != nil {
+	s := a
+	switch {
+	case strings.HasPrefix(s, "http://"):
+		s = "ws://" + s[len("http://"):]
+	case strings.HasPrefix(s, "https://"):
+		s = "wss://" + s[len("https://"):]
+	}
+	u, err := ParseRelay(s)
+	if err != nil {
 		return "", fmt.Errorf("%q: not a relay: give host[:port], or a ws://, wss://, http:// or https:// URL", a)
 	}
 	return u, nil
-}
-
-// wsURL turns what a person gives for a relay (with or without scheme,
-// http or ws) into its ws:// or wss:// URL.
-func wsURL(s string) string {
-	switch {
-	case strings.HasPrefix(s, "http://"):
-		return "ws://" + s[len("http://"):]
-	case strings.HasPrefix(s, "https://"):
-		return "wss://" + s[len("https://"):]
-	}
-	return RelayURL(s)
 }
